@@ -1,0 +1,103 @@
+//! `tessera-server [config-file] [--directive value ...]`
+
+use tessera::config::Config;
+
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+const USAGE: &str = "Usage: tessera-server [/path/to/tessera.conf] [options]
+       tessera-server - (read config from stdin)
+       tessera-server -v or --version
+       tessera-server -h or --help
+
+Options are configuration directives with two leading dashes, as in redis-server:
+       tessera-server --port 7777 --dir ./data --appendfsync always
+       tessera-server tessera.conf --loglevel verbose
+
+Defaults: port 6379 on 127.0.0.1 and ::1, the append-only log on (appendonly yes,
+appendfsync everysec) in <dir>/appendonlydir. See tessera.conf for every directive.";
+
+fn init_logging(config: &Config) -> Result<(), String> {
+    let level = match config.loglevel.as_str() {
+        "debug" | "verbose" => tracing::Level::DEBUG,
+        "warning" => tracing::Level::WARN,
+        "nothing" => tracing::Level::ERROR,
+        _ => tracing::Level::INFO,
+    };
+    let builder = tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_target(false);
+    if config.logfile.is_empty() {
+        builder.init();
+    } else {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&config.logfile)
+            .map_err(|e| format!("can't open the log file {}: {e}", config.logfile))?;
+        builder
+            .with_ansi(false)
+            .with_writer(std::sync::Mutex::new(file))
+            .init();
+    }
+    Ok(())
+}
+
+fn main() {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("-h" | "--help") => {
+            println!("{USAGE}");
+            return;
+        }
+        Some("-v" | "--version") => {
+            println!(
+                "Tessera server v={} (Redis {} compatible)",
+                env!("CARGO_PKG_VERSION"),
+                "7.0.15"
+            );
+            return;
+        }
+        _ => {}
+    }
+    let mut config_file = String::new();
+    if args.first().is_some_and(|a| !a.starts_with("--")) {
+        config_file = std::fs::canonicalize(&args[0])
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| args[0].clone());
+        if args[0] == "-" {
+            let mut text = String::new();
+            let _ = std::io::Read::read_to_string(&mut std::io::stdin(), &mut text);
+            let path =
+                std::env::temp_dir().join(format!("tessera-stdin-{}.conf", std::process::id()));
+            let _ = std::fs::write(&path, text);
+            args[0] = path.display().to_string();
+        }
+    }
+    let config = match Config::from_args(&args) {
+        Ok(config) => config,
+        Err(message) => {
+            eprintln!("{message}");
+            std::process::exit(1);
+        }
+    };
+    if let Err(message) = init_logging(&config) {
+        eprintln!("{message}");
+        std::process::exit(1);
+    }
+    tracing::info!(
+        "Tessera {} starting (pid {}), Redis {} compatible",
+        env!("CARGO_PKG_VERSION"),
+        std::process::id(),
+        "7.0.15"
+    );
+    if !config.pidfile.is_empty() {
+        let _ = std::fs::write(&config.pidfile, format!("{}\n", std::process::id()));
+    }
+    let result = tessera::server::Server::start(config, config_file).and_then(|s| s.run());
+    if let Err(message) = result {
+        tracing::error!("{message}");
+        eprintln!("FATAL: {message}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,292 @@
+//! Connection commands: PING, ECHO, QUIT, HELLO, AUTH, CLIENT.
+
+use super::{
+    Action, Args, CommandSpec, Ctx, eq_ignore_case, flags::*, lossy, unknown_subcommand,
+    wrong_arity,
+};
+use crate::command;
+
+/// The Redis version Tessera reports: clients gate features on it, and Tessera implements
+/// Redis 7.0's command semantics.
+pub const REDIS_COMPAT_VERSION: &str = "7.0.15";
+
+pub fn commands() -> Vec<CommandSpec> {
+    vec![
+        command!(
+            "ping",
+            -1,
+            FAST | STALE,
+            (0, 0, 0),
+            "connection",
+            "Returns the server's liveliness response.",
+            ping
+        ),
+        command!(
+            "echo",
+            2,
+            FAST,
+            (0, 0, 0),
+            "connection",
+            "Returns the given string.",
+            echo
+        ),
+        command!(
+            "quit",
+            -1,
+            NO_AUTH | LOADING | STALE | FAST,
+            (0, 0, 0),
+            "connection",
+            "Closes the connection.",
+            quit
+        ),
+        command!(
+            "hello",
+            -1,
+            NO_AUTH | LOADING | STALE | FAST,
+            (0, 0, 0),
+            "connection",
+            "Handshakes with the Redis server.",
+            hello
+        ),
+        command!(
+            "auth",
+            -2,
+            NO_AUTH | LOADING | STALE | FAST,
+            (0, 0, 0),
+            "connection",
+            "Authenticates the connection.",
+            auth
+        ),
+        command!(
+            "client",
+            -2,
+            LOADING | STALE,
+            (0, 0, 0),
+            "connection",
+            "A container for client connection commands.",
+            client
+        ),
+    ]
+}
+
+fn ping(ctx: &mut Ctx, args: &Args) -> Action {
+    match args.len() {
+        1 => ctx.out.simple("PONG"),
+        2 => ctx.out.bulk(args[1]),
+        _ => wrong_arity(ctx, "ping"),
+    }
+    Action::None
+}
+
+fn echo(ctx: &mut Ctx, args: &Args) -> Action {
+    ctx.out.bulk(args[1]);
+    Action::None
+}
+
+fn quit(ctx: &mut Ctx, _args: &Args) -> Action {
+    ctx.out.ok();
+    Action::Close
+}
+
+/// Checks a password against `requirepass`; replies with the error on failure.
+fn check_password(ctx: &mut Ctx, user: Option<&[u8]>, password: &[u8]) -> bool {
+    let expected = ctx.server.config.requirepass.clone();
+    let user_ok = user.is_none_or(|u| u == b"default");
+    let ok = match expected {
+        Some(pass) => user_ok && pass.as_bytes() == password,
+        None => user_ok,
+    };
+    if ok {
+        ctx.client.authenticated = true;
+    } else {
+        ctx.out
+            .error("WRONGPASS invalid username-password pair or user is disabled.");
+    }
+    ok
+}
+
+fn auth(ctx: &mut Ctx, args: &Args) -> Action {
+    match args.len() {
+        2 => {
+            if ctx.server.config.requirepass.is_none() {
+                ctx.out.error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
+            } else if check_password(ctx, None, args[1]) {
+                ctx.out.ok();
+            }
+        }
+        3 => {
+            if check_password(ctx, Some(args[1]), args[2]) {
+                ctx.out.ok();
+            }
+        }
+        _ => ctx.out.error(super::SYNTAX_ERROR),
+    }
+    Action::None
+}
+
+fn valid_client_name(name: &[u8]) -> bool {
+    name.iter().all(|&b| (b'!'..=b'~').contains(&b))
+}
+
+fn hello(ctx: &mut Ctx, args: &Args) -> Action {
+    let mut protocol = if ctx.client.resp3 { 3 } else { 2 };
+    if args.len() >= 2 {
+        match crate::resp::parse_i64(args[1]) {
+            None => {
+                ctx.out
+                    .error("ERR Protocol version is not an integer or out of range");
+                return Action::None;
+            }
+            Some(v) if v != 2 && v != 3 => {
+                ctx.out.error("NOPROTO unsupported protocol version");
+                return Action::None;
+            }
+            Some(v) => protocol = v,
+        }
+    }
+    let mut auth: Option<(&[u8], &[u8])> = None;
+    let mut name: Option<&[u8]> = None;
+    let mut i = 2;
+    while i < args.len() {
+        let remaining = args.len() - i - 1;
+        if eq_ignore_case(args[i], "auth") && remaining >= 2 {
+            auth = Some((args[i + 1], args[i + 2]));
+            i += 3;
+        } else if eq_ignore_case(args[i], "setname") && remaining >= 1 {
+            name = Some(args[i + 1]);
+            i += 2;
+        } else {
+            ctx.out.error(&format!(
+                "ERR Syntax error in HELLO option '{}'",
+                lossy(args[i])
+            ));
+            return Action::None;
+        }
+    }
+    if let Some((user, password)) = auth
+        && !check_password(ctx, Some(user), password)
+    {
+        return Action::None;
+    }
+    if !ctx.client.authenticated {
+        ctx.out.error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
+        return Action::None;
+    }
+    if let Some(name) = name {
+        if !valid_client_name(name) {
+            ctx.out
+                .error("ERR Client names cannot contain spaces, newlines or special characters.");
+            return Action::None;
+        }
+        ctx.client.name = (!name.is_empty()).then(|| lossy(name));
+    }
+    ctx.client.resp3 = protocol == 3;
+    ctx.out.resp3 = ctx.client.resp3;
+    ctx.out.map(7);
+    ctx.out.bulk(b"server");
+    ctx.out.bulk(b"redis");
+    ctx.out.bulk(b"version");
+    ctx.out.bulk(REDIS_COMPAT_VERSION.as_bytes());
+    ctx.out.bulk(b"proto");
+    ctx.out.integer(protocol);
+    ctx.out.bulk(b"id");
+    ctx.out.integer(ctx.client.id as i64);
+    ctx.out.bulk(b"mode");
+    ctx.out.bulk(b"standalone");
+    ctx.out.bulk(b"role");
+    ctx.out.bulk(b"master");
+    ctx.out.bulk(b"modules");
+    ctx.out.array(0);
+    Action::None
+}
+
+const CLIENT_HELP: &[&str] = &[
+    "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "ID",
+    "    Return the ID of the current connection.",
+    "INFO",
+    "    Return information about the current client connection.",
+    "LIST [TYPE normal]",
+    "    Return information about client connections.",
+    "GETNAME",
+    "    Return the name of the current connection.",
+    "SETNAME <name>",
+    "    Assign the name <name> to the current connection.",
+    "SETINFO <LIB-NAME|LIB-VER> <value>",
+    "    Set client library name or version.",
+    "HELP",
+    "    Print this help.",
+];
+
+fn client(ctx: &mut Ctx, args: &Args) -> Action {
+    let sub = lossy(args[1]).to_ascii_lowercase();
+    let arity_ok = match sub.as_str() {
+        "id" | "getname" | "info" | "help" => args.len() == 2,
+        "setname" => args.len() == 3,
+        "setinfo" => args.len() == 4,
+        "list" => args.len() >= 2,
+        _ => {
+            unknown_subcommand(ctx, "client", args[1]);
+            return Action::None;
+        }
+    };
+    if !arity_ok {
+        wrong_arity(ctx, &format!("client|{sub}"));
+        return Action::None;
+    }
+    match sub.as_str() {
+        "id" => ctx.out.integer(ctx.client.id as i64),
+        "getname" => match ctx.client.name.clone() {
+            Some(name) => ctx.out.bulk(name.as_bytes()),
+            None => ctx.out.null(),
+        },
+        "setname" => {
+            if valid_client_name(args[2]) {
+                ctx.client.name = (!args[2].is_empty()).then(|| lossy(args[2]));
+                ctx.out.ok();
+            } else {
+                ctx.out.error(
+                    "ERR Client names cannot contain spaces, newlines or special characters.",
+                );
+            }
+        }
+        "setinfo" => {
+            let value = lossy(args[3]);
+            if !valid_client_name(args[3]) {
+                ctx.out.error(&format!(
+                    "ERR {} cannot contain spaces, newlines or special characters.",
+                    lossy(args[2])
+                ));
+            } else if eq_ignore_case(args[2], "lib-name") {
+                ctx.client.lib_name = Some(value);
+                ctx.out.ok();
+            } else if eq_ignore_case(args[2], "lib-ver") {
+                ctx.client.lib_version = Some(value);
+                ctx.out.ok();
+            } else {
+                ctx.out
+                    .error(&format!("ERR Unrecognized option '{}'", lossy(args[2])));
+            }
+        }
+        "info" => return Action::ClientList { only_self: true },
+        "list" => {
+            // Only `TYPE normal` (every Tessera client is normal) and no filter are supported.
+            let filter_ok = args.len() == 2
+                || (args.len() == 4
+                    && eq_ignore_case(args[2], "type")
+                    && eq_ignore_case(args[3], "normal"));
+            if !filter_ok {
+                ctx.out.error(super::SYNTAX_ERROR);
+                return Action::None;
+            }
+            return Action::ClientList { only_self: false };
+        }
+        _ => {
+            ctx.out.array(CLIENT_HELP.len());
+            for line in CLIENT_HELP {
+                ctx.out.simple(line);
+            }
+        }
+    }
+    Action::None
+}

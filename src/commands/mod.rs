@@ -1,0 +1,378 @@
+//! The command table and the context a command runs in.
+//!
+//! A command is a row of a declarative table (name, arity, flags); its handler runs
+//! against the keyspace and writes its reply through a `ReplyWriter`. It never touches a
+//! socket or a file. What must be logged it hands to `Ctx::propagate`, in the
+//! deterministic form that replays to the same state (absolute expiry times, the effect
+//! rather than the request where they differ); the log layer adds `SELECT` records.
+
+mod connection;
+mod keys;
+mod server;
+mod strings;
+
+use crate::config::Config;
+use crate::keyspace::{Db, Entry, Keyspace, Value};
+use crate::resp::ReplyWriter;
+use crate::stats::Stats;
+use bytes::Bytes;
+
+pub mod flags {
+    pub const WRITE: u32 = 1 << 0;
+    pub const READONLY: u32 = 1 << 1;
+    pub const DENYOOM: u32 = 1 << 2;
+    pub const ADMIN: u32 = 1 << 3;
+    pub const FAST: u32 = 1 << 4;
+    /// Allowed before AUTH (AUTH, HELLO, QUIT).
+    pub const NO_AUTH: u32 = 1 << 5;
+    /// Allowed while the dataset is loading.
+    pub const LOADING: u32 = 1 << 6;
+    pub const STALE: u32 = 1 << 7;
+
+    pub const NAMES: &[(u32, &str)] = &[
+        (WRITE, "write"),
+        (READONLY, "readonly"),
+        (DENYOOM, "denyoom"),
+        (ADMIN, "admin"),
+        (FAST, "fast"),
+        (NO_AUTH, "no_auth"),
+        (LOADING, "loading"),
+        (STALE, "stale"),
+    ];
+}
+
+pub type Args<'a> = [&'a [u8]];
+
+/// What the session must do after the reply, beyond sending it.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Action {
+    None,
+    /// Send the reply, then close (QUIT).
+    Close,
+    /// SHUTDOWN: `save` is Some(true) for SAVE, Some(false) for NOSAVE.
+    Shutdown {
+        save: Option<bool>,
+    },
+    /// CLIENT LIST / CLIENT INFO need every session; the server writes the reply.
+    ClientList {
+        only_self: bool,
+    },
+}
+
+pub struct CommandSpec {
+    pub name: &'static str,
+    /// Redis's arity: N means exactly N words (name included), -N means at least N.
+    pub arity: i32,
+    pub flags: u32,
+    pub first_key: i32,
+    pub last_key: i32,
+    pub key_step: i32,
+    pub group: &'static str,
+    pub summary: &'static str,
+    pub handler: fn(&mut Ctx, &Args) -> Action,
+}
+
+impl CommandSpec {
+    pub fn has(&self, flag: u32) -> bool {
+        self.flags & flag != 0
+    }
+    pub fn arity_ok(&self, argc: usize) -> bool {
+        let argc = argc as i32;
+        if self.arity >= 0 {
+            argc == self.arity
+        } else {
+            argc >= -self.arity
+        }
+    }
+}
+
+/// Per-connection state that commands read and change.
+#[derive(Clone, Debug, Default)]
+pub struct ClientState {
+    pub id: u64,
+    pub db: usize,
+    pub resp3: bool,
+    pub authenticated: bool,
+    pub name: Option<String>,
+    pub lib_name: Option<String>,
+    pub lib_version: Option<String>,
+}
+
+/// Server-wide state visible to commands.
+pub struct ServerState {
+    pub config: Config,
+    pub stats: Stats,
+    /// Changes since the last save (`rdb_changes_since_last_save`).
+    pub dirty: u64,
+    pub started_at: std::time::Instant,
+    pub start_unix_seconds: i64,
+    pub last_save_unix_seconds: i64,
+    pub connected_clients: usize,
+    pub run_id: String,
+    pub tcp_port: u16,
+    pub executable: String,
+    pub config_file: String,
+    /// Set while the append-only log cannot be written: the reason, for MISCONF.
+    pub log_error: Option<String>,
+    /// Persistence figures for INFO, refreshed by the server loop.
+    pub persistence: PersistenceInfo,
+}
+
+#[derive(Default, Clone, Debug)]
+pub struct PersistenceInfo {
+    pub aof_current_size: u64,
+    pub aof_last_write_status_ok: bool,
+    pub aof_pending_bytes: u64,
+    pub aof_delayed_fsync: u64,
+    pub loading_seconds: f64,
+    pub loaded_keys: u64,
+}
+
+/// Where a command's log records go.
+#[derive(Default)]
+pub struct Propagation {
+    /// RESP records not yet handed to the log writer.
+    pub buffer: Vec<u8>,
+    /// The database the last record in the log applies to (None: unknown, emit SELECT).
+    pub selected_db: Option<usize>,
+    pub enabled: bool,
+}
+
+impl Propagation {
+    pub fn record(&mut self, db: usize, args: &[&[u8]]) {
+        if !self.enabled {
+            return;
+        }
+        if self.selected_db != Some(db) {
+            let db_text = itoa::Buffer::new().format(db).to_owned();
+            crate::resp::encode_command(
+                &mut self.buffer,
+                &[b"SELECT" as &[u8], db_text.as_bytes()],
+            );
+            self.selected_db = Some(db);
+        }
+        crate::resp::encode_command(&mut self.buffer, args);
+    }
+}
+
+pub struct Ctx<'a> {
+    pub keyspace: &'a mut Keyspace,
+    pub client: &'a mut ClientState,
+    pub server: &'a mut ServerState,
+    pub out: ReplyWriter<'a>,
+    pub log: &'a mut Propagation,
+    /// The command's clock: one reading per command, as Redis's `commandTimeSnapshot`.
+    pub now_ms: i64,
+    /// Replaying the log: nothing expires, nothing is logged.
+    pub loading: bool,
+}
+
+impl<'a> Ctx<'a> {
+    pub fn db(&mut self) -> &mut Db {
+        &mut self.keyspace.dbs[self.client.db]
+    }
+
+    /// Logs a write in its deterministic form and counts it as a change.
+    pub fn propagate(&mut self, args: &[&[u8]]) {
+        self.server.dirty += 1;
+        let db = self.client.db;
+        self.log.record(db, args);
+    }
+
+    /// Removes `key` if it has expired (logging a DEL, as Redis does). Returns true if removed.
+    pub fn expire_if_needed(&mut self, key: &[u8]) -> bool {
+        let db_index = self.client.db;
+        self.expire_if_needed_in(db_index, key)
+    }
+
+    pub fn expire_if_needed_in(&mut self, db_index: usize, key: &[u8]) -> bool {
+        if self.loading {
+            return false;
+        }
+        let now = self.now_ms;
+        let db = &mut self.keyspace.dbs[db_index];
+        match db.get(key) {
+            Some(entry) if entry.is_expired(now) => {
+                db.remove(key);
+                self.server.stats.expired_keys += 1;
+                self.server.dirty += 1;
+                self.log.record(db_index, &[b"DEL", key]);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A key lookup for a command: expires the key first if due.
+    pub fn lookup(&mut self, key: &[u8]) -> Option<&Entry> {
+        self.expire_if_needed(key);
+        self.keyspace.dbs[self.client.db].get(key)
+    }
+
+    /// A lookup that counts keyspace hits and misses (read commands).
+    pub fn lookup_read(&mut self, key: &[u8]) -> Option<&Entry> {
+        self.expire_if_needed(key);
+        let found = self.keyspace.dbs[self.client.db].get(key);
+        if found.is_some() {
+            self.server.stats.keyspace_hits += 1;
+        } else {
+            self.server.stats.keyspace_misses += 1;
+        }
+        found
+    }
+
+    /// The string at `key`: Ok(None) if absent, Err(()) after replying WRONGTYPE.
+    pub fn get_string(&mut self, key: &[u8]) -> Result<Option<Bytes>, ()> {
+        match self.lookup_read(key).map(|e| &e.value) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+        }
+    }
+
+    pub fn wrong_type(&mut self) {
+        self.out.error(WRONGTYPE);
+    }
+}
+
+pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+pub const SYNTAX_ERROR: &str = "ERR syntax error";
+pub const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
+
+/// Parses an integer argument or replies with Redis's error.
+pub fn int_arg(ctx: &mut Ctx, arg: &[u8]) -> Option<i64> {
+    let parsed = crate::resp::parse_i64(arg);
+    if parsed.is_none() {
+        ctx.out.error(NOT_INTEGER);
+    }
+    parsed
+}
+
+pub fn eq_ignore_case(arg: &[u8], word: &str) -> bool {
+    arg.eq_ignore_ascii_case(word.as_bytes())
+}
+
+pub fn lossy(arg: &[u8]) -> String {
+    String::from_utf8_lossy(arg).into_owned()
+}
+
+/// Every command Tessera knows, grouped by module.
+pub fn table() -> Vec<CommandSpec> {
+    let mut all = Vec::new();
+    all.extend(connection::commands());
+    all.extend(strings::commands());
+    all.extend(keys::commands());
+    all.extend(server::commands());
+    all
+}
+
+pub struct Registry {
+    by_name: hashbrown::HashMap<Vec<u8>, CommandSpec>,
+}
+
+impl Registry {
+    pub fn new() -> Registry {
+        let mut by_name = hashbrown::HashMap::new();
+        for spec in table() {
+            let previous = by_name.insert(spec.name.as_bytes().to_vec(), spec);
+            assert!(previous.is_none(), "command registered twice");
+        }
+        Registry { by_name }
+    }
+
+    /// Case-insensitive lookup without allocating for ordinary command names.
+    pub fn get(&self, name: &[u8]) -> Option<&CommandSpec> {
+        let mut lower = [0u8; 32];
+        if name.len() > lower.len() {
+            return None;
+        }
+        for (dst, src) in lower.iter_mut().zip(name) {
+            *dst = src.to_ascii_lowercase();
+        }
+        self.by_name.get(&lower[..name.len()])
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &CommandSpec> {
+        self.by_name.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_name.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_name.is_empty()
+    }
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Registry::new()
+    }
+}
+
+/// Redis's reply to an unknown command.
+pub fn unknown_command_error(args: &Args) -> String {
+    let mut listed = String::new();
+    for arg in &args[1..] {
+        if listed.len() >= 128 {
+            break;
+        }
+        let room = 128 - listed.len();
+        let text = lossy(arg);
+        let shown: String = text.chars().take(room).collect();
+        listed.push_str(&format!("'{shown}' "));
+    }
+    let name: String = lossy(args[0]).chars().take(128).collect();
+    format!("ERR unknown command '{name}', with args beginning with: {listed}")
+}
+
+pub fn unknown_subcommand(ctx: &mut Ctx, container: &str, sub: &[u8]) {
+    let sub: String = lossy(sub).chars().take(128).collect();
+    ctx.out.error(&format!(
+        "ERR unknown subcommand '{sub}'. Try {} HELP.",
+        container.to_ascii_uppercase()
+    ));
+}
+
+pub fn wrong_arity(ctx: &mut Ctx, full_name: &str) {
+    ctx.out.error(&format!(
+        "ERR wrong number of arguments for '{full_name}' command"
+    ));
+}
+
+/// Defines a table row compactly: `command!(name, arity, flags, (first, last, step), group, summary, handler)`.
+#[macro_export]
+macro_rules! command {
+    ($name:literal, $arity:expr, $flags:expr, ($first:expr, $last:expr, $step:expr), $group:literal, $summary:literal, $handler:expr) => {
+        $crate::commands::CommandSpec {
+            name: $name,
+            arity: $arity,
+            flags: $flags,
+            first_key: $first,
+            last_key: $last,
+            key_step: $step,
+            group: $group,
+            summary: $summary,
+            handler: $handler,
+        }
+    };
+}
+
+/// Parses an expiry given in `unit_ms` units (1 or 1000), absolute or relative to `now`,
+/// into absolute milliseconds; None on overflow or a non-positive value (Redis's
+/// "invalid expire time" cases).
+pub fn absolute_expiry(value: i64, unit_ms: i64, absolute: bool, now_ms: i64) -> Option<i64> {
+    if value <= 0 {
+        return None;
+    }
+    let ms = value.checked_mul(unit_ms)?;
+    if absolute {
+        Some(ms)
+    } else {
+        ms.checked_add(now_ms)
+    }
+}
+
+pub fn ms_text(ms: i64) -> String {
+    itoa::Buffer::new().format(ms).to_owned()
+}

@@ -1,0 +1,534 @@
+//! Server commands: INFO, CONFIG, COMMAND, TIME, LASTSAVE, SHUTDOWN, BGREWRITEAOF.
+
+use super::{
+    Action, Args, CommandSpec, Ctx, SYNTAX_ERROR, connection::REDIS_COMPAT_VERSION, eq_ignore_case,
+    flags, flags::*, lossy, unknown_subcommand, wrong_arity,
+};
+use crate::command;
+use crate::config::{DIRECTIVES, find_directive};
+use crate::glob::glob_match;
+use std::fmt::Write;
+
+pub fn commands() -> Vec<CommandSpec> {
+    vec![
+        command!(
+            "info",
+            -1,
+            LOADING | STALE,
+            (0, 0, 0),
+            "server",
+            "Returns information and statistics about the server.",
+            info
+        ),
+        command!(
+            "config",
+            -2,
+            ADMIN | LOADING | STALE,
+            (0, 0, 0),
+            "server",
+            "A container for server configuration commands.",
+            config
+        ),
+        command!(
+            "command",
+            -1,
+            LOADING | STALE,
+            (0, 0, 0),
+            "server",
+            "Returns detailed information about all commands.",
+            command_command
+        ),
+        command!(
+            "time",
+            1,
+            LOADING | STALE | FAST,
+            (0, 0, 0),
+            "server",
+            "Returns the server time.",
+            time
+        ),
+        command!(
+            "lastsave",
+            1,
+            LOADING | STALE | FAST,
+            (0, 0, 0),
+            "server",
+            "Returns the Unix timestamp of the last successful save to disk.",
+            lastsave
+        ),
+        command!(
+            "shutdown",
+            -1,
+            ADMIN | LOADING | STALE,
+            (0, 0, 0),
+            "server",
+            "Synchronously saves the database(s) to disk and shuts down the Redis server.",
+            shutdown
+        ),
+        command!(
+            "bgrewriteaof",
+            1,
+            ADMIN,
+            (0, 0, 0),
+            "server",
+            "Asynchronously rewrites the append-only file to disk.",
+            bgrewriteaof
+        ),
+    ]
+}
+
+fn time(ctx: &mut Ctx, _args: &Args) -> Action {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    ctx.out.array(2);
+    ctx.out.bulk_i64(now.as_secs() as i64);
+    ctx.out.bulk_i64(now.subsec_micros() as i64);
+    Action::None
+}
+
+fn lastsave(ctx: &mut Ctx, _args: &Args) -> Action {
+    ctx.out.integer(ctx.server.last_save_unix_seconds);
+    Action::None
+}
+
+fn shutdown(ctx: &mut Ctx, args: &Args) -> Action {
+    let mut save = None;
+    for arg in &args[1..] {
+        if eq_ignore_case(arg, "nosave") {
+            save = Some(false);
+        } else if eq_ignore_case(arg, "save") {
+            save = Some(true);
+        } else if eq_ignore_case(arg, "now")
+            || eq_ignore_case(arg, "force")
+            || eq_ignore_case(arg, "abort")
+        {
+            // Tessera never waits for replicas and has no pending shutdown to abort.
+        } else {
+            ctx.out.error(SYNTAX_ERROR);
+            return Action::None;
+        }
+    }
+    Action::Shutdown { save }
+}
+
+fn bgrewriteaof(ctx: &mut Ctx, _args: &Args) -> Action {
+    ctx.out.error(
+        "ERR Background append only file rewriting is not supported yet by this Tessera build",
+    );
+    Action::None
+}
+
+const CONFIG_HELP: &[&str] = &[
+    "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "GET <pattern>",
+    "    Return parameters matching the glob-like <pattern> and their values.",
+    "SET <directive> <value>",
+    "    Set the configuration <directive> to <value>.",
+    "RESETSTAT",
+    "    Reset statistics reported by the INFO command.",
+    "HELP",
+    "    Print this help.",
+];
+
+fn config(ctx: &mut Ctx, args: &Args) -> Action {
+    let sub = lossy(args[1]).to_ascii_lowercase();
+    let arity_ok = match sub.as_str() {
+        "get" => args.len() >= 3,
+        "set" => args.len() >= 4,
+        "resetstat" | "help" => args.len() == 2,
+        _ => {
+            unknown_subcommand(ctx, "config", args[1]);
+            return Action::None;
+        }
+    };
+    if !arity_ok {
+        wrong_arity(ctx, &format!("config|{sub}"));
+        return Action::None;
+    }
+    match sub.as_str() {
+        "get" => {
+            config_get(ctx, &args[2..]);
+        }
+        "set" => {
+            config_set(ctx, &args[2..]);
+        }
+        "resetstat" => {
+            ctx.server.stats.reset();
+            ctx.out.ok();
+        }
+        _ => {
+            ctx.out.array(CONFIG_HELP.len());
+            for line in CONFIG_HELP {
+                ctx.out.simple(line);
+            }
+        }
+    }
+    Action::None
+}
+
+fn config_get(ctx: &mut Ctx, patterns: &Args) -> Action {
+    let matched: Vec<_> = DIRECTIVES
+        .iter()
+        .filter(|d| {
+            patterns
+                .iter()
+                .any(|p| glob_match(p, d.name.as_bytes(), true))
+        })
+        .collect();
+    ctx.out.map(matched.len());
+    for directive in matched {
+        ctx.out.bulk(directive.name.as_bytes());
+        ctx.out.bulk((directive.get)(&ctx.server.config).as_bytes());
+    }
+    Action::None
+}
+
+/// CONFIG SET name value [name value ...]: all or nothing, as Redis 7.
+fn config_set(ctx: &mut Ctx, pairs: &Args) -> Action {
+    if pairs.len() % 2 != 0 {
+        wrong_arity(ctx, "config|set");
+        return Action::None;
+    }
+    let mut updated = ctx.server.config.clone();
+    let mut seen: Vec<&str> = Vec::new();
+    for pair in pairs.chunks(2) {
+        let name = lossy(pair[0]);
+        let Some(directive) = find_directive(&name) else {
+            ctx.out.error(&format!(
+                "ERR Unknown option or number of arguments for CONFIG SET - '{name}'"
+            ));
+            return Action::None;
+        };
+        let fail = |reason: &str| {
+            format!("ERR CONFIG SET failed (possibly related to argument '{name}') - {reason}")
+        };
+        if seen.contains(&directive.name) {
+            ctx.out.error(&fail("duplicate parameter"));
+            return Action::None;
+        }
+        seen.push(directive.name);
+        if !directive.mutable {
+            let why = if directive.name == "dir" {
+                "can't set protected config"
+            } else {
+                "can't set immutable config"
+            };
+            ctx.out.error(&fail(why));
+            return Action::None;
+        }
+        if let Err(reason) = (directive.set)(&mut updated, &[lossy(pair[1])]) {
+            ctx.out.error(&fail(&reason));
+            return Action::None;
+        }
+    }
+    ctx.server.config = updated;
+    ctx.out.ok();
+    Action::None
+}
+
+fn command_command(ctx: &mut Ctx, args: &Args) -> Action {
+    // The registry lives in the server; COMMAND reads it through this shared instance.
+    let registry = registry();
+    if args.len() == 1 {
+        ctx.out.array(registry.len());
+        for spec in registry.iter() {
+            command_info(ctx, spec);
+        }
+        return Action::None;
+    }
+    let sub = lossy(args[1]).to_ascii_lowercase();
+    match sub.as_str() {
+        "count" if args.len() == 2 => ctx.out.integer(registry.len() as i64),
+        "info" => {
+            if args.len() == 2 {
+                ctx.out.array(registry.len());
+                for spec in registry.iter() {
+                    command_info(ctx, spec);
+                }
+            } else {
+                ctx.out.array(args.len() - 2);
+                for name in &args[2..] {
+                    match registry.get(name) {
+                        Some(spec) => command_info(ctx, spec),
+                        None => ctx.out.null_array(),
+                    }
+                }
+            }
+        }
+        "docs" => {
+            let specs: Vec<_> = if args.len() == 2 {
+                registry.iter().collect()
+            } else {
+                args[2..].iter().filter_map(|n| registry.get(n)).collect()
+            };
+            ctx.out.map(specs.len());
+            for spec in specs {
+                ctx.out.bulk(spec.name.as_bytes());
+                ctx.out.map(3);
+                ctx.out.bulk(b"summary");
+                ctx.out.bulk(spec.summary.as_bytes());
+                ctx.out.bulk(b"since");
+                ctx.out.bulk(b"1.0.0");
+                ctx.out.bulk(b"group");
+                ctx.out.bulk(spec.group.as_bytes());
+            }
+        }
+        "count" => wrong_arity(ctx, "command|count"),
+        _ => unknown_subcommand(ctx, "command", args[1]),
+    }
+    Action::None
+}
+
+fn registry() -> &'static super::Registry {
+    static REGISTRY: std::sync::OnceLock<super::Registry> = std::sync::OnceLock::new();
+    REGISTRY.get_or_init(super::Registry::new)
+}
+
+fn command_info(ctx: &mut Ctx, spec: &CommandSpec) {
+    ctx.out.array(10);
+    ctx.out.bulk(spec.name.as_bytes());
+    ctx.out.integer(spec.arity as i64);
+    let names: Vec<&str> = flags::NAMES
+        .iter()
+        .filter(|(bit, _)| spec.flags & bit != 0)
+        .map(|(_, name)| *name)
+        .collect();
+    ctx.out.set(names.len());
+    for name in names {
+        ctx.out.simple(name);
+    }
+    ctx.out.integer(spec.first_key as i64);
+    ctx.out.integer(spec.last_key as i64);
+    ctx.out.integer(spec.key_step as i64);
+    ctx.out.set(0); // ACL categories
+    ctx.out.set(0); // tips
+    ctx.out.array(0); // key specs
+    ctx.out.array(0); // subcommands
+}
+
+fn human_bytes(n: u64) -> String {
+    let n = n as f64;
+    let units = [("G", 1u64 << 30), ("M", 1 << 20), ("K", 1 << 10)];
+    for (suffix, size) in units {
+        if n >= size as f64 {
+            return format!("{:.2}{suffix}", n / size as f64);
+        }
+    }
+    format!("{n}B")
+}
+
+/// jemalloc's allocated bytes (`used_memory`) and the process RSS.
+pub fn memory_usage() -> (u64, u64) {
+    let _ = tikv_jemalloc_ctl::epoch::advance();
+    let allocated = tikv_jemalloc_ctl::stats::allocated::read().unwrap_or(0) as u64;
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
+    let rss = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| {
+            s.split_whitespace()
+                .nth(1)
+                .and_then(|v| v.parse::<u64>().ok())
+        })
+        .map_or(0, |pages| pages * page);
+    (allocated, rss)
+}
+
+const DEFAULT_SECTIONS: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "cpu",
+    "keyspace",
+];
+
+fn info(ctx: &mut Ctx, args: &Args) -> Action {
+    let mut sections: Vec<String> = args[1..]
+        .iter()
+        .map(|a| lossy(a).to_ascii_lowercase())
+        .collect();
+    if sections.is_empty()
+        || sections
+            .iter()
+            .any(|s| s == "all" || s == "everything" || s == "default")
+    {
+        sections = DEFAULT_SECTIONS.iter().map(|s| s.to_string()).collect();
+    }
+    let mut text = String::new();
+    for section in DEFAULT_SECTIONS
+        .iter()
+        .filter(|s| sections.iter().any(|x| x == *s))
+    {
+        if !text.is_empty() {
+            text.push_str("\r\n");
+        }
+        info_section(ctx, section, &mut text);
+    }
+    ctx.out.verbatim(text.as_bytes());
+    Action::None
+}
+
+fn kv(out: &mut String, name: &str, value: &dyn std::fmt::Display) {
+    let _ = write!(out, "{name}:{value}\r\n");
+}
+
+fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
+    let server = &*ctx.server;
+    let config = &server.config;
+    match section {
+        "server" => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            let uptime = server.started_at.elapsed().as_secs();
+            out.push_str("# Server\r\n");
+            kv(out, "redis_version", &REDIS_COMPAT_VERSION);
+            kv(out, "tessera_version", &env!("CARGO_PKG_VERSION"));
+            kv(out, "redis_git_sha1", &"00000000");
+            kv(out, "redis_git_dirty", &0);
+            kv(out, "redis_mode", &"standalone");
+            kv(out, "os", &std::env::consts::OS);
+            kv(out, "arch_bits", &64);
+            kv(out, "multiplexing_api", &"epoll");
+            kv(out, "process_id", &std::process::id());
+            kv(out, "run_id", &server.run_id);
+            kv(out, "tcp_port", &server.tcp_port);
+            kv(out, "server_time_usec", &now.as_micros());
+            kv(out, "uptime_in_seconds", &uptime);
+            kv(out, "uptime_in_days", &(uptime / 86400));
+            kv(out, "hz", &config.hz);
+            kv(out, "configured_hz", &config.hz);
+            kv(out, "executable", &server.executable);
+            kv(out, "config_file", &server.config_file);
+        }
+        "clients" => {
+            out.push_str("# Clients\r\n");
+            kv(out, "connected_clients", &server.connected_clients);
+            kv(out, "cluster_connections", &0);
+            kv(out, "maxclients", &config.clients_max);
+            kv(out, "blocked_clients", &0);
+            kv(out, "tracking_clients", &0);
+        }
+        "memory" => {
+            let (used, rss) = memory_usage();
+            out.push_str("# Memory\r\n");
+            kv(out, "used_memory", &used);
+            kv(out, "used_memory_human", &human_bytes(used));
+            kv(out, "used_memory_rss", &rss);
+            kv(out, "used_memory_rss_human", &human_bytes(rss));
+            kv(out, "maxmemory", &0);
+            kv(out, "maxmemory_policy", &"noeviction");
+            kv(out, "mem_allocator", &"jemalloc");
+        }
+        "persistence" => {
+            let p = &server.persistence;
+            out.push_str("# Persistence\r\n");
+            kv(out, "loading", &0);
+            kv(out, "async_loading", &0);
+            kv(out, "rdb_changes_since_last_save", &server.dirty);
+            kv(out, "rdb_bgsave_in_progress", &0);
+            kv(out, "rdb_last_save_time", &server.last_save_unix_seconds);
+            kv(out, "rdb_last_bgsave_status", &"ok");
+            kv(out, "rdb_last_bgsave_time_sec", &-1);
+            kv(out, "rdb_current_bgsave_time_sec", &-1);
+            kv(out, "rdb_saves", &0);
+            kv(out, "aof_enabled", &(config.appendonly as u8));
+            kv(out, "aof_rewrite_in_progress", &0);
+            kv(out, "aof_rewrite_scheduled", &0);
+            kv(out, "aof_last_rewrite_time_sec", &-1);
+            kv(out, "aof_current_rewrite_time_sec", &-1);
+            kv(out, "aof_last_bgrewrite_status", &"ok");
+            kv(out, "aof_rewrites", &0);
+            kv(
+                out,
+                "aof_last_write_status",
+                &if server.log_error.is_none() {
+                    "ok"
+                } else {
+                    "err"
+                },
+            );
+            if config.appendonly {
+                kv(out, "aof_current_size", &p.aof_current_size);
+                kv(out, "aof_base_size", &0);
+                kv(out, "aof_pending_rewrite", &0);
+                kv(out, "aof_buffer_length", &p.aof_pending_bytes);
+                kv(out, "aof_pending_bio_fsync", &0);
+                kv(out, "aof_delayed_fsync", &p.aof_delayed_fsync);
+            }
+            kv(
+                out,
+                "tessera_last_load_seconds",
+                &format!("{:.3}", p.loading_seconds),
+            );
+            kv(out, "tessera_last_load_keys", &p.loaded_keys);
+        }
+        "stats" => {
+            let s = &server.stats;
+            out.push_str("# Stats\r\n");
+            kv(
+                out,
+                "total_connections_received",
+                &s.total_connections_received,
+            );
+            kv(out, "total_commands_processed", &s.total_commands_processed);
+            kv(out, "instantaneous_ops_per_sec", &s.ops_rate.per_second());
+            kv(out, "total_net_input_bytes", &s.total_net_input_bytes);
+            kv(out, "total_net_output_bytes", &s.total_net_output_bytes);
+            kv(
+                out,
+                "instantaneous_input_kbps",
+                &format!("{:.2}", s.input_rate.per_second() as f64 / 1024.0),
+            );
+            kv(
+                out,
+                "instantaneous_output_kbps",
+                &format!("{:.2}", s.output_rate.per_second() as f64 / 1024.0),
+            );
+            kv(out, "rejected_connections", &s.rejected_connections);
+            kv(out, "expired_keys", &s.expired_keys);
+            kv(out, "evicted_keys", &0);
+            kv(out, "keyspace_hits", &s.keyspace_hits);
+            kv(out, "keyspace_misses", &s.keyspace_misses);
+            kv(out, "total_error_replies", &s.total_error_replies);
+        }
+        "replication" => {
+            out.push_str("# Replication\r\n");
+            kv(out, "role", &"master");
+            kv(out, "connected_slaves", &0);
+        }
+        "cpu" => {
+            let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+            unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+            let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+            out.push_str("# CPU\r\n");
+            kv(
+                out,
+                "used_cpu_sys",
+                &format!("{:.6}", seconds(usage.ru_stime)),
+            );
+            kv(
+                out,
+                "used_cpu_user",
+                &format!("{:.6}", seconds(usage.ru_utime)),
+            );
+        }
+        "keyspace" => {
+            out.push_str("# Keyspace\r\n");
+            for (index, db) in ctx.keyspace.dbs.iter().enumerate() {
+                if !db.is_empty() {
+                    let _ = write!(
+                        out,
+                        "db{index}:keys={},expires={},avg_ttl=0\r\n",
+                        db.len(),
+                        db.volatile_len()
+                    );
+                }
+            }
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,790 @@
+//! String commands: GET, SET and its family, counters, ranges.
+
+use super::{
+    Action, Args, CommandSpec, Ctx, NOT_INTEGER, SYNTAX_ERROR, absolute_expiry, eq_ignore_case,
+    flags::*, int_arg, ms_text,
+};
+use crate::command;
+use crate::keyspace::{Entry, NO_EXPIRY, Value};
+use bytes::Bytes;
+
+pub fn commands() -> Vec<CommandSpec> {
+    vec![
+        command!(
+            "get",
+            2,
+            READONLY | FAST,
+            (1, 1, 1),
+            "string",
+            "Returns the string value of a key.",
+            get
+        ),
+        command!(
+            "set",
+            -3,
+            WRITE | DENYOOM,
+            (1, 1, 1),
+            "string",
+            "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.",
+            set
+        ),
+        command!(
+            "setnx",
+            3,
+            WRITE | DENYOOM | FAST,
+            (1, 1, 1),
+            "string",
+            "Set the string value of a key only when the key doesn't exist.",
+            setnx
+        ),
+        command!(
+            "setex",
+            4,
+            WRITE | DENYOOM,
+            (1, 1, 1),
+            "string",
+            "Sets the string value and expiration time of a key. Creates the key if it doesn't exist.",
+            setex
+        ),
+        command!(
+            "psetex",
+            4,
+            WRITE | DENYOOM,
+            (1, 1, 1),
+            "string",
+            "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist.",
+            setex
+        ),
+        command!(
+            "mget",
+            -2,
+            READONLY | FAST,
+            (1, -1, 1),
+            "string",
+            "Atomically returns the string values of one or more keys.",
+            mget
+        ),
+        command!(
+            "mset",
+            -3,
+            WRITE | DENYOOM,
+            (1, -1, 2),
+            "string",
+            "Atomically creates or modifies the string values of one or more keys.",
+            mset
+        ),
+        command!(
+            "msetnx",
+            -3,
+            WRITE | DENYOOM,
+            (1, -1, 2),
+            "string",
+            "Atomically modifies the string values of one or more keys only when all keys don't exist.",
+            mset
+        ),
+        command!(
+            "getset",
+            3,
+            WRITE | DENYOOM | FAST,
+            (1, 1, 1),
+            "string",
+            "Returns the previous string value of a key after setting it to a new value.",
+            getset
+        ),
+        command!(
+            "getdel",
+            2,
+            WRITE | FAST,
+            (1, 1, 1),
+            "string",
+            "Returns the string value of a key after deleting the key.",
+            getdel
+        ),
+        command!(
+            "getex",
+            -2,
+            WRITE | FAST,
+            (1, 1, 1),
+            "string",
+            "Returns the string value of a key after setting its expiration time.",
+            getex
+        ),
+        command!(
+            "append",
+            3,
+            WRITE | DENYOOM | FAST,
+            (1, 1, 1),
+            "string",
+            "Appends a string to the value of a key. Creates the key if it doesn't exist.",
+            append
+        ),
+        command!(
+            "strlen",
+            2,
+            READONLY | FAST,
+            (1, 1, 1),
+            "string",
+            "Returns the length of a string value.",
+            strlen
+        ),
+        command!(
+            "getrange",
+            4,
+            READONLY,
+            (1, 1, 1),
+            "string",
+            "Returns a substring of the string stored at a key.",
+            getrange
+        ),
+        command!(
+            "substr",
+            4,
+            READONLY,
+            (1, 1, 1),
+            "string",
+            "Returns a substring from a string value.",
+            getrange
+        ),
+        command!(
+            "setrange",
+            4,
+            WRITE | DENYOOM,
+            (1, 1, 1),
+            "string",
+            "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist.",
+            setrange
+        ),
+        command!(
+            "incr",
+            2,
+            WRITE | DENYOOM | FAST,
+            (1, 1, 1),
+            "string",
+            "Increments the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.",
+            incr_family
+        ),
+        command!(
+            "decr",
+            2,
+            WRITE | DENYOOM | FAST,
+            (1, 1, 1),
+            "string",
+            "Decrements the integer value of a key by one. Uses 0 as initial value if the key doesn't exist.",
+            incr_family
+        ),
+        command!(
+            "incrby",
+            3,
+            WRITE | DENYOOM | FAST,
+            (1, 1, 1),
+            "string",
+            "Increments the integer value of a key by a number. Uses 0 as initial value if the key doesn't exist.",
+            incr_family
+        ),
+        command!(
+            "decrby",
+            3,
+            WRITE | DENYOOM | FAST,
+            (1, 1, 1),
+            "string",
+            "Decrements a number from the integer value of a key. Uses 0 as initial value if the key doesn't exist.",
+            incr_family
+        ),
+        command!(
+            "incrbyfloat",
+            3,
+            WRITE | DENYOOM | FAST,
+            (1, 1, 1),
+            "string",
+            "Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist.",
+            incrbyfloat
+        ),
+    ]
+}
+
+/// Stores a string, replacing any value; `expire_at_ms` NO_EXPIRY clears the TTL unless
+/// `keep_ttl`.
+fn store(ctx: &mut Ctx, key: &[u8], value: Bytes, expire_at_ms: i64, keep_ttl: bool) {
+    let db = ctx.db();
+    let expire_at_ms = if keep_ttl {
+        db.get(key).map_or(NO_EXPIRY, |e| e.expire_at_ms)
+    } else {
+        expire_at_ms
+    };
+    db.insert(Entry {
+        key: Bytes::copy_from_slice(key),
+        value: Value::String(value),
+        expire_at_ms,
+    });
+}
+
+fn get(ctx: &mut Ctx, args: &Args) -> Action {
+    if let Ok(value) = ctx.get_string(args[1]) {
+        match value {
+            Some(v) => ctx.out.bulk(&v),
+            None => ctx.out.null(),
+        }
+    }
+    Action::None
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Expiry {
+    None,
+    Relative { value: i64, unit_ms: i64 },
+    Absolute { value: i64, unit_ms: i64 },
+    Keep,
+    Persist,
+}
+
+/// Parses the expiry options shared by SET and GETEX. `allow_keep` / `allow_persist`
+/// select KEEPTTL (SET) or PERSIST (GETEX). Replies and returns None on error.
+fn parse_expiry_option(
+    ctx: &mut Ctx,
+    args: &Args,
+    i: &mut usize,
+    current: &mut Expiry,
+    allow_keep: bool,
+    allow_persist: bool,
+) -> Option<bool> {
+    let word = args[*i];
+    let units = [
+        ("ex", 1000, false),
+        ("px", 1, false),
+        ("exat", 1000, true),
+        ("pxat", 1, true),
+    ];
+    for (name, unit_ms, absolute) in units {
+        if eq_ignore_case(word, name) {
+            if *current != Expiry::None || *i + 1 >= args.len() {
+                ctx.out.error(SYNTAX_ERROR);
+                return None;
+            }
+            let value = int_arg(ctx, args[*i + 1])?;
+            *current = if absolute {
+                Expiry::Absolute { value, unit_ms }
+            } else {
+                Expiry::Relative { value, unit_ms }
+            };
+            *i += 1;
+            return Some(true);
+        }
+    }
+    if (allow_keep && eq_ignore_case(word, "keepttl"))
+        || (allow_persist && eq_ignore_case(word, "persist"))
+    {
+        if *current != Expiry::None {
+            ctx.out.error(SYNTAX_ERROR);
+            return None;
+        }
+        *current = if allow_keep {
+            Expiry::Keep
+        } else {
+            Expiry::Persist
+        };
+        return Some(true);
+    }
+    Some(false)
+}
+
+/// Resolves a parsed expiry to absolute ms, replying "invalid expire time" if needed.
+fn resolve_expiry(ctx: &mut Ctx, expiry: Expiry, command: &str) -> Option<i64> {
+    let (value, unit_ms, absolute) = match expiry {
+        Expiry::Relative { value, unit_ms } => (value, unit_ms, false),
+        Expiry::Absolute { value, unit_ms } => (value, unit_ms, true),
+        _ => return Some(NO_EXPIRY),
+    };
+    let resolved = absolute_expiry(value, unit_ms, absolute, ctx.now_ms);
+    if resolved.is_none() {
+        ctx.out
+            .error(&format!("ERR invalid expire time in '{command}' command"));
+    }
+    resolved
+}
+
+fn set(ctx: &mut Ctx, args: &Args) -> Action {
+    let (key, value) = (args[1], args[2]);
+    let (mut nx, mut xx, mut get) = (false, false, false);
+    let mut expiry = Expiry::None;
+    let mut i = 3;
+    while i < args.len() {
+        let word = args[i];
+        if eq_ignore_case(word, "nx") && !xx {
+            nx = true;
+        } else if eq_ignore_case(word, "xx") && !nx {
+            xx = true;
+        } else if eq_ignore_case(word, "get") {
+            get = true;
+        } else {
+            match parse_expiry_option(ctx, args, &mut i, &mut expiry, true, false) {
+                None => return Action::None,
+                Some(true) => {}
+                Some(false) => {
+                    ctx.out.error(SYNTAX_ERROR);
+                    return Action::None;
+                }
+            }
+        }
+        i += 1;
+    }
+    let Some(expire_at_ms) = resolve_expiry(ctx, expiry, "set") else {
+        return Action::None;
+    };
+    let old = if get {
+        match ctx.get_string(key) {
+            Ok(old) => old,
+            Err(()) => return Action::None,
+        }
+    } else {
+        ctx.lookup(key).map(|_| Bytes::new())
+    };
+    let exists = if get {
+        ctx.db().get(key).is_some()
+    } else {
+        old.is_some()
+    };
+    if (nx && exists) || (xx && !exists) {
+        reply_set_result(ctx, get, old, false);
+        return Action::None;
+    }
+    store(
+        ctx,
+        key,
+        Bytes::copy_from_slice(value),
+        expire_at_ms,
+        expiry == Expiry::Keep,
+    );
+    if expire_at_ms != NO_EXPIRY {
+        // Relative times would replay differently; log the absolute time.
+        let at = ms_text(expire_at_ms);
+        ctx.propagate(&[b"SET", key, value, b"PXAT", at.as_bytes()]);
+    } else if expiry == Expiry::Keep {
+        ctx.propagate(&[b"SET", key, value, b"KEEPTTL"]);
+    } else {
+        ctx.propagate(&[b"SET", key, value]);
+    }
+    reply_set_result(ctx, get, old, true);
+    Action::None
+}
+
+fn reply_set_result(ctx: &mut Ctx, get: bool, old: Option<Bytes>, done: bool) {
+    if get {
+        match old {
+            Some(v) => ctx.out.bulk(&v),
+            None => ctx.out.null(),
+        }
+    } else if done {
+        ctx.out.ok();
+    } else {
+        ctx.out.null();
+    }
+}
+
+fn setnx(ctx: &mut Ctx, args: &Args) -> Action {
+    if ctx.lookup(args[1]).is_some() {
+        ctx.out.integer(0);
+        return Action::None;
+    }
+    store(
+        ctx,
+        args[1],
+        Bytes::copy_from_slice(args[2]),
+        NO_EXPIRY,
+        false,
+    );
+    ctx.propagate(&[b"SET", args[1], args[2]]);
+    ctx.out.integer(1);
+    Action::None
+}
+
+fn setex(ctx: &mut Ctx, args: &Args) -> Action {
+    let seconds = eq_ignore_case(args[0], "setex");
+    let Some(value) = int_arg(ctx, args[2]) else {
+        return Action::None;
+    };
+    let unit_ms = if seconds { 1000 } else { 1 };
+    let Some(at) = absolute_expiry(value, unit_ms, false, ctx.now_ms) else {
+        let name = if seconds { "setex" } else { "psetex" };
+        ctx.out
+            .error(&format!("ERR invalid expire time in '{name}' command"));
+        return Action::None;
+    };
+    store(ctx, args[1], Bytes::copy_from_slice(args[3]), at, false);
+    let at_text = ms_text(at);
+    ctx.propagate(&[b"SET", args[1], args[3], b"PXAT", at_text.as_bytes()]);
+    ctx.out.ok();
+    Action::None
+}
+
+fn mget(ctx: &mut Ctx, args: &Args) -> Action {
+    ctx.out.array(args.len() - 1);
+    for key in &args[1..] {
+        match ctx.lookup_read(key).map(|e| &e.value) {
+            Some(Value::String(v)) => {
+                let v = v.clone();
+                ctx.out.bulk(&v)
+            }
+            None => ctx.out.null(),
+        }
+    }
+    Action::None
+}
+
+fn mset(ctx: &mut Ctx, args: &Args) -> Action {
+    let nx = eq_ignore_case(args[0], "msetnx");
+    if args.len() % 2 == 0 {
+        let name = if nx { "msetnx" } else { "mset" };
+        super::wrong_arity(ctx, name);
+        return Action::None;
+    }
+    if nx {
+        let pairs = args[1..].chunks(2);
+        let mut any_exists = false;
+        for pair in pairs {
+            any_exists |= ctx.lookup(pair[0]).is_some();
+        }
+        if any_exists {
+            ctx.out.integer(0);
+            return Action::None;
+        }
+    }
+    for pair in args[1..].chunks(2) {
+        store(
+            ctx,
+            pair[0],
+            Bytes::copy_from_slice(pair[1]),
+            NO_EXPIRY,
+            false,
+        );
+    }
+    let mut logged: Vec<&[u8]> = Vec::with_capacity(args.len());
+    logged.push(b"MSET");
+    logged.extend_from_slice(&args[1..]);
+    ctx.propagate(&logged);
+    if nx {
+        ctx.out.integer(1);
+    } else {
+        ctx.out.ok();
+    }
+    Action::None
+}
+
+fn getset(ctx: &mut Ctx, args: &Args) -> Action {
+    let Ok(old) = ctx.get_string(args[1]) else {
+        return Action::None;
+    };
+    store(
+        ctx,
+        args[1],
+        Bytes::copy_from_slice(args[2]),
+        NO_EXPIRY,
+        false,
+    );
+    ctx.propagate(&[b"SET", args[1], args[2]]);
+    match old {
+        Some(v) => ctx.out.bulk(&v),
+        None => ctx.out.null(),
+    }
+    Action::None
+}
+
+fn getdel(ctx: &mut Ctx, args: &Args) -> Action {
+    match ctx.get_string(args[1]) {
+        Err(()) => {}
+        Ok(None) => ctx.out.null(),
+        Ok(Some(v)) => {
+            ctx.db().remove(args[1]);
+            ctx.propagate(&[b"DEL", args[1]]);
+            ctx.out.bulk(&v);
+        }
+    }
+    Action::None
+}
+
+fn getex(ctx: &mut Ctx, args: &Args) -> Action {
+    let key = args[1];
+    let mut expiry = Expiry::None;
+    let mut i = 2;
+    while i < args.len() {
+        match parse_expiry_option(ctx, args, &mut i, &mut expiry, false, true) {
+            None => return Action::None,
+            Some(true) => {}
+            Some(false) => {
+                ctx.out.error(SYNTAX_ERROR);
+                return Action::None;
+            }
+        }
+        i += 1;
+    }
+    let Some(at) = resolve_expiry(ctx, expiry, "getex") else {
+        return Action::None;
+    };
+    let value = match ctx.get_string(key) {
+        Err(()) => return Action::None,
+        Ok(None) => {
+            ctx.out.null();
+            return Action::None;
+        }
+        Ok(Some(v)) => v,
+    };
+    if at != NO_EXPIRY && at <= ctx.now_ms && !ctx.loading {
+        // An expiry already in the past deletes the key, logged as a DEL.
+        ctx.db().remove(key);
+        ctx.propagate(&[b"DEL", key]);
+    } else if at != NO_EXPIRY {
+        ctx.db().set_expiry(key, at);
+        let at_text = ms_text(at);
+        ctx.propagate(&[b"PEXPIREAT", key, at_text.as_bytes()]);
+    } else if expiry == Expiry::Persist && ctx.db().get(key).is_some_and(Entry::has_expiry) {
+        ctx.db().set_expiry(key, NO_EXPIRY);
+        ctx.propagate(&[b"PERSIST", key]);
+    }
+    ctx.out.bulk(&value);
+    Action::None
+}
+
+fn append(ctx: &mut Ctx, args: &Args) -> Action {
+    let Ok(old) = ctx.get_string(args[1]) else {
+        return Action::None;
+    };
+    let old = old.unwrap_or_default();
+    let total = old.len() + args[2].len();
+    if total > ctx.server.config.bulk_bytes_max {
+        ctx.out
+            .error("ERR string exceeds maximum allowed size (proto-max-bulk-len)");
+        return Action::None;
+    }
+    let mut joined = Vec::with_capacity(total);
+    joined.extend_from_slice(&old);
+    joined.extend_from_slice(args[2]);
+    store(ctx, args[1], Bytes::from(joined), NO_EXPIRY, true);
+    ctx.propagate(&[b"APPEND", args[1], args[2]]);
+    ctx.out.integer(total as i64);
+    Action::None
+}
+
+fn strlen(ctx: &mut Ctx, args: &Args) -> Action {
+    if let Ok(v) = ctx.get_string(args[1]) {
+        ctx.out.integer(v.map_or(0, |v| v.len() as i64));
+    }
+    Action::None
+}
+
+fn getrange(ctx: &mut Ctx, args: &Args) -> Action {
+    let (Some(start), Some(end)) = (
+        crate::resp::parse_i64(args[2]),
+        crate::resp::parse_i64(args[3]),
+    ) else {
+        ctx.out.error(NOT_INTEGER);
+        return Action::None;
+    };
+    let Ok(value) = ctx.get_string(args[1]) else {
+        return Action::None;
+    };
+    let value = value.unwrap_or_default();
+    let len = value.len() as i64;
+    if start < 0 && end < 0 && start > end {
+        ctx.out.bulk(b"");
+        return Action::None;
+    }
+    let mut start = if start < 0 { len + start } else { start };
+    let mut end = if end < 0 { len + end } else { end };
+    start = start.max(0);
+    end = end.max(0);
+    if end >= len {
+        end = len - 1;
+    }
+    if start > end || len == 0 {
+        ctx.out.bulk(b"");
+    } else {
+        ctx.out.bulk(&value[start as usize..=end as usize]);
+    }
+    Action::None
+}
+
+fn setrange(ctx: &mut Ctx, args: &Args) -> Action {
+    let Some(offset) = int_arg(ctx, args[2]) else {
+        return Action::None;
+    };
+    if offset < 0 {
+        ctx.out.error("ERR offset is out of range");
+        return Action::None;
+    }
+    let Ok(old) = ctx.get_string(args[1]) else {
+        return Action::None;
+    };
+    let patch = args[3];
+    let old_len = old.as_ref().map_or(0, |v| v.len());
+    if patch.is_empty() {
+        // Nothing to write: reply the current length, create nothing.
+        ctx.out.integer(old_len as i64);
+        return Action::None;
+    }
+    let offset = offset as usize;
+    if offset.saturating_add(patch.len()) > ctx.server.config.bulk_bytes_max {
+        ctx.out
+            .error("ERR string exceeds maximum allowed size (proto-max-bulk-len)");
+        return Action::None;
+    }
+    let mut bytes = old.map(|v| v.to_vec()).unwrap_or_default();
+    if bytes.len() < offset + patch.len() {
+        bytes.resize(offset + patch.len(), 0);
+    }
+    bytes[offset..offset + patch.len()].copy_from_slice(patch);
+    let len = bytes.len();
+    store(ctx, args[1], Bytes::from(bytes), NO_EXPIRY, true);
+    ctx.propagate(&[b"SETRANGE", args[1], args[2], args[3]]);
+    ctx.out.integer(len as i64);
+    Action::None
+}
+
+fn incr_family(ctx: &mut Ctx, args: &Args) -> Action {
+    let name = args[0];
+    let delta = if eq_ignore_case(name, "incr") {
+        1
+    } else if eq_ignore_case(name, "decr") {
+        -1
+    } else {
+        let Some(n) = int_arg(ctx, args[2]) else {
+            return Action::None;
+        };
+        if eq_ignore_case(name, "decrby") {
+            if n == i64::MIN {
+                ctx.out.error("ERR decrement would overflow");
+                return Action::None;
+            }
+            -n
+        } else {
+            n
+        }
+    };
+    let Ok(old) = ctx.get_string(args[1]) else {
+        return Action::None;
+    };
+    let current = match old {
+        None => 0,
+        Some(v) => match crate::resp::parse_i64(&v) {
+            Some(n) => n,
+            None => {
+                ctx.out.error(NOT_INTEGER);
+                return Action::None;
+            }
+        },
+    };
+    let Some(new) = current.checked_add(delta) else {
+        ctx.out.error("ERR increment or decrement would overflow");
+        return Action::None;
+    };
+    let text = itoa::Buffer::new().format(new).to_owned();
+    store(
+        ctx,
+        args[1],
+        Bytes::from(text.clone().into_bytes()),
+        NO_EXPIRY,
+        true,
+    );
+    // INCR-family commands replay deterministically as they are.
+    let logged: Vec<&[u8]> = args.to_vec();
+    ctx.propagate(&logged);
+    ctx.out.integer(new);
+    Action::None
+}
+
+/// Parses a float as Redis's `string2ld`: no surrounding spaces, no NaN.
+fn parse_float(text: &[u8]) -> Option<f64> {
+    if text.is_empty() || text.len() > 5120 || text[0].is_ascii_whitespace() {
+        return None;
+    }
+    if text.last().is_some_and(u8::is_ascii_whitespace) {
+        return None;
+    }
+    let parsed: f64 = std::str::from_utf8(text).ok()?.parse().ok()?;
+    (!parsed.is_nan()).then_some(parsed)
+}
+
+fn parse_decimal(text: &[u8]) -> Option<rust_decimal::Decimal> {
+    let s = std::str::from_utf8(text).ok()?;
+    let s = s.strip_prefix('+').unwrap_or(s);
+    if s.contains(['e', 'E']) {
+        rust_decimal::Decimal::from_scientific(s).ok()
+    } else {
+        s.parse().ok()
+    }
+}
+
+/// Adds like Redis's long-double INCRBYFLOAT and formats like its `%.17Lf` with trailing
+/// zeros removed. Decimal arithmetic (28 digits) gives the same text as long double for
+/// ordinary inputs; binary floating point would print 0.1+0.2 as 0.30000000000000004.
+pub fn add_floats(current: &[u8], increment: &[u8]) -> Result<String, &'static str> {
+    const NOT_FLOAT: &str = "ERR value is not a valid float";
+    let (Some(a), Some(b)) = (parse_float(current), parse_float(increment)) else {
+        return Err(NOT_FLOAT);
+    };
+    let sum = a + b;
+    if !sum.is_finite() {
+        return Err("ERR increment would produce NaN or Infinity");
+    }
+    if let (Some(x), Some(y)) = (parse_decimal(current), parse_decimal(increment))
+        && let Some(exact) = x.checked_add(y)
+    {
+        return Ok(exact.round_dp(17).normalize().to_string());
+    }
+    let text = format!("{sum:.17}");
+    let trimmed = text.trim_end_matches('0').trim_end_matches('.');
+    Ok(if trimmed == "-0" {
+        "0".into()
+    } else {
+        trimmed.to_string()
+    })
+}
+
+fn incrbyfloat(ctx: &mut Ctx, args: &Args) -> Action {
+    let Ok(old) = ctx.get_string(args[1]) else {
+        return Action::None;
+    };
+    let old = old.unwrap_or_else(|| Bytes::from_static(b"0"));
+    let text = match add_floats(&old, args[2]) {
+        Ok(t) => t,
+        Err(e) => {
+            ctx.out.error(e);
+            return Action::None;
+        }
+    };
+    store(
+        ctx,
+        args[1],
+        Bytes::from(text.clone().into_bytes()),
+        NO_EXPIRY,
+        true,
+    );
+    // Float formatting must not be re-done on replay: log the result, keeping the TTL.
+    ctx.propagate(&[b"SET", args[1], text.as_bytes(), b"KEEPTTL"]);
+    ctx.out.bulk(text.as_bytes());
+    Action::None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::add_floats;
+
+    #[test]
+    fn float_addition_like_redis() {
+        assert_eq!(add_floats(b"0.1", b"0.2").unwrap(), "0.3");
+        assert_eq!(add_floats(b"1.5", b"1e2").unwrap(), "101.5");
+        assert_eq!(add_floats(b"10", b"-10").unwrap(), "0");
+        assert_eq!(add_floats(b"10", b"0.000000000000000001").unwrap(), "10");
+        assert_eq!(
+            add_floats(b"abc", b"1"),
+            Err("ERR value is not a valid float")
+        );
+        assert_eq!(
+            add_floats(b"1", b" 1"),
+            Err("ERR value is not a valid float")
+        );
+        assert_eq!(
+            add_floats(b"1", b"inf"),
+            Err("ERR increment would produce NaN or Infinity")
+        );
+        assert_eq!(add_floats(b"3", b"2").unwrap(), "5");
+    }
+}

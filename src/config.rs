@@ -1,0 +1,430 @@
+//! Configuration: Redis's directive names, defaults and value syntax.
+//!
+//! The same table serves the config file, `--directive value` flags and
+//! `CONFIG GET/SET`, so a directive is described once. Directives that name files
+//! (`dir`, `appendfilename`, `appenddirname`) are immutable at run time.
+
+use std::path::PathBuf;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FsyncPolicy {
+    Always,
+    EverySec,
+    No,
+}
+
+impl FsyncPolicy {
+    pub fn name(self) -> &'static str {
+        match self {
+            FsyncPolicy::Always => "always",
+            FsyncPolicy::EverySec => "everysec",
+            FsyncPolicy::No => "no",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub port: u16,
+    pub bind: Vec<String>,
+    pub protected_mode: bool,
+    pub dir: PathBuf,
+    pub appendonly: bool,
+    pub appendfilename: String,
+    pub appenddirname: String,
+    pub appendfsync: FsyncPolicy,
+    pub aof_load_truncated: bool,
+    pub requirepass: Option<String>,
+    pub clients_max: usize,
+    pub databases: usize,
+    pub bulk_bytes_max: usize,
+    pub query_buffer_bytes_max: usize,
+    pub timeout_seconds: u64,
+    pub loglevel: String,
+    pub logfile: String,
+    pub hz: u32,
+    pub daemonize: bool,
+    pub pidfile: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            port: 6379,
+            bind: vec!["127.0.0.1".into(), "-::1".into()],
+            protected_mode: true,
+            dir: PathBuf::from("."),
+            appendonly: true,
+            appendfilename: "appendonly.aof".into(),
+            appenddirname: "appendonlydir".into(),
+            appendfsync: FsyncPolicy::EverySec,
+            aof_load_truncated: true,
+            requirepass: None,
+            clients_max: 10000,
+            databases: 16,
+            bulk_bytes_max: 512 * 1024 * 1024,
+            query_buffer_bytes_max: 1024 * 1024 * 1024,
+            timeout_seconds: 0,
+            loglevel: "notice".into(),
+            logfile: String::new(),
+            hz: 10,
+            daemonize: false,
+            pidfile: String::new(),
+        }
+    }
+}
+
+type Getter = fn(&Config) -> String;
+type Setter = fn(&mut Config, &[String]) -> Result<(), String>;
+
+/// One directive: its name, how to read and write it, and whether CONFIG SET may change it.
+pub struct Directive {
+    pub name: &'static str,
+    pub get: Getter,
+    pub set: Setter,
+    pub mutable: bool,
+}
+
+fn one(args: &[String]) -> Result<&str, String> {
+    match args {
+        [value] => Ok(value),
+        _ => Err("wrong number of arguments".into()),
+    }
+}
+
+fn parse_bool(args: &[String]) -> Result<bool, String> {
+    match one(args)?.to_ascii_lowercase().as_str() {
+        "yes" => Ok(true),
+        "no" => Ok(false),
+        _ => Err("argument must be 'yes' or 'no'".into()),
+    }
+}
+
+fn yes_no(b: bool) -> String {
+    if b { "yes" } else { "no" }.into()
+}
+
+/// Redis's `memtoll`: "1gb", "100mb", "5k" (k = 1000, kb = 1024, and so on).
+pub fn parse_memory(text: &str) -> Option<u64> {
+    let lower = text.to_ascii_lowercase();
+    let digits_end = lower
+        .find(|c: char| !(c.is_ascii_digit() || c == '-'))
+        .unwrap_or(lower.len());
+    let (number, unit) = lower.split_at(digits_end);
+    let multiplier: u64 = match unit {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1000 * 1000,
+        "mb" => 1024 * 1024,
+        "g" => 1000 * 1000 * 1000,
+        "gb" => 1024 * 1024 * 1024,
+        _ => return None,
+    };
+    number.parse::<u64>().ok()?.checked_mul(multiplier)
+}
+
+fn parse_int_in(args: &[String], min: i64, max: i64) -> Result<i64, String> {
+    let value: i64 = one(args)?
+        .parse()
+        .map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
+    if value < min || value > max {
+        return Err(format!(
+            "argument must be between {min} and {max} inclusive"
+        ));
+    }
+    Ok(value)
+}
+
+fn parse_memory_arg(args: &[String], min: u64) -> Result<u64, String> {
+    let value =
+        parse_memory(one(args)?).ok_or_else(|| "argument must be a memory value".to_string())?;
+    if value < min {
+        return Err(format!(
+            "argument must be between {min} and {} inclusive",
+            i64::MAX
+        ));
+    }
+    Ok(value)
+}
+
+fn file_name(args: &[String]) -> Result<String, String> {
+    let name = one(args)?;
+    if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+        return Err("must be a plain file name, not a path".into());
+    }
+    Ok(name.to_string())
+}
+
+macro_rules! directive {
+    ($name:literal, $mutable:expr, |$c:ident| $get:expr, |$cs:ident, $a:ident| $set:expr) => {
+        Directive {
+            name: $name,
+            mutable: $mutable,
+            get: |$c: &Config| $get,
+            set: |$cs: &mut Config, $a: &[String]| {
+                $set;
+                Ok(())
+            },
+        }
+    };
+}
+
+pub static DIRECTIVES: &[Directive] = &[
+    directive!("port", true, |c| c.port.to_string(), |c, a| c.port =
+        parse_int_in(a, 0, 65535)? as u16),
+    directive!("bind", false, |c| c.bind.join(" "), |c, a| {
+        if a.is_empty() {
+            return Err("wrong number of arguments".into());
+        }
+        c.bind = a.to_vec()
+    }),
+    directive!(
+        "protected-mode",
+        true,
+        |c| yes_no(c.protected_mode),
+        |c, a| c.protected_mode = parse_bool(a)?
+    ),
+    directive!("dir", false, |c| c.dir.display().to_string(), |c, a| c
+        .dir =
+        PathBuf::from(one(a)?)),
+    directive!("appendonly", false, |c| yes_no(c.appendonly), |c, a| c
+        .appendonly =
+        parse_bool(a)?),
+    directive!(
+        "appendfilename",
+        false,
+        |c| c.appendfilename.clone(),
+        |c, a| c.appendfilename = file_name(a)?
+    ),
+    directive!(
+        "appenddirname",
+        false,
+        |c| c.appenddirname.clone(),
+        |c, a| c.appenddirname = file_name(a)?
+    ),
+    directive!(
+        "appendfsync",
+        true,
+        |c| c.appendfsync.name().into(),
+        |c, a| {
+            c.appendfsync = match one(a)?.to_ascii_lowercase().as_str() {
+                "always" => FsyncPolicy::Always,
+                "everysec" => FsyncPolicy::EverySec,
+                "no" => FsyncPolicy::No,
+                _ => {
+                    return Err(
+                        "argument(s) must be one of the following: everysec, always, no".into(),
+                    );
+                }
+            }
+        }
+    ),
+    directive!(
+        "aof-load-truncated",
+        true,
+        |c| yes_no(c.aof_load_truncated),
+        |c, a| c.aof_load_truncated = parse_bool(a)?
+    ),
+    directive!(
+        "requirepass",
+        true,
+        |c| c.requirepass.clone().unwrap_or_default(),
+        |c, a| {
+            let pass = one(a)?;
+            c.requirepass = (!pass.is_empty()).then(|| pass.to_string())
+        }
+    ),
+    directive!("maxclients", true, |c| c.clients_max.to_string(), |c, a| {
+        c.clients_max = parse_int_in(a, 1, i32::MAX as i64)? as usize
+    }),
+    directive!("databases", false, |c| c.databases.to_string(), |c, a| c
+        .databases =
+        parse_int_in(a, 1, i32::MAX as i64)? as usize),
+    directive!(
+        "proto-max-bulk-len",
+        true,
+        |c| c.bulk_bytes_max.to_string(),
+        |c, a| c.bulk_bytes_max = parse_memory_arg(a, 1024 * 1024)? as usize
+    ),
+    directive!(
+        "client-query-buffer-limit",
+        true,
+        |c| c.query_buffer_bytes_max.to_string(),
+        |c, a| c.query_buffer_bytes_max = parse_memory_arg(a, 1024 * 1024)? as usize
+    ),
+    directive!(
+        "timeout",
+        true,
+        |c| c.timeout_seconds.to_string(),
+        |c, a| c.timeout_seconds = parse_int_in(a, 0, i32::MAX as i64)? as u64
+    ),
+    directive!("loglevel", true, |c| c.loglevel.clone(), |c, a| {
+        let level = one(a)?.to_ascii_lowercase();
+        if !["debug", "verbose", "notice", "warning", "nothing"].contains(&level.as_str()) {
+            return Err(
+                "argument(s) must be one of the following: debug, verbose, notice, warning, nothing"
+                    .into(),
+            );
+        }
+        c.loglevel = level
+    }),
+    directive!("logfile", false, |c| c.logfile.clone(), |c, a| c.logfile =
+        one(a)?.to_string()),
+    directive!("hz", true, |c| c.hz.to_string(), |c, a| c.hz =
+        parse_int_in(a, 1, 500)? as u32),
+    directive!("daemonize", false, |c| yes_no(c.daemonize), |c, a| {
+        if parse_bool(a)? {
+            return Err("daemonize yes is not supported; run under a supervisor".into());
+        }
+        c.daemonize = false
+    }),
+    directive!("pidfile", false, |c| c.pidfile.clone(), |c, a| c.pidfile =
+        one(a)?.to_string()),
+];
+
+pub fn find_directive(name: &str) -> Option<&'static Directive> {
+    DIRECTIVES
+        .iter()
+        .find(|d| d.name.eq_ignore_ascii_case(name))
+}
+
+/// Where a bad directive came from, for the start-up error message.
+#[derive(Debug)]
+pub struct ConfigError {
+    pub line_number: Option<usize>,
+    pub line: String,
+    pub reason: String,
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "*** FATAL CONFIG FILE ERROR (Tessera {}) ***",
+            env!("CARGO_PKG_VERSION")
+        )?;
+        match self.line_number {
+            Some(n) => writeln!(f, "Reading the configuration file, at line {n}")?,
+            None => writeln!(f, "Reading the command line arguments")?,
+        }
+        writeln!(f, ">>> '{}'", self.line)?;
+        write!(f, "{}", self.reason)
+    }
+}
+
+impl Config {
+    /// Applies config text (a file, then the command-line flags) line by line.
+    pub fn apply_text(&mut self, text: &str, from_file: bool) -> Result<(), ConfigError> {
+        for (index, raw) in text.lines().enumerate() {
+            let line = raw.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let error = |reason: String| ConfigError {
+                line_number: from_file.then_some(index + 1),
+                line: line.to_string(),
+                reason,
+            };
+            let words = crate::resp::split_args(line.as_bytes())
+                .ok_or_else(|| error("Unbalanced quotes in configuration line".into()))?;
+            let words: Vec<String> = words
+                .into_iter()
+                .map(|w| String::from_utf8_lossy(&w).into_owned())
+                .collect();
+            let (name, args) = words.split_first().expect("non-empty line has a word");
+            let directive = find_directive(name)
+                .ok_or_else(|| error("Bad directive or wrong number of arguments".into()))?;
+            (directive.set)(self, args).map_err(error)?;
+        }
+        Ok(())
+    }
+
+    /// Parses `tessera-server [config-file] [--directive value ...]`, as redis-server does.
+    pub fn from_args(args: &[String]) -> Result<Config, String> {
+        let mut config = Config::default();
+        let mut rest = args;
+        if let Some(first) = rest.first()
+            && !first.starts_with("--")
+        {
+            let text = std::fs::read_to_string(first)
+                .map_err(|e| format!("Fatal error, can't open config file '{first}': {e}"))?;
+            config.apply_text(&text, true).map_err(|e| e.to_string())?;
+            rest = &rest[1..];
+        }
+        // Each `--name` starts a line; the words until the next `--name` are its arguments.
+        let mut lines = String::new();
+        for arg in rest {
+            if let Some(name) = arg.strip_prefix("--") {
+                lines.push('\n');
+                lines.push_str(name);
+            } else {
+                if lines.is_empty() {
+                    return Err(format!(
+                        "Invalid argument '{arg}': directives start with --"
+                    ));
+                }
+                lines.push(' ');
+                lines.push_str(&quote_arg(arg));
+            }
+        }
+        config
+            .apply_text(&lines, false)
+            .map_err(|e| e.to_string())?;
+        Ok(config)
+    }
+}
+
+/// Quotes a command-line value so that `split_args` yields it back unchanged.
+fn quote_arg(arg: &str) -> String {
+    let mut out = String::from("\"");
+    for c in arg.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_and_flags() {
+        let mut config = Config::default();
+        config
+            .apply_text(
+                "# comment\nport 7000\nappendfsync always\nclient-query-buffer-limit 2mb\n",
+                true,
+            )
+            .unwrap();
+        assert_eq!(config.port, 7000);
+        assert_eq!(config.appendfsync, FsyncPolicy::Always);
+        assert_eq!(config.query_buffer_bytes_max, 2 * 1024 * 1024);
+        let err = config.apply_text("port 1\nnosuch 1\n", true).unwrap_err();
+        assert_eq!(err.line_number, Some(2));
+        let args: Vec<String> = [
+            "--port", "7001", "--dir", "/tmp/a b", "--bind", "1.2.3.4", "::1",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let config = Config::from_args(&args).unwrap();
+        assert_eq!(config.port, 7001);
+        assert_eq!(config.dir, PathBuf::from("/tmp/a b"));
+        assert_eq!(config.bind, vec!["1.2.3.4".to_string(), "::1".to_string()]);
+        assert!(Config::from_args(&["--appendonly".into(), "maybe".into()]).is_err());
+    }
+
+    #[test]
+    fn memory_units() {
+        assert_eq!(parse_memory("1gb"), Some(1 << 30));
+        assert_eq!(parse_memory("5k"), Some(5000));
+        assert_eq!(parse_memory("12"), Some(12));
+        assert_eq!(parse_memory("12xb"), None);
+    }
+}

@@ -1,0 +1,311 @@
+//! The keyspace: databases partitioned into hash slots, one owning thread.
+//!
+//! Each database is an array of small hash tables, one per Redis Cluster hash slot
+//! (`CRC16(key or {hashtag}) mod 16384`). The slot is the unit that a snapshot captures,
+//! that a snapshot part is assigned and that recovery loads in parallel, so it is built
+//! in from the start. Values are cheap to share (`bytes::Bytes` is refcounted), so a
+//! slot's table can be copied by pointer without copying payload.
+//!
+//! Expiry times are absolute milliseconds since the Unix epoch, stored in the entry.
+//! Whether an expired key is removed on access is the caller's decision (during log
+//! replay nothing expires, exactly as in Redis), so lookups here never delete.
+
+use bytes::Bytes;
+use hashbrown::HashTable;
+use std::hash::BuildHasher;
+
+pub const SLOT_COUNT: usize = 16384;
+
+/// A stored value. Only strings for now; collections arrive behind `Arc`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Value {
+    String(Bytes),
+}
+
+impl Value {
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::String(_) => "string",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Entry {
+    pub key: Bytes,
+    pub value: Value,
+    /// Absolute expiry in Unix milliseconds; `NO_EXPIRY` when the key is persistent.
+    pub expire_at_ms: i64,
+}
+
+pub const NO_EXPIRY: i64 = -1;
+
+impl Entry {
+    pub fn has_expiry(&self) -> bool {
+        self.expire_at_ms != NO_EXPIRY
+    }
+    pub fn is_expired(&self, now_ms: i64) -> bool {
+        self.expire_at_ms != NO_EXPIRY && self.expire_at_ms <= now_ms
+    }
+}
+
+/// The hash slot of a key, as Redis Cluster computes it (hash tags included).
+pub fn key_slot(key: &[u8]) -> usize {
+    let hashed = match key.iter().position(|&b| b == b'{') {
+        Some(open) => match key[open + 1..].iter().position(|&b| b == b'}') {
+            Some(0) | None => key,
+            Some(len) => &key[open + 1..open + 1 + len],
+        },
+        None => key,
+    };
+    (crc16_xmodem(hashed) as usize) & (SLOT_COUNT - 1)
+}
+
+const CRC16: crc::Crc<u16> = crc::Crc::<u16>::new(&crc::CRC_16_XMODEM);
+
+fn crc16_xmodem(data: &[u8]) -> u16 {
+    CRC16.checksum(data)
+}
+
+fn table_hasher() -> &'static foldhash::fast::FixedState {
+    static HASHER: std::sync::OnceLock<foldhash::fast::FixedState> = std::sync::OnceLock::new();
+    // A per-process random seed keeps adversarial keys from colliding on purpose.
+    HASHER.get_or_init(|| foldhash::fast::FixedState::with_seed(rand::random()))
+}
+
+fn hash_key(key: &[u8]) -> u64 {
+    table_hasher().hash_one(key)
+}
+
+/// One slot's table plus how many of its keys carry an expiry (for the active cycle).
+#[derive(Default, Clone)]
+pub struct Slot {
+    pub table: HashTable<Entry>,
+    pub volatile_count: usize,
+}
+
+impl Slot {
+    pub fn len(&self) -> usize {
+        self.table.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.table.is_empty()
+    }
+    pub fn iter(&self) -> impl Iterator<Item = &Entry> {
+        self.table.iter()
+    }
+}
+
+/// One logical database (`SELECT n`).
+#[derive(Default)]
+pub struct Db {
+    /// Empty until the first key arrives, so that 16 idle databases cost nothing.
+    slots: Vec<Slot>,
+    key_count: usize,
+    volatile_count: usize,
+}
+
+impl Db {
+    pub fn len(&self) -> usize {
+        self.key_count
+    }
+    pub fn is_empty(&self) -> bool {
+        self.key_count == 0
+    }
+    pub fn volatile_len(&self) -> usize {
+        self.volatile_count
+    }
+
+    pub fn slots(&self) -> &[Slot] {
+        &self.slots
+    }
+
+    pub fn get(&self, key: &[u8]) -> Option<&Entry> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        let slot = &self.slots[key_slot(key)];
+        slot.table.find(hash_key(key), |e| e.key.as_ref() == key)
+    }
+
+    pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        let slot = &mut self.slots[key_slot(key)];
+        slot.table
+            .find_mut(hash_key(key), |e| e.key.as_ref() == key)
+    }
+
+    /// Inserts or replaces; returns the previous entry.
+    pub fn insert(&mut self, entry: Entry) -> Option<Entry> {
+        if self.slots.is_empty() {
+            self.slots = vec![Slot::default(); SLOT_COUNT];
+        }
+        let hash = hash_key(&entry.key);
+        let new_volatile = entry.has_expiry();
+        let slot = &mut self.slots[key_slot(&entry.key)];
+        let previous = match slot
+            .table
+            .entry(hash, |e| e.key == entry.key, |e| hash_key(&e.key))
+        {
+            hashbrown::hash_table::Entry::Occupied(mut occupied) => {
+                Some(std::mem::replace(occupied.get_mut(), entry))
+            }
+            hashbrown::hash_table::Entry::Vacant(vacant) => {
+                vacant.insert(entry);
+                None
+            }
+        };
+        let old_volatile = previous.as_ref().is_some_and(Entry::has_expiry);
+        if previous.is_none() {
+            self.key_count += 1;
+        }
+        Self::adjust_volatile(slot, &mut self.volatile_count, old_volatile, new_volatile);
+        previous
+    }
+
+    pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        let slot = &mut self.slots[key_slot(key)];
+        let found = slot
+            .table
+            .find_entry(hash_key(key), |e| e.key.as_ref() == key);
+        let entry = found.ok()?.remove().0;
+        self.key_count -= 1;
+        if entry.has_expiry() {
+            slot.volatile_count -= 1;
+            self.volatile_count -= 1;
+        }
+        Some(entry)
+    }
+
+    /// Sets or clears the expiry of an existing key; returns false if the key is absent.
+    pub fn set_expiry(&mut self, key: &[u8], expire_at_ms: i64) -> bool {
+        if self.slots.is_empty() {
+            return false;
+        }
+        let slot = &mut self.slots[key_slot(key)];
+        let Some(entry) = slot
+            .table
+            .find_mut(hash_key(key), |e| e.key.as_ref() == key)
+        else {
+            return false;
+        };
+        let old_volatile = entry.has_expiry();
+        entry.expire_at_ms = expire_at_ms;
+        let new_volatile = entry.has_expiry();
+        Self::adjust_volatile(slot, &mut self.volatile_count, old_volatile, new_volatile);
+        true
+    }
+
+    fn adjust_volatile(slot: &mut Slot, db_count: &mut usize, old: bool, new: bool) {
+        match (old, new) {
+            (false, true) => {
+                slot.volatile_count += 1;
+                *db_count += 1;
+            }
+            (true, false) => {
+                slot.volatile_count -= 1;
+                *db_count -= 1;
+            }
+            _ => {}
+        }
+    }
+
+    /// Collects the keys of `slot` that have expired at `now_ms`.
+    pub fn expired_in_slot(&self, slot: usize, now_ms: i64) -> Vec<Bytes> {
+        match self.slots.get(slot) {
+            Some(s) if s.volatile_count > 0 => s
+                .table
+                .iter()
+                .filter(|e| e.is_expired(now_ms))
+                .map(|e| e.key.clone())
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    pub fn slot_volatile_count(&self, slot: usize) -> usize {
+        self.slots.get(slot).map_or(0, |s| s.volatile_count)
+    }
+
+    /// A uniformly chosen slot among the non-empty ones, then a random key in it.
+    /// (Slightly favours keys in sparse slots; Redis's RANDOMKEY is not uniform either.)
+    pub fn random_entry(&self, rng_value: u64) -> Option<&Entry> {
+        if self.key_count == 0 {
+            return None;
+        }
+        let start = (rng_value as usize) % SLOT_COUNT;
+        for step in 0..SLOT_COUNT {
+            let slot = &self.slots[(start + step) % SLOT_COUNT];
+            if !slot.is_empty() {
+                let index = ((rng_value >> 14) as usize) % slot.len();
+                return slot.table.iter().nth(index);
+            }
+        }
+        None
+    }
+
+    pub fn clear(&mut self) {
+        *self = Db::default();
+    }
+}
+
+/// All databases.
+pub struct Keyspace {
+    pub dbs: Vec<Db>,
+}
+
+impl Keyspace {
+    pub fn new(databases: usize) -> Keyspace {
+        assert!(databases > 0);
+        Keyspace {
+            dbs: (0..databases).map(|_| Db::default()).collect(),
+        }
+    }
+
+    pub fn total_keys(&self) -> usize {
+        self.dbs.iter().map(Db::len).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_match_redis_cluster() {
+        // Values from the Redis Cluster specification and `CLUSTER KEYSLOT`.
+        assert_eq!(key_slot(b"123456789"), 12739);
+        assert_eq!(key_slot(b"foo"), 12182);
+        assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"user1000"));
+        assert_eq!(key_slot(b"foo{}{bar}"), key_slot(b"foo{}{bar}"));
+        assert_eq!(key_slot(b"foo{{bar}}zap"), key_slot(b"{bar"));
+    }
+
+    #[test]
+    fn insert_remove_and_volatile_counts() {
+        let mut db = Db::default();
+        let entry = |k: &str, exp: i64| Entry {
+            key: Bytes::copy_from_slice(k.as_bytes()),
+            value: Value::String(Bytes::from_static(b"v")),
+            expire_at_ms: exp,
+        };
+        assert!(db.insert(entry("a", NO_EXPIRY)).is_none());
+        assert!(db.insert(entry("b", 100)).is_none());
+        assert_eq!((db.len(), db.volatile_len()), (2, 1));
+        assert!(db.insert(entry("b", NO_EXPIRY)).is_some());
+        assert_eq!((db.len(), db.volatile_len()), (2, 0));
+        assert!(db.set_expiry(b"a", 5));
+        assert_eq!(
+            db.expired_in_slot(key_slot(b"a"), 10),
+            vec![Bytes::from_static(b"a")]
+        );
+        assert!(db.remove(b"a").is_some());
+        assert_eq!((db.len(), db.volatile_len()), (1, 0));
+        assert!(db.remove(b"a").is_none());
+    }
+}

@@ -1,0 +1,25 @@
+//! Tessera: a Redis-compatible in-memory key-value server with a durable, compacted log.
+//!
+//! ```text
+//!   socket bytes ──► resp (frames) ──► server (event loop, sessions)
+//!                                         │ execute
+//!                                         ▼
+//!                        commands (table + handlers) ──► keyspace (slots, values, expiry)
+//!                                         │ propagate (deterministic records)
+//!                                         ▼
+//!                         log (manifest, writer thread, group commit) ──► disk
+//!   start-up: config ──► recovery (replay the log) ──► server
+//! ```
+//!
+//! See ARCHITECTURE.md for the flows in prose.
+
+pub mod clock;
+pub mod commands;
+pub mod config;
+pub mod glob;
+pub mod keyspace;
+pub mod log;
+pub mod recovery;
+pub mod resp;
+pub mod server;
+pub mod stats;

@@ -1,0 +1,322 @@
+//! The log writer thread: `write` and `fsync` off the event loop, with group commit.
+//!
+//! The event loop hands over each turn's records as one batch and gets a sequence number.
+//! The writer takes every batch queued since its last pass, writes them with one `write`
+//! and, under `appendfsync always`, one `fdatasync` covering all of them, then publishes
+//! the highest sequence now durable and wakes the loop, which releases the replies it was
+//! holding for those batches. So one fsync commits the writes of many clients.
+//!
+//! After a failed write or fsync the file is cut back to its last durable length and every
+//! batch since then is kept and retried once a second; until a retry succeeds the loop
+//! refuses writes (Redis's MISCONF). Bytes the disk may have lost are always rewritten
+//! from memory, never trusted to a second fsync (a failed fsync can drop dirty pages).
+
+use crate::config::FsyncPolicy;
+use std::fs::File;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+const RETRY_INTERVAL: Duration = Duration::from_secs(1);
+
+struct Pending {
+    bytes: Vec<u8>,
+    last_seq: u64,
+    policy: FsyncPolicy,
+    stop: bool,
+}
+
+struct Shared {
+    pending: Mutex<Pending>,
+    wake_writer: Condvar,
+    /// Highest batch sequence whose bytes are written to the file.
+    written_seq: AtomicU64,
+    /// Highest batch sequence covered by a successful fsync.
+    durable_seq: AtomicU64,
+    /// Bytes in the file, durable or not.
+    file_bytes: AtomicU64,
+    pending_bytes: AtomicU64,
+    failed: AtomicBool,
+    error: Mutex<Option<String>>,
+}
+
+/// The event loop's side of the writer.
+pub struct LogWriter {
+    shared: Arc<Shared>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    next_seq: u64,
+}
+
+/// A callback the writer runs after publishing progress (wakes the event loop).
+pub type Notify = Box<dyn Fn() + Send>;
+
+impl LogWriter {
+    pub fn start(file: File, file_bytes: u64, policy: FsyncPolicy, notify: Notify) -> LogWriter {
+        let shared = Arc::new(Shared {
+            pending: Mutex::new(Pending {
+                bytes: Vec::new(),
+                last_seq: 0,
+                policy,
+                stop: false,
+            }),
+            wake_writer: Condvar::new(),
+            written_seq: AtomicU64::new(0),
+            durable_seq: AtomicU64::new(0),
+            file_bytes: AtomicU64::new(file_bytes),
+            pending_bytes: AtomicU64::new(0),
+            failed: AtomicBool::new(false),
+            error: Mutex::new(None),
+        });
+        let thread_shared = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("log-writer".into())
+            .spawn(move || WriterThread::new(thread_shared, file, file_bytes, notify).run())
+            .expect("spawn log writer thread");
+        LogWriter {
+            shared,
+            thread: Some(thread),
+            next_seq: 1,
+        }
+    }
+
+    /// Queues a batch of records; returns its sequence number. The buffer is drained.
+    pub fn submit(&mut self, batch: &mut Vec<u8>) -> u64 {
+        assert!(!batch.is_empty(), "empty batches are not submitted");
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let mut pending = self.shared.pending.lock().unwrap();
+        if pending.bytes.is_empty() {
+            std::mem::swap(&mut pending.bytes, batch);
+        } else {
+            pending.bytes.extend_from_slice(batch);
+            batch.clear();
+        }
+        pending.last_seq = seq;
+        self.shared
+            .pending_bytes
+            .store(pending.bytes.len() as u64, Ordering::Relaxed);
+        drop(pending);
+        self.shared.wake_writer.notify_one();
+        seq
+    }
+
+    pub fn last_submitted(&self) -> u64 {
+        self.next_seq - 1
+    }
+
+    pub fn durable_seq(&self) -> u64 {
+        self.shared.durable_seq.load(Ordering::Acquire)
+    }
+
+    pub fn file_bytes(&self) -> u64 {
+        self.shared.file_bytes.load(Ordering::Relaxed)
+    }
+
+    pub fn pending_bytes(&self) -> u64 {
+        self.shared.pending_bytes.load(Ordering::Relaxed)
+    }
+
+    /// The current write/fsync failure, if the log is unhealthy.
+    pub fn error(&self) -> Option<String> {
+        if !self.shared.failed.load(Ordering::Acquire) {
+            return None;
+        }
+        self.shared.error.lock().unwrap().clone()
+    }
+
+    pub fn set_policy(&self, policy: FsyncPolicy) {
+        self.shared.pending.lock().unwrap().policy = policy;
+        self.shared.wake_writer.notify_one();
+    }
+
+    /// Writes and fsyncs everything queued, then stops the thread. Returns the error if
+    /// the log could not be made durable.
+    pub fn shutdown(mut self) -> Result<(), String> {
+        self.shared.pending.lock().unwrap().stop = true;
+        self.shared.wake_writer.notify_one();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        match self.error() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for LogWriter {
+    fn drop(&mut self) {
+        if let Some(thread) = self.thread.take() {
+            self.shared.pending.lock().unwrap().stop = true;
+            self.shared.wake_writer.notify_one();
+            let _ = thread.join();
+        }
+    }
+}
+
+struct WriterThread {
+    shared: Arc<Shared>,
+    file: File,
+    /// File length covered by the last successful fsync.
+    durable_len: u64,
+    /// Batches written (or to be written) since the last successful fsync, kept so that
+    /// they can be rewritten after a failure.
+    unsynced: Vec<Vec<u8>>,
+    /// How many bytes of `unsynced` are in the file.
+    unsynced_written: u64,
+    unsynced_seq: u64,
+    last_fsync: Instant,
+    notify: Notify,
+}
+
+impl WriterThread {
+    fn new(shared: Arc<Shared>, file: File, file_bytes: u64, notify: Notify) -> WriterThread {
+        WriterThread {
+            shared,
+            file,
+            durable_len: file_bytes,
+            unsynced: Vec::new(),
+            unsynced_written: 0,
+            unsynced_seq: 0,
+            last_fsync: Instant::now(),
+            notify,
+        }
+    }
+
+    fn run(mut self) {
+        loop {
+            let (batch, seq, policy, stop) = self.take_pending();
+            if !batch.is_empty() {
+                self.unsynced.push(batch);
+                self.unsynced_seq = seq;
+            }
+            if self.shared.failed.load(Ordering::Acquire) {
+                self.recover();
+            } else if self.write_unwritten().is_ok() {
+                let due = match policy {
+                    FsyncPolicy::Always => true,
+                    FsyncPolicy::EverySec => self.last_fsync.elapsed() >= Duration::from_secs(1),
+                    FsyncPolicy::No => false,
+                };
+                if due || stop {
+                    let _ = self.fsync();
+                } else if policy == FsyncPolicy::No {
+                    // Nothing is promised under `no`: the kernel flushes when it likes.
+                    self.forget_written();
+                }
+            }
+            (self.notify)();
+            if stop {
+                if self.shared.failed.load(Ordering::Acquire) {
+                    self.recover(); // one last attempt before giving up
+                }
+                return;
+            }
+        }
+    }
+
+    /// Waits for work (or the next everysec/retry tick) and takes all queued bytes.
+    fn take_pending(&mut self) -> (Vec<u8>, u64, FsyncPolicy, bool) {
+        let mut pending = self.shared.pending.lock().unwrap();
+        loop {
+            let failed = self.shared.failed.load(Ordering::Acquire);
+            let has_unsynced = !self.unsynced.is_empty();
+            if !pending.bytes.is_empty() || pending.stop {
+                break;
+            }
+            let wait = if failed {
+                RETRY_INTERVAL
+            } else if pending.policy == FsyncPolicy::EverySec && has_unsynced {
+                let since = self.last_fsync.elapsed();
+                if since >= Duration::from_secs(1) {
+                    break;
+                }
+                Duration::from_secs(1) - since
+            } else {
+                Duration::from_secs(3600)
+            };
+            let (guard, timeout) = self.shared.wake_writer.wait_timeout(pending, wait).unwrap();
+            pending = guard;
+            if timeout.timed_out() && (failed || pending.policy == FsyncPolicy::EverySec) {
+                break;
+            }
+        }
+        let batch = std::mem::take(&mut pending.bytes);
+        self.shared.pending_bytes.store(0, Ordering::Relaxed);
+        (batch, pending.last_seq, pending.policy, pending.stop)
+    }
+
+    /// Appends the part of `unsynced` not yet in the file (the file is opened O_APPEND).
+    fn write_unwritten(&mut self) -> Result<(), ()> {
+        let mut offset = 0u64;
+        for batch in &self.unsynced {
+            let end = offset + batch.len() as u64;
+            if end > self.unsynced_written {
+                let start = (self.unsynced_written - offset) as usize;
+                if let Err(e) = self.file.write_all(&batch[start..]) {
+                    self.fail("write", e);
+                    return Err(());
+                }
+                self.unsynced_written = end;
+                let total = self.durable_len + self.unsynced_written;
+                self.shared.file_bytes.store(total, Ordering::Relaxed);
+            }
+            offset = end;
+        }
+        self.shared
+            .written_seq
+            .store(self.unsynced_seq, Ordering::Release);
+        Ok(())
+    }
+
+    fn fsync(&mut self) -> Result<(), ()> {
+        if let Err(e) = self.file.sync_data() {
+            self.fail("fsync", e);
+            return Err(());
+        }
+        self.last_fsync = Instant::now();
+        self.forget_written();
+        self.shared
+            .durable_seq
+            .store(self.unsynced_seq, Ordering::Release);
+        Ok(())
+    }
+
+    /// The written batches are no longer needed for a retry.
+    fn forget_written(&mut self) {
+        self.durable_len += self.unsynced_written;
+        self.unsynced_written = 0;
+        self.unsynced.clear();
+        if self.shared.failed.swap(false, Ordering::AcqRel) {
+            tracing::warn!("append-only log is writable again; accepting writes");
+            *self.shared.error.lock().unwrap() = None;
+        }
+    }
+
+    fn fail(&mut self, what: &str, error: std::io::Error) {
+        let first = !self.shared.failed.swap(true, Ordering::AcqRel);
+        if first {
+            tracing::warn!(
+                "append-only log {what} failed: {error}; refusing writes until it succeeds again"
+            );
+        }
+        *self.shared.error.lock().unwrap() = Some(error.to_string());
+    }
+
+    /// After a failure: cut the file back to its durable length, rewrite everything since
+    /// from memory and fsync. Only a successful fsync clears the failure.
+    fn recover(&mut self) {
+        if let Err(e) = self.file.set_len(self.durable_len) {
+            self.fail("truncate", e);
+            return;
+        }
+        self.unsynced_written = 0;
+        self.shared
+            .file_bytes
+            .store(self.durable_len, Ordering::Relaxed);
+        if self.write_unwritten().is_ok() {
+            let _ = self.fsync();
+        }
+    }
+}

@@ -1,0 +1,289 @@
+//! Start-up: rebuilding the keyspace from the log.
+//!
+//! The manifest lists the files; incremental logs are replayed in order through the same
+//! command table the clients use, with expiry suspended (as Redis does while loading) so
+//! that replay is deterministic. A record cut short at the very end of the last file is a
+//! crash in the middle of a write: it is cut off with a warning (`aof-load-truncated yes`).
+//! Anything else that does not parse is damage: start-up stops and names file and offset.
+
+use crate::commands::{ClientState, Ctx, Propagation, Registry, ServerState};
+use crate::keyspace::Keyspace;
+use crate::log::{LogPaths, manifest::Manifest};
+use crate::resp::{Parse, ParseLimits, ReplyWriter, parse_request};
+use std::io::Read;
+use std::ops::Range;
+use std::path::Path;
+use std::time::Instant;
+
+/// Why a log file could not be loaded.
+#[derive(Debug, PartialEq, Eq)]
+pub enum LogDamage {
+    /// The file ends inside a record that starts at `offset`.
+    Truncated { offset: u64 },
+    /// Bytes at `offset` are not a valid record.
+    Corrupt { offset: u64, reason: String },
+}
+
+const READ_CHUNK_BYTES: usize = 4 * 1024 * 1024;
+
+fn log_limits() -> ParseLimits {
+    ParseLimits {
+        bulk_bytes_max: usize::MAX / 2,
+        inline_bytes_max: 64 * 1024,
+        unauthenticated: false,
+    }
+}
+
+/// Reads RESP records from a log file, calling `apply` with each record's arguments and
+/// its starting offset. Stops at the first damage. Returns the bytes consumed.
+pub fn scan_records(
+    path: &Path,
+    mut apply: impl FnMut(&[&[u8]], u64) -> Result<(), String>,
+) -> Result<u64, (LogDamage, Option<String>)> {
+    let mut file = std::fs::File::open(path).map_err(|e| {
+        (
+            LogDamage::Corrupt {
+                offset: 0,
+                reason: e.to_string(),
+            },
+            None,
+        )
+    })?;
+    let limits = log_limits();
+    let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
+    let mut start = 0usize; // parse position in buf
+    let mut base_offset = 0u64; // file offset of buf[0]
+    let mut ranges: Vec<Range<usize>> = Vec::new();
+    let mut eof = false;
+    loop {
+        let parsed = parse_request(&buf[start..], &limits, &mut ranges);
+        match parsed {
+            Parse::Complete(used) if !ranges.is_empty() => {
+                let record_offset = base_offset + start as u64;
+                let slice = &buf[start..start + used];
+                let args: Vec<&[u8]> = ranges.iter().map(|r| &slice[r.clone()]).collect();
+                if let Err(message) = apply(&args, record_offset) {
+                    return Err((
+                        LogDamage::Corrupt {
+                            offset: record_offset,
+                            reason: message.clone(),
+                        },
+                        Some(message),
+                    ));
+                }
+                start += used;
+            }
+            Parse::Complete(_) | Parse::Inline(..) | Parse::Invalid(_) => {
+                let offset = base_offset + start as u64;
+                let reason = match parsed {
+                    Parse::Invalid(why) => why.to_string(),
+                    _ => "not a command record (expected '*' followed by a positive count)".into(),
+                };
+                return Err((LogDamage::Corrupt { offset, reason }, None));
+            }
+            Parse::Incomplete => {
+                if eof {
+                    if start == buf.len() {
+                        return Ok(base_offset + start as u64);
+                    }
+                    let offset = base_offset + start as u64;
+                    let tail = &buf[start..];
+                    return Err((classify_incomplete_tail(tail, offset), None));
+                }
+                // Keep the unparsed tail, read more.
+                buf.drain(..start);
+                base_offset += start as u64;
+                start = 0;
+                let old_len = buf.len();
+                buf.resize(old_len + READ_CHUNK_BYTES, 0);
+                let read = loop {
+                    match file.read(&mut buf[old_len..]) {
+                        Ok(n) => break n,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                        Err(e) => {
+                            let offset = base_offset + old_len as u64;
+                            return Err((
+                                LogDamage::Corrupt {
+                                    offset,
+                                    reason: e.to_string(),
+                                },
+                                None,
+                            ));
+                        }
+                    }
+                };
+                buf.truncate(old_len + read);
+                eof = read == 0;
+            }
+        }
+    }
+}
+
+/// A file that ends inside a record was either cut by a crash mid-write (then nothing
+/// valid follows the record's start) or damaged in a length field so that the parser ran
+/// past the end. If a complete record can be parsed from any later position, it is damage.
+fn classify_incomplete_tail(tail: &[u8], offset: u64) -> LogDamage {
+    let limits = log_limits();
+    let mut ranges = Vec::new();
+    for position in 1..tail.len() {
+        if tail[position] == b'*'
+            && tail[position - 1] == b'\n'
+            && let Parse::Complete(_) = parse_request(&tail[position..], &limits, &mut ranges)
+            && !ranges.is_empty()
+        {
+            return LogDamage::Corrupt {
+                offset,
+                reason: "a record's length runs past later valid records".into(),
+            };
+        }
+    }
+    LogDamage::Truncated { offset }
+}
+
+/// What loading found, for the log lines and INFO.
+#[derive(Debug, Default, Clone)]
+pub struct LoadReport {
+    pub files: usize,
+    pub records: u64,
+    pub bytes: u64,
+    pub seconds: f64,
+    pub truncated_bytes: u64,
+}
+
+/// Replays every incremental file of `manifest` into `keyspace`.
+pub fn replay_log(
+    paths: &LogPaths,
+    manifest: &Manifest,
+    keyspace: &mut Keyspace,
+    server: &mut ServerState,
+    registry: &Registry,
+) -> Result<LoadReport, String> {
+    let started = Instant::now();
+    let mut report = LoadReport::default();
+    if let Some(base) = manifest.base().next() {
+        return Err(format!(
+            "{}: loading base snapshot files is not supported yet by this build",
+            base.name
+        ));
+    }
+    let incremental: Vec<_> = manifest.incremental().collect();
+    let mut client = ClientState {
+        authenticated: true,
+        ..ClientState::default()
+    };
+    let mut scratch = Vec::new();
+    let mut propagation = Propagation::default(); // disabled: replay logs nothing
+    for (index, entry) in incremental.iter().enumerate() {
+        let is_last = index + 1 == incremental.len();
+        let path = paths.file(&entry.name);
+        let file_started = Instant::now();
+        let mut records = 0u64;
+        let result = scan_records(&path, |args, _offset| {
+            records += 1;
+            replay_one(
+                args,
+                keyspace,
+                &mut client,
+                server,
+                registry,
+                &mut propagation,
+                &mut scratch,
+            )
+        });
+        let loaded_bytes = match result {
+            Ok(bytes) => bytes,
+            Err((LogDamage::Truncated { offset }, _)) if is_last => {
+                let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(offset);
+                if !server.config.aof_load_truncated {
+                    return Err(format!(
+                        "{} ends in the middle of a record at offset {offset} (file size {size}); \
+                         start with aof-load-truncated yes or repair it with tessera-check-aof --fix",
+                        path.display()
+                    ));
+                }
+                tracing::warn!(
+                    "{} ends in the middle of a record at offset {offset}: cutting off the last {} bytes \
+                     (a crash during a write; aof-load-truncated is enabled)",
+                    path.display(),
+                    size - offset
+                );
+                truncate_file(&path, offset)?;
+                report.truncated_bytes += size - offset;
+                offset
+            }
+            Err((LogDamage::Truncated { offset }, _)) => {
+                return Err(format!(
+                    "Bad file format reading the append only file {}: it ends inside a record at offset {offset}, \
+                     but it is not the last file; repair it with tessera-check-aof --fix",
+                    path.display()
+                ));
+            }
+            Err((LogDamage::Corrupt { offset, reason }, _)) => {
+                return Err(format!(
+                    "Bad file format reading the append only file {} at offset {offset}: {reason}. \
+                     Make a backup of the directory, then check it with tessera-check-aof",
+                    path.display()
+                ));
+            }
+        };
+        let seconds = file_started.elapsed().as_secs_f64();
+        tracing::info!(
+            "loaded {}: {records} records, {:.1} MB in {seconds:.3}s ({:.0} records/s, {:.1} MB/s)",
+            entry.name,
+            loaded_bytes as f64 / 1e6,
+            records as f64 / seconds.max(1e-9),
+            loaded_bytes as f64 / 1e6 / seconds.max(1e-9)
+        );
+        report.files += 1;
+        report.records += records;
+        report.bytes += loaded_bytes;
+    }
+    report.seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+fn truncate_file(path: &Path, length: u64) -> Result<(), String> {
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|e| format!("can't open {} to cut it: {e}", path.display()))?;
+    file.set_len(length)
+        .and_then(|()| file.sync_all())
+        .map_err(|e| format!("can't cut {} at {length}: {e}", path.display()))
+}
+
+fn replay_one(
+    args: &[&[u8]],
+    keyspace: &mut Keyspace,
+    client: &mut ClientState,
+    server: &mut ServerState,
+    registry: &Registry,
+    propagation: &mut Propagation,
+    scratch: &mut Vec<u8>,
+) -> Result<(), String> {
+    let Some(spec) = registry.get(args[0]) else {
+        return Err(format!(
+            "unknown command '{}' in the log",
+            String::from_utf8_lossy(args[0])
+        ));
+    };
+    if !spec.arity_ok(args.len()) {
+        return Err(format!(
+            "wrong number of arguments for '{}' in the log",
+            spec.name
+        ));
+    }
+    scratch.clear();
+    let now_ms = crate::clock::unix_ms();
+    let mut ctx = Ctx {
+        keyspace,
+        client,
+        server,
+        out: ReplyWriter::new(scratch, false),
+        log: propagation,
+        now_ms,
+        loading: true,
+    };
+    (spec.handler)(&mut ctx, args);
+    Ok(())
+}

@@ -1,0 +1,492 @@
+//! RESP: bytes to command frames and replies to bytes. No I/O here.
+//!
+//! The parser's contract is `Complete(consumed) | Incomplete | Invalid(reason)`; it never
+//! panics and never allocates in proportion to a length the client merely *claims*
+//! (a `*1000000000` header preallocates nothing), so hostile input costs at most what was
+//! actually sent, which the server bounds with `client-query-buffer-limit`.
+
+use std::ops::Range;
+
+/// Limits the parser enforces, named as Redis names the error they produce.
+#[derive(Clone, Copy, Debug)]
+pub struct ParseLimits {
+    /// `proto-max-bulk-len`.
+    pub bulk_bytes_max: usize,
+    /// Redis's `PROTO_INLINE_MAX_SIZE`: a header or inline line longer than this is refused.
+    pub inline_bytes_max: usize,
+    /// Before authentication Redis refuses large requests (10 arguments, 16 KiB bulks).
+    pub unauthenticated: bool,
+}
+
+impl Default for ParseLimits {
+    fn default() -> Self {
+        ParseLimits {
+            bulk_bytes_max: 512 * 1024 * 1024,
+            inline_bytes_max: 64 * 1024,
+            unauthenticated: false,
+        }
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Parse {
+    /// A whole command; its arguments are the ranges pushed to `args`; `consumed` bytes used.
+    Complete(usize),
+    /// An inline (telnet-style) command, decoded into owned arguments; may be empty.
+    Inline(Vec<Vec<u8>>, usize),
+    /// More bytes are needed.
+    Incomplete,
+    /// A protocol error; the reply text (without `-ERR `) and the connection is closed.
+    Invalid(&'static str),
+}
+
+/// Parses one request (multibulk or inline) from the front of `buf`.
+/// An empty inline line yields `Inline` with no arguments; the caller skips it.
+pub fn parse_request(buf: &[u8], limits: &ParseLimits, args: &mut Vec<Range<usize>>) -> Parse {
+    args.clear();
+    if buf.is_empty() {
+        return Parse::Incomplete;
+    }
+    if buf[0] == b'*' {
+        parse_multibulk(buf, limits, args)
+    } else {
+        parse_inline(buf, limits)
+    }
+}
+
+fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
+    let mut i = from;
+    while i + 1 < buf.len() {
+        match buf[i + 1..].iter().position(|&b| b == b'\n') {
+            Some(rel) => {
+                let nl = i + 1 + rel;
+                if buf[nl - 1] == b'\r' {
+                    return Some(nl - 1);
+                }
+                i = nl;
+            }
+            None => return None,
+        }
+    }
+    None
+}
+
+/// Parses a decimal i64 as Redis's `string2ll` does (no '+', no spaces, no leading zeros).
+pub fn parse_i64(s: &[u8]) -> Option<i64> {
+    if s.is_empty() || s.len() > 20 {
+        return None;
+    }
+    if s == b"0" {
+        return Some(0);
+    }
+    let (negative, digits) = match s[0] {
+        b'-' => (true, &s[1..]),
+        _ => (false, s),
+    };
+    if digits.is_empty() || digits[0] == b'0' {
+        return None;
+    }
+    let mut value: u64 = 0;
+    for &b in digits {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        value = value.checked_mul(10)?.checked_add((b - b'0') as u64)?;
+    }
+    if negative {
+        if value > i64::MAX as u64 + 1 {
+            None
+        } else {
+            Some((value as i128).wrapping_neg() as i64)
+        }
+    } else {
+        i64::try_from(value).ok()
+    }
+}
+
+fn parse_multibulk(buf: &[u8], limits: &ParseLimits, args: &mut Vec<Range<usize>>) -> Parse {
+    let Some(end) = find_crlf(buf, 0) else {
+        if buf.len() > limits.inline_bytes_max {
+            return Parse::Invalid("Protocol error: too big mbulk count string");
+        }
+        return Parse::Incomplete;
+    };
+    let count = match parse_i64(&buf[1..end]) {
+        Some(n) if n <= i32::MAX as i64 => n,
+        _ => return Parse::Invalid("Protocol error: invalid multibulk length"),
+    };
+    if limits.unauthenticated && count > 10 {
+        return Parse::Invalid("Protocol error: unauthenticated multibulk length");
+    }
+    let mut pos = end + 2;
+    if count <= 0 {
+        return Parse::Complete(pos);
+    }
+    for _ in 0..count {
+        if pos >= buf.len() {
+            return Parse::Incomplete;
+        }
+        if buf[pos] != b'$' {
+            return Parse::Invalid(expected_dollar(buf[pos]));
+        }
+        let Some(end) = find_crlf(buf, pos) else {
+            if buf.len() - pos > limits.inline_bytes_max {
+                return Parse::Invalid("Protocol error: too big bulk count string");
+            }
+            return Parse::Incomplete;
+        };
+        let len = match parse_i64(&buf[pos + 1..end]) {
+            Some(n) if n >= 0 && (n as u64) <= limits.bulk_bytes_max as u64 => n as usize,
+            _ => return Parse::Invalid("Protocol error: invalid bulk length"),
+        };
+        if limits.unauthenticated && len > 16384 {
+            return Parse::Invalid("Protocol error: unauthenticated bulk length");
+        }
+        let start = end + 2;
+        if buf.len() < start + len + 2 {
+            return Parse::Incomplete;
+        }
+        // Redis does not check the trailing CRLF of a bulk; neither do we (same bytes eaten).
+        args.push(start..start + len);
+        pos = start + len + 2;
+    }
+    Parse::Complete(pos)
+}
+
+fn expected_dollar(got: u8) -> &'static str {
+    // Redis prints the offending character; a static table keeps the parser allocation-free.
+    static MESSAGES: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    let table = MESSAGES.get_or_init(|| {
+        (0..=255u8)
+            .map(|c| {
+                let text = format!("Protocol error: expected '$', got '{}'", c as char);
+                &*Box::leak(text.into_boxed_str())
+            })
+            .collect()
+    });
+    table[got as usize]
+}
+
+fn parse_inline(buf: &[u8], limits: &ParseLimits) -> Parse {
+    let Some(nl) = buf.iter().position(|&b| b == b'\n') else {
+        if buf.len() > limits.inline_bytes_max {
+            return Parse::Invalid("Protocol error: too big inline request");
+        }
+        return Parse::Incomplete;
+    };
+    let line_end = if nl > 0 && buf[nl - 1] == b'\r' {
+        nl - 1
+    } else {
+        nl
+    };
+    match split_args(&buf[..line_end]) {
+        Some(args) => Parse::Inline(args, nl + 1),
+        None => Parse::Invalid("Protocol error: unbalanced quotes in request"),
+    }
+}
+
+/// Splits a line as Redis's `sdssplitargs` does: whitespace-separated, "double quotes"
+/// with \n \r \t \b \a \\ \" and \xHH escapes, 'single quotes' with \' only.
+/// Returns None on unbalanced quotes or a closing quote not followed by a space.
+pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    loop {
+        while i < line.len() && line[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i >= line.len() {
+            return Some(out);
+        }
+        let mut current = Vec::new();
+        let mut in_double = false;
+        let mut in_single = false;
+        loop {
+            if in_double {
+                if i >= line.len() {
+                    return None;
+                }
+                let c = line[i];
+                if c == b'\\' && i + 3 < line.len() && line[i + 1] == b'x' {
+                    let hex = |b: u8| (b as char).to_digit(16);
+                    if let (Some(h), Some(l)) = (hex(line[i + 2]), hex(line[i + 3])) {
+                        current.push((h * 16 + l) as u8);
+                        i += 4;
+                        continue;
+                    }
+                }
+                if c == b'\\' && i + 1 < line.len() {
+                    let escaped = match line[i + 1] {
+                        b'n' => b'\n',
+                        b'r' => b'\r',
+                        b't' => b'\t',
+                        b'b' => 8,
+                        b'a' => 7,
+                        other => other,
+                    };
+                    current.push(escaped);
+                    i += 2;
+                } else if c == b'"' {
+                    if i + 1 < line.len() && !line[i + 1].is_ascii_whitespace() {
+                        return None;
+                    }
+                    i += 1;
+                    break;
+                } else {
+                    current.push(c);
+                    i += 1;
+                }
+            } else if in_single {
+                if i >= line.len() {
+                    return None;
+                }
+                let c = line[i];
+                if c == b'\\' && i + 1 < line.len() && line[i + 1] == b'\'' {
+                    current.push(b'\'');
+                    i += 2;
+                } else if c == b'\'' {
+                    if i + 1 < line.len() && !line[i + 1].is_ascii_whitespace() {
+                        return None;
+                    }
+                    i += 1;
+                    break;
+                } else {
+                    current.push(c);
+                    i += 1;
+                }
+            } else {
+                if i >= line.len() {
+                    break;
+                }
+                match line[i] {
+                    b' ' | b'\n' | b'\r' | b'\t' | 0 => break,
+                    b'"' => in_double = true,
+                    b'\'' => in_single = true,
+                    c => current.push(c),
+                }
+                i += 1;
+            }
+        }
+        out.push(current);
+    }
+}
+
+/// Writes replies in RESP2 or RESP3. Tracks whether the last reply was an error, so the
+/// caller can count errors and abort transactions without re-parsing output.
+pub struct ReplyWriter<'a> {
+    pub buf: &'a mut Vec<u8>,
+    pub resp3: bool,
+    pub errors: u64,
+}
+
+impl<'a> ReplyWriter<'a> {
+    pub fn new(buf: &'a mut Vec<u8>, resp3: bool) -> Self {
+        ReplyWriter {
+            buf,
+            resp3,
+            errors: 0,
+        }
+    }
+
+    pub fn simple(&mut self, s: &str) {
+        self.buf.push(b'+');
+        self.buf.extend_from_slice(s.as_bytes());
+        self.buf.extend_from_slice(b"\r\n");
+    }
+
+    pub fn ok(&mut self) {
+        self.buf.extend_from_slice(b"+OK\r\n");
+    }
+
+    /// An error; `message` includes its code ("ERR ...", "WRONGTYPE ...").
+    pub fn error(&mut self, message: &str) {
+        self.errors += 1;
+        self.buf.push(b'-');
+        // Newlines would break the protocol; Redis replaces them with spaces too.
+        self.buf.extend(
+            message
+                .bytes()
+                .map(|b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
+        );
+        self.buf.extend_from_slice(b"\r\n");
+    }
+
+    pub fn integer(&mut self, n: i64) {
+        self.buf.push(b':');
+        self.buf
+            .extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+        self.buf.extend_from_slice(b"\r\n");
+    }
+
+    fn header(&mut self, prefix: u8, n: usize) {
+        self.buf.push(prefix);
+        self.buf
+            .extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+        self.buf.extend_from_slice(b"\r\n");
+    }
+
+    pub fn bulk(&mut self, data: &[u8]) {
+        self.header(b'$', data.len());
+        self.buf.extend_from_slice(data);
+        self.buf.extend_from_slice(b"\r\n");
+    }
+
+    pub fn bulk_i64(&mut self, n: i64) {
+        self.bulk(itoa::Buffer::new().format(n).as_bytes());
+    }
+
+    /// The null bulk string (`$-1` in RESP2, `_` in RESP3).
+    pub fn null(&mut self) {
+        if self.resp3 {
+            self.buf.extend_from_slice(b"_\r\n");
+        } else {
+            self.buf.extend_from_slice(b"$-1\r\n");
+        }
+    }
+
+    /// The null array (`*-1` in RESP2, `_` in RESP3).
+    pub fn null_array(&mut self) {
+        if self.resp3 {
+            self.buf.extend_from_slice(b"_\r\n");
+        } else {
+            self.buf.extend_from_slice(b"*-1\r\n");
+        }
+    }
+
+    pub fn array(&mut self, n: usize) {
+        self.header(b'*', n);
+    }
+
+    /// A map of `n` pairs (RESP3) or a flat array of 2n elements (RESP2).
+    pub fn map(&mut self, n: usize) {
+        if self.resp3 {
+            self.header(b'%', n);
+        } else {
+            self.header(b'*', n * 2);
+        }
+    }
+
+    pub fn set(&mut self, n: usize) {
+        self.header(if self.resp3 { b'~' } else { b'*' }, n);
+    }
+
+    /// A verbatim string in RESP3 (`=`), a bulk in RESP2 (as Redis does for INFO).
+    pub fn verbatim(&mut self, data: &[u8]) {
+        if self.resp3 {
+            self.header(b'=', data.len() + 4);
+            self.buf.extend_from_slice(b"txt:");
+            self.buf.extend_from_slice(data);
+            self.buf.extend_from_slice(b"\r\n");
+        } else {
+            self.bulk(data);
+        }
+    }
+
+    pub fn bulk_strings<I, T>(&mut self, items: I)
+    where
+        I: ExactSizeIterator<Item = T>,
+        T: AsRef<[u8]>,
+    {
+        self.array(items.len());
+        for item in items {
+            self.bulk(item.as_ref());
+        }
+    }
+}
+
+/// Encodes a command as a RESP multibulk (the log's record format).
+pub fn encode_command<T: AsRef<[u8]>>(out: &mut Vec<u8>, args: &[T]) {
+    out.push(b'*');
+    out.extend_from_slice(itoa::Buffer::new().format(args.len()).as_bytes());
+    out.extend_from_slice(b"\r\n");
+    for arg in args {
+        let arg = arg.as_ref();
+        out.push(b'$');
+        out.extend_from_slice(itoa::Buffer::new().format(arg.len()).as_bytes());
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(arg);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(input: &[u8]) -> (Parse, Vec<Vec<u8>>) {
+        let mut ranges = Vec::new();
+        let result = parse_request(input, &ParseLimits::default(), &mut ranges);
+        let args = ranges.iter().map(|r| input[r.clone()].to_vec()).collect();
+        (result, args)
+    }
+
+    #[test]
+    fn multibulk_complete_and_incomplete() {
+        let input = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n";
+        assert_eq!(
+            parse(input),
+            (
+                Parse::Complete(input.len()),
+                vec![b"GET".to_vec(), b"k".to_vec()]
+            )
+        );
+        for cut in 0..input.len() {
+            assert_eq!(parse(&input[..cut]).0, Parse::Incomplete, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn protocol_errors() {
+        assert_eq!(
+            parse(b"*x\r\n").0,
+            Parse::Invalid("Protocol error: invalid multibulk length")
+        );
+        assert_eq!(
+            parse(b"*1\r\n$-5\r\n").0,
+            Parse::Invalid("Protocol error: invalid bulk length")
+        );
+        assert_eq!(
+            parse(b"*1\r\n+hi\r\n").0,
+            Parse::Invalid("Protocol error: expected '$', got '+'")
+        );
+        assert_eq!(
+            parse(b"*3000000000\r\n").0,
+            Parse::Invalid("Protocol error: invalid multibulk length")
+        );
+        // A huge claimed count allocates nothing and just waits for bytes.
+        assert_eq!(parse(b"*1000000\r\n").0, Parse::Incomplete);
+        let long = vec![b'a'; 70 * 1024];
+        assert_eq!(
+            parse(&long).0,
+            Parse::Invalid("Protocol error: too big inline request")
+        );
+    }
+
+    #[test]
+    fn inline_and_quotes() {
+        let abc = vec![b"SET".to_vec(), b"a".to_vec(), b"b".to_vec()];
+        assert_eq!(parse(b"SET  a b\r\n").0, Parse::Inline(abc, 10));
+        assert_eq!(parse(b"\r\n").0, Parse::Inline(vec![], 2));
+        assert_eq!(
+            split_args(b"set \"a b\" 'c\\'d' \"\\x41\\n\""),
+            Some(vec![
+                b"set".to_vec(),
+                b"a b".to_vec(),
+                b"c'd".to_vec(),
+                b"A\n".to_vec()
+            ])
+        );
+        assert_eq!(split_args(b"set \"abc"), None);
+        assert_eq!(split_args(b"set \"a\"b"), None);
+    }
+
+    #[test]
+    fn integers_like_string2ll() {
+        assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(parse_i64(b"9223372036854775808"), None);
+        assert_eq!(parse_i64(b"007"), None);
+        assert_eq!(parse_i64(b"+1"), None);
+        assert_eq!(parse_i64(b" 1"), None);
+        assert_eq!(parse_i64(b"-0"), None);
+    }
+}

@@ -1,0 +1,758 @@
+//! The event loop and client sessions.
+//!
+//! One thread owns the keyspace and runs every command, as in Redis. Each loop turn:
+//! read what sockets have, parse and execute every complete command, append replies to
+//! each client's output buffer; then, once per turn, hand the turn's log records to the
+//! log writer as one batch and send the replies that may go out. Under
+//! `appendfsync always` a reply produced while any batch is not yet durable is held until
+//! the writer reports that batch fsynced (group commit); the loop keeps serving meanwhile.
+
+use crate::commands::{
+    Action, ClientState, Ctx, PersistenceInfo, Propagation, Registry, ServerState, flags,
+};
+use crate::config::{Config, FsyncPolicy};
+use crate::keyspace::{Keyspace, SLOT_COUNT};
+use crate::log::{self, LogPaths, LogWriter};
+use crate::resp::{Parse, ParseLimits, ReplyWriter, parse_request};
+use crate::stats::Stats;
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token, Waker};
+use std::io::{ErrorKind, Read, Write};
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+const WAKER: Token = Token(usize::MAX - 1);
+const FIRST_LISTENER: usize = usize::MAX - 64;
+const READ_CHUNK_BYTES: usize = 16 * 1024;
+/// Output buffers larger than this are released after being sent, not kept for reuse.
+const OUTPUT_KEEP_BYTES: usize = 64 * 1024;
+/// Time the active expiry cycle may take per cron run, as Redis's 25 % of a 100 ms tick.
+const EXPIRE_CYCLE_BUDGET: Duration = Duration::from_millis(25);
+
+struct Client {
+    stream: TcpStream,
+    peer: SocketAddr,
+    local: SocketAddr,
+    state: ClientState,
+    input: Vec<u8>,
+    output: Vec<u8>,
+    output_sent: usize,
+    /// The log batch that must be durable before `output` may be sent.
+    hold_seq: u64,
+    close_after_reply: bool,
+    created: Instant,
+    last_interaction: Instant,
+    last_command: String,
+}
+
+pub struct Server {
+    poll: Poll,
+    listeners: Vec<TcpListener>,
+    clients: hashbrown::HashMap<usize, Client>,
+    next_token: usize,
+    next_client_id: u64,
+    keyspace: Keyspace,
+    state: ServerState,
+    registry: Registry,
+    propagation: Propagation,
+    log_writer: Option<LogWriter>,
+    log_paths: Option<LogPaths>,
+    /// Clients whose output is waiting for a log batch to become durable.
+    held: Vec<usize>,
+    /// Clients that produced output this turn.
+    touched: Vec<usize>,
+    shutdown_flag: Arc<AtomicBool>,
+    expire_cursor: Vec<usize>,
+    arg_ranges: Vec<Range<usize>>,
+}
+
+fn bind_addresses(config: &Config) -> Vec<(String, bool)> {
+    config
+        .bind
+        .iter()
+        .map(|addr| match addr.strip_prefix('-') {
+            Some(optional) => (optional.to_string(), true),
+            None => (addr.clone(), false),
+        })
+        .collect()
+}
+
+impl Server {
+    /// Loads the data, opens the log and binds the listeners.
+    pub fn start(config: Config, config_file: String) -> Result<Server, String> {
+        let poll = Poll::new().map_err(|e| format!("can't create the event loop: {e}"))?;
+        let waker = Arc::new(
+            Waker::new(poll.registry(), WAKER).map_err(|e| format!("can't create waker: {e}"))?,
+        );
+        let now = crate::clock::unix_seconds();
+        let mut state = ServerState {
+            stats: Stats::default(),
+            dirty: 0,
+            started_at: Instant::now(),
+            start_unix_seconds: now,
+            last_save_unix_seconds: now,
+            connected_clients: 0,
+            run_id: (0..40)
+                .map(|_| format!("{:x}", rand::random::<u8>() % 16))
+                .collect(),
+            tcp_port: config.port,
+            executable: std::env::current_exe()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            config_file,
+            log_error: None,
+            persistence: PersistenceInfo::default(),
+            config,
+        };
+        let registry = Registry::new();
+        let mut keyspace = Keyspace::new(state.config.databases);
+        let mut propagation = Propagation::default();
+        let (log_writer, log_paths) = if state.config.appendonly {
+            let paths = LogPaths::from_config(&state.config);
+            let manifest = match paths.read_manifest()? {
+                Some(manifest) => {
+                    tracing::info!("loading the append-only log from {}", paths.dir.display());
+                    let report = crate::recovery::replay_log(
+                        &paths,
+                        &manifest,
+                        &mut keyspace,
+                        &mut state,
+                        &registry,
+                    )?;
+                    let keys = keyspace.total_keys();
+                    tracing::info!(
+                        "dataset loaded: {keys} keys from {} files ({} records, {:.1} MB) in {:.3}s ({:.0} keys/s)",
+                        report.files,
+                        report.records,
+                        report.bytes as f64 / 1e6,
+                        report.seconds,
+                        keys as f64 / report.seconds.max(1e-9)
+                    );
+                    state.persistence.loading_seconds = report.seconds;
+                    state.persistence.loaded_keys = keys as u64;
+                    manifest
+                }
+                None => {
+                    tracing::info!("creating a new append-only log in {}", paths.dir.display());
+                    log::create_fresh(&paths)
+                        .map_err(|e| format!("can't create {}: {e}", paths.dir.display()))?
+                }
+            };
+            log::remove_unlisted(&paths, &manifest);
+            let notify_waker = waker.clone();
+            let writer = log::open_writer(
+                &paths,
+                &manifest,
+                &state.config,
+                Box::new(move || {
+                    let _ = notify_waker.wake();
+                }),
+            )
+            .map_err(|e| format!("can't open the append-only log: {e}"))?;
+            propagation.enabled = true;
+            (Some(writer), Some(paths))
+        } else {
+            (None, None)
+        };
+        state.dirty = 0;
+        let mut listeners = Vec::new();
+        for (address, optional) in bind_addresses(&state.config) {
+            let text = if address.contains(':') {
+                format!("[{address}]:{}", state.config.port)
+            } else {
+                format!("{address}:{}", state.config.port)
+            };
+            let parsed: Result<SocketAddr, _> = text.parse();
+            let result = parsed
+                .map_err(|e| std::io::Error::new(ErrorKind::InvalidInput, e))
+                .and_then(TcpListener::bind);
+            match result {
+                Ok(listener) => {
+                    tracing::info!("listening on {text}");
+                    listeners.push(listener);
+                }
+                Err(e) if optional => tracing::info!("skipping optional address {text}: {e}"),
+                Err(e) => return Err(format!("can't listen on {text}: {e}")),
+            }
+        }
+        if listeners.is_empty() {
+            return Err("no address to listen on".into());
+        }
+        if state.config.port == 0
+            && let Ok(addr) = listeners[0].local_addr()
+        {
+            state.tcp_port = addr.port();
+        }
+        for (index, listener) in listeners.iter_mut().enumerate() {
+            poll.registry()
+                .register(listener, Token(FIRST_LISTENER + index), Interest::READABLE)
+                .map_err(|e| format!("can't register listener: {e}"))?;
+        }
+        let shutdown_flag = Arc::new(AtomicBool::new(false));
+        for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+            signal_hook::flag::register(signal, shutdown_flag.clone())
+                .map_err(|e| format!("can't install signal handler: {e}"))?;
+        }
+        let databases = state.config.databases;
+        Ok(Server {
+            poll,
+            listeners,
+            clients: hashbrown::HashMap::new(),
+            next_token: 0,
+            next_client_id: 1,
+            keyspace,
+            state,
+            registry,
+            propagation,
+            log_writer,
+            log_paths,
+            held: Vec::new(),
+            touched: Vec::new(),
+            shutdown_flag,
+            expire_cursor: vec![0; databases],
+            arg_ranges: Vec::new(),
+        })
+    }
+
+    pub fn local_port(&self) -> u16 {
+        self.state.tcp_port
+    }
+
+    /// Runs until SHUTDOWN or a termination signal.
+    pub fn run(mut self) -> Result<(), String> {
+        let mut events = Events::with_capacity(1024);
+        let mut next_cron = Instant::now();
+        tracing::info!(
+            "ready to accept connections on port {}",
+            self.state.tcp_port
+        );
+        loop {
+            let timeout = next_cron.saturating_duration_since(Instant::now());
+            if let Err(e) = self.poll.poll(&mut events, Some(timeout))
+                && e.kind() != ErrorKind::Interrupted
+            {
+                return Err(format!("event loop failed: {e}"));
+            }
+            let mut shutdown: Option<Option<bool>> = None;
+            for event in events.iter() {
+                let token = event.token().0;
+                if token == WAKER.0 {
+                    continue; // durable progress is checked below
+                } else if token >= FIRST_LISTENER {
+                    self.accept(token - FIRST_LISTENER);
+                } else {
+                    if event.is_readable() || event.is_read_closed() {
+                        if let Some(request) = self.read_and_execute(token) {
+                            shutdown = Some(request);
+                        }
+                    }
+                    if event.is_writable() {
+                        self.touched.push(token);
+                    }
+                }
+                if shutdown.is_some() {
+                    break;
+                }
+            }
+            self.end_of_turn();
+            if Instant::now() >= next_cron {
+                self.cron();
+                next_cron =
+                    Instant::now() + Duration::from_millis(1000 / self.state.config.hz as u64);
+            }
+            if self.shutdown_flag.load(Ordering::Relaxed) {
+                tracing::info!("received a termination signal, shutting down");
+                shutdown = Some(None);
+            }
+            if let Some(save) = shutdown {
+                match self.shutdown(save) {
+                    Ok(()) => return Ok(()),
+                    Err(e) => tracing::warn!("SHUTDOWN failed: {e}"),
+                }
+            }
+        }
+    }
+
+    fn accept(&mut self, index: usize) {
+        loop {
+            let (mut stream, peer) = match self.listeners[index].accept() {
+                Ok(pair) => pair,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) => {
+                    tracing::warn!("accept failed: {e}");
+                    return;
+                }
+            };
+            self.state.stats.total_connections_received += 1;
+            if self.clients.len() >= self.state.config.clients_max {
+                let _ = stream.write_all(b"-ERR max number of clients reached\r\n");
+                self.state.stats.rejected_connections += 1;
+                continue;
+            }
+            let config = &self.state.config;
+            let default_bind = config.bind == Config::default().bind;
+            if config.protected_mode
+                && config.requirepass.is_none()
+                && default_bind
+                && !peer.ip().is_loopback()
+            {
+                let _ = stream.write_all(b"-DENIED Tessera is running in protected mode because protected mode is enabled and no password is set for the default user. Connect from the loopback interface, set a password (requirepass), or disable protected mode (protected-mode no).\r\n");
+                self.state.stats.rejected_connections += 1;
+                continue;
+            }
+            let _ = stream.set_nodelay(true);
+            let token = self.next_token;
+            self.next_token = (self.next_token + 1) % FIRST_LISTENER.min(WAKER.0);
+            if let Err(e) = self.poll.registry().register(
+                &mut stream,
+                Token(token),
+                Interest::READABLE | Interest::WRITABLE,
+            ) {
+                tracing::warn!("can't register a client: {e}");
+                continue;
+            }
+            let id = self.next_client_id;
+            self.next_client_id += 1;
+            let local = stream.local_addr().unwrap_or(peer);
+            let now = Instant::now();
+            self.clients.insert(
+                token,
+                Client {
+                    stream,
+                    peer,
+                    local,
+                    state: ClientState {
+                        id,
+                        authenticated: self.state.config.requirepass.is_none(),
+                        ..ClientState::default()
+                    },
+                    input: Vec::new(),
+                    output: Vec::new(),
+                    output_sent: 0,
+                    hold_seq: 0,
+                    close_after_reply: false,
+                    created: now,
+                    last_interaction: now,
+                    last_command: "NULL".into(),
+                },
+            );
+            self.state.connected_clients = self.clients.len();
+        }
+    }
+
+    /// Reads everything available and executes every complete command.
+    /// Returns Some(save) when a client asked for SHUTDOWN.
+    fn read_and_execute(&mut self, token: usize) -> Option<Option<bool>> {
+        let limit = self.state.config.query_buffer_bytes_max;
+        let mut closed = false;
+        {
+            let client = self.clients.get_mut(&token)?;
+            if client.close_after_reply {
+                return None;
+            }
+            loop {
+                let len = client.input.len();
+                client.input.resize(len + READ_CHUNK_BYTES, 0);
+                match client.stream.read(&mut client.input[len..]) {
+                    Ok(0) => {
+                        client.input.truncate(len);
+                        closed = true;
+                        break;
+                    }
+                    Ok(n) => {
+                        client.input.truncate(len + n);
+                        self.state.stats.total_net_input_bytes += n as u64;
+                        if client.input.len() > limit {
+                            break;
+                        }
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                        client.input.truncate(len);
+                        break;
+                    }
+                    Err(e) if e.kind() == ErrorKind::Interrupted => client.input.truncate(len),
+                    Err(_) => {
+                        client.input.truncate(len);
+                        closed = true;
+                        break;
+                    }
+                }
+            }
+            client.last_interaction = Instant::now();
+        }
+        let shutdown = self.process_input(token);
+        if let Some(client) = self.clients.get(&token)
+            && client.input.len() > limit
+        {
+            tracing::warn!(
+                "closing client id={} addr={}: query buffer of {} bytes exceeds client-query-buffer-limit",
+                client.state.id,
+                client.peer,
+                client.input.len()
+            );
+            closed = true;
+        }
+        if closed {
+            self.close_client(token);
+        }
+        shutdown
+    }
+
+    fn process_input(&mut self, token: usize) -> Option<Option<bool>> {
+        let mut consumed_total = 0;
+        let mut shutdown = None;
+        let mut produced_output = false;
+        let Some(mut client) = self.clients.remove(&token) else {
+            return None;
+        };
+        let limits = ParseLimits {
+            bulk_bytes_max: self.state.config.bulk_bytes_max,
+            inline_bytes_max: 64 * 1024,
+            unauthenticated: !client.state.authenticated,
+        };
+        let mut ranges = std::mem::take(&mut self.arg_ranges);
+        while !client.close_after_reply {
+            let input = &client.input[consumed_total..];
+            match parse_request(input, &limits, &mut ranges) {
+                Parse::Incomplete => break,
+                Parse::Invalid(reason) => {
+                    let mut writer = ReplyWriter::new(&mut client.output, client.state.resp3);
+                    writer.error(&format!("ERR {reason}"));
+                    self.state.stats.total_error_replies += 1;
+                    client.close_after_reply = true;
+                    produced_output = true;
+                    tracing::debug!(
+                        "protocol error from client id={}: {reason}",
+                        client.state.id
+                    );
+                    break;
+                }
+                Parse::Complete(used) => {
+                    let frame = &client.input[consumed_total..consumed_total + used];
+                    let args: Vec<&[u8]> = ranges.iter().map(|r| &frame[r.clone()]).collect();
+                    if !args.is_empty() {
+                        let action = self.execute(&mut client.state, &mut client.output, &args);
+                        client.last_command = String::from_utf8_lossy(args[0]).to_ascii_lowercase();
+                        produced_output = true;
+                        match action {
+                            Action::None => {}
+                            Action::Close => client.close_after_reply = true,
+                            Action::Shutdown { save } => shutdown = Some(save),
+                            Action::ClientList { only_self } => {
+                                let text = self.client_list(&client, only_self);
+                                ReplyWriter::new(&mut client.output, client.state.resp3)
+                                    .verbatim(text.as_bytes());
+                            }
+                        }
+                    }
+                    consumed_total += used;
+                }
+                Parse::Inline(words, used) => {
+                    if !words.is_empty() {
+                        let args: Vec<&[u8]> = words.iter().map(|w| w.as_slice()).collect();
+                        let action = self.execute(&mut client.state, &mut client.output, &args);
+                        produced_output = true;
+                        match action {
+                            Action::Close => client.close_after_reply = true,
+                            Action::Shutdown { save } => shutdown = Some(save),
+                            Action::ClientList { only_self } => {
+                                let text = self.client_list(&client, only_self);
+                                ReplyWriter::new(&mut client.output, client.state.resp3)
+                                    .verbatim(text.as_bytes());
+                            }
+                            Action::None => {}
+                        }
+                    }
+                    consumed_total += used;
+                }
+            }
+            if shutdown.is_some() {
+                break;
+            }
+        }
+        self.arg_ranges = ranges;
+        client.input.drain(..consumed_total);
+        self.clients.insert(token, client);
+        if produced_output {
+            self.touched.push(token);
+        }
+        shutdown
+    }
+
+    /// Runs one command for a client; the reply goes to `output`.
+    fn execute(
+        &mut self,
+        client: &mut ClientState,
+        output: &mut Vec<u8>,
+        args: &[&[u8]],
+    ) -> Action {
+        let mut out = ReplyWriter::new(output, client.resp3);
+        let Some(spec) = self.registry.get(args[0]) else {
+            out.error(&crate::commands::unknown_command_error(args));
+            self.state.stats.total_error_replies += 1;
+            return Action::None;
+        };
+        let rejection = if !spec.arity_ok(args.len()) {
+            Some(format!(
+                "ERR wrong number of arguments for '{}' command",
+                spec.name
+            ))
+        } else if !client.authenticated && !spec.has(flags::NO_AUTH) {
+            Some("NOAUTH Authentication required.".to_string())
+        } else if spec.has(flags::WRITE)
+            && let Some(error) = &self.state.log_error
+        {
+            Some(format!("MISCONF Errors writing to the AOF file: {error}"))
+        } else {
+            None
+        };
+        if let Some(message) = rejection {
+            out.error(&message);
+            self.state.stats.total_error_replies += 1;
+            return Action::None;
+        }
+        let mut ctx = Ctx {
+            keyspace: &mut self.keyspace,
+            client,
+            server: &mut self.state,
+            out,
+            log: &mut self.propagation,
+            now_ms: crate::clock::unix_ms(),
+            loading: false,
+        };
+        let action = (spec.handler)(&mut ctx, args);
+        let errors = ctx.out.errors;
+        self.state.stats.total_error_replies += errors;
+        self.state.stats.total_commands_processed += 1;
+        if spec.name == "config" {
+            self.apply_runtime_config();
+        }
+        action
+    }
+
+    /// Pushes changed run-time settings to the parts that cache them.
+    fn apply_runtime_config(&mut self) {
+        if let Some(writer) = &self.log_writer {
+            writer.set_policy(self.state.config.appendfsync);
+        }
+    }
+
+    fn client_list(&self, current: &Client, only_self: bool) -> String {
+        let describe = |c: &Client| {
+            let now = Instant::now();
+            format!(
+                "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags=N db={} sub=0 psub=0 ssub=0 multi=-1 qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs={} rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}\n",
+                c.state.id,
+                c.peer,
+                c.local,
+                c.state.name.as_deref().unwrap_or(""),
+                now.duration_since(c.created).as_secs(),
+                now.duration_since(c.last_interaction).as_secs(),
+                c.state.db,
+                c.input.len(),
+                c.input.capacity(),
+                c.output.len(),
+                c.input.capacity() + c.output.capacity(),
+                if std::ptr::eq(c, current) {
+                    "client|list"
+                } else {
+                    c.last_command.as_str()
+                },
+                if c.state.resp3 { 3 } else { 2 },
+                c.state.lib_name.as_deref().unwrap_or(""),
+                c.state.lib_version.as_deref().unwrap_or(""),
+            )
+        };
+        if only_self {
+            let mut line = describe(current);
+            line = line.replace("cmd=client|list", "cmd=client|info");
+            return line;
+        }
+        let mut all: Vec<&Client> = self.clients.values().collect();
+        all.push(current);
+        all.sort_by_key(|c| c.state.id);
+        all.into_iter().map(describe).collect()
+    }
+
+    /// Hands this turn's log records to the writer and sends the replies that may go.
+    fn end_of_turn(&mut self) {
+        if let Some(writer) = &mut self.log_writer {
+            if !self.propagation.buffer.is_empty() {
+                writer.submit(&mut self.propagation.buffer);
+            }
+            let always = self.state.config.appendfsync == FsyncPolicy::Always;
+            let durable = writer.durable_seq();
+            let required = if always { writer.last_submitted() } else { 0 };
+            for token in std::mem::take(&mut self.touched) {
+                let Some(client) = self.clients.get_mut(&token) else {
+                    continue;
+                };
+                if client.output.len() > client.output_sent && required > client.hold_seq {
+                    client.hold_seq = required;
+                }
+                if client.hold_seq > durable {
+                    self.held.push(token);
+                } else {
+                    self.flush_client(token);
+                }
+            }
+            if !self.held.is_empty() {
+                self.release_held(durable);
+            }
+        } else {
+            for token in std::mem::take(&mut self.touched) {
+                self.flush_client(token);
+            }
+        }
+    }
+
+    fn release_held(&mut self, durable: u64) {
+        let mut still_held = Vec::new();
+        for token in std::mem::take(&mut self.held) {
+            match self.clients.get(&token) {
+                Some(client) if client.hold_seq > durable => {
+                    if !still_held.contains(&token) {
+                        still_held.push(token);
+                    }
+                }
+                Some(_) => self.flush_client(token),
+                None => {}
+            }
+        }
+        self.held = still_held;
+    }
+
+    fn flush_client(&mut self, token: usize) {
+        let Some(client) = self.clients.get_mut(&token) else {
+            return;
+        };
+        let mut failed = false;
+        while client.output_sent < client.output.len() {
+            match client.stream.write(&client.output[client.output_sent..]) {
+                Ok(0) => {
+                    failed = true;
+                    break;
+                }
+                Ok(n) => {
+                    client.output_sent += n;
+                    self.state.stats.total_net_output_bytes += n as u64;
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => {
+                    failed = true;
+                    break;
+                }
+            }
+        }
+        if client.output_sent == client.output.len() {
+            client.output.clear();
+            client.output_sent = 0;
+            if client.output.capacity() > OUTPUT_KEEP_BYTES {
+                client.output = Vec::new();
+            }
+            if client.close_after_reply {
+                failed = true;
+            }
+        }
+        if failed {
+            self.close_client(token);
+        }
+    }
+
+    fn close_client(&mut self, token: usize) {
+        if let Some(mut client) = self.clients.remove(&token) {
+            let _ = self.poll.registry().deregister(&mut client.stream);
+        }
+        self.state.connected_clients = self.clients.len();
+    }
+
+    /// Periodic work: log health, stats, expiry, idle clients (Redis's serverCron).
+    fn cron(&mut self) {
+        let now_ms = crate::clock::unix_ms();
+        self.state.stats.sample(now_ms);
+        if let Some(writer) = &self.log_writer {
+            let error = writer.error();
+            if error.is_some() != self.state.log_error.is_some() {
+                match &error {
+                    Some(e) => tracing::warn!(
+                        "refusing writes: the append-only log can't be written ({e})"
+                    ),
+                    None => tracing::info!("append-only log healthy again"),
+                }
+            }
+            self.state.log_error = error;
+            self.state.persistence.aof_current_size = writer.file_bytes();
+            self.state.persistence.aof_pending_bytes = writer.pending_bytes();
+            let durable = writer.durable_seq();
+            if !self.held.is_empty() {
+                self.release_held(durable);
+            }
+        }
+        self.active_expire_cycle(now_ms);
+        if self.state.config.timeout_seconds > 0 {
+            let limit = Duration::from_secs(self.state.config.timeout_seconds);
+            let idle: Vec<usize> = self
+                .clients
+                .iter()
+                .filter(|(_, c)| c.last_interaction.elapsed() > limit && c.hold_seq == 0)
+                .map(|(t, _)| *t)
+                .collect();
+            for token in idle {
+                self.close_client(token);
+            }
+        }
+        // Expiry DELs are log records too.
+        self.end_of_turn();
+    }
+
+    /// Deletes expired keys slot by slot, within a time budget, logging each as DEL.
+    fn active_expire_cycle(&mut self, now_ms: i64) {
+        let started = Instant::now();
+        for db_index in 0..self.keyspace.dbs.len() {
+            if self.keyspace.dbs[db_index].volatile_len() == 0 {
+                continue;
+            }
+            let mut cursor = self.expire_cursor[db_index];
+            for _ in 0..SLOT_COUNT {
+                if started.elapsed() > EXPIRE_CYCLE_BUDGET {
+                    break;
+                }
+                let db = &mut self.keyspace.dbs[db_index];
+                if db.slot_volatile_count(cursor) > 0 {
+                    for key in db.expired_in_slot(cursor, now_ms) {
+                        db.remove(&key);
+                        self.state.stats.expired_keys += 1;
+                        self.state.dirty += 1;
+                        self.propagation.record(db_index, &[b"DEL", &key]);
+                    }
+                }
+                cursor = (cursor + 1) % SLOT_COUNT;
+                if cursor == self.expire_cursor[db_index] {
+                    break;
+                }
+            }
+            self.expire_cursor[db_index] = cursor;
+        }
+    }
+
+    fn shutdown(&mut self, _save: Option<bool>) -> Result<(), String> {
+        tracing::info!("user requested shutdown...");
+        self.end_of_turn();
+        if let Some(writer) = self.log_writer.take() {
+            tracing::info!("flushing and syncing the append-only log");
+            writer.shutdown()?;
+        }
+        if !self.state.config.pidfile.is_empty() {
+            let _ = std::fs::remove_file(&self.state.config.pidfile);
+        }
+        if let Some(paths) = &self.log_paths {
+            tracing::info!("append-only log in {} is up to date", paths.dir.display());
+        }
+        tracing::info!("Tessera is now ready to exit, bye bye...");
+        Ok(())
+    }
+}

@@ -1,0 +1,66 @@
+//! Counters for INFO stats, and Redis's instantaneous-rate sampler.
+
+const SAMPLES: usize = 16;
+
+/// A rate over the last few samples, as Redis's `trackInstantaneousMetric`.
+#[derive(Default, Clone, Debug)]
+pub struct RateSampler {
+    last_ms: i64,
+    last_value: u64,
+    samples: [u64; SAMPLES],
+    index: usize,
+}
+
+impl RateSampler {
+    pub fn track(&mut self, now_ms: i64, value: u64) {
+        let elapsed = now_ms - self.last_ms;
+        if self.last_ms != 0 && elapsed > 0 {
+            let delta = value.saturating_sub(self.last_value);
+            self.samples[self.index] = delta * 1000 / elapsed as u64;
+            self.index = (self.index + 1) % SAMPLES;
+        }
+        self.last_ms = now_ms;
+        self.last_value = value;
+    }
+
+    pub fn per_second(&self) -> u64 {
+        self.samples.iter().sum::<u64>() / SAMPLES as u64
+    }
+}
+
+#[derive(Default, Clone, Debug)]
+pub struct Stats {
+    pub total_connections_received: u64,
+    pub total_commands_processed: u64,
+    pub total_net_input_bytes: u64,
+    pub total_net_output_bytes: u64,
+    pub rejected_connections: u64,
+    pub expired_keys: u64,
+    pub keyspace_hits: u64,
+    pub keyspace_misses: u64,
+    pub total_error_replies: u64,
+    pub ops_rate: RateSampler,
+    pub input_rate: RateSampler,
+    pub output_rate: RateSampler,
+}
+
+impl Stats {
+    /// Resets what CONFIG RESETSTAT resets (the rate samplers keep running).
+    pub fn reset(&mut self) {
+        let ops_rate = std::mem::take(&mut self.ops_rate);
+        let input_rate = std::mem::take(&mut self.input_rate);
+        let output_rate = std::mem::take(&mut self.output_rate);
+        *self = Stats {
+            ops_rate,
+            input_rate,
+            output_rate,
+            ..Stats::default()
+        };
+    }
+
+    pub fn sample(&mut self, now_ms: i64) {
+        self.ops_rate.track(now_ms, self.total_commands_processed);
+        self.input_rate.track(now_ms, self.total_net_input_bytes);
+        self.output_rate.track(now_ms, self.total_net_output_bytes);
+    }
+}
