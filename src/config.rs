@@ -171,7 +171,7 @@ macro_rules! directive {
 }
 
 pub static DIRECTIVES: &[Directive] = &[
-    directive!("port", true, |c| c.port.to_string(), |c, a| c.port =
+    directive!("port", false, |c| c.port.to_string(), |c, a| c.port =
         parse_int_in(a, 0, 65535)? as u16),
     directive!("bind", false, |c| c.bind.join(" "), |c, a| {
         if a.is_empty() {
@@ -259,7 +259,7 @@ pub static DIRECTIVES: &[Directive] = &[
         |c| c.timeout_seconds.to_string(),
         |c, a| c.timeout_seconds = parse_int_in(a, 0, i32::MAX as i64)? as u64
     ),
-    directive!("loglevel", true, |c| c.loglevel.clone(), |c, a| {
+    directive!("loglevel", false, |c| c.loglevel.clone(), |c, a| {
         let level = one(a)?.to_ascii_lowercase();
         if !["debug", "verbose", "notice", "warning", "nothing"].contains(&level.as_str()) {
             return Err(

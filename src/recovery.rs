@@ -9,7 +9,7 @@
 use crate::commands::{ClientState, Ctx, Propagation, Registry, ServerState};
 use crate::keyspace::Keyspace;
 use crate::log::{LogPaths, manifest::Manifest};
-use crate::resp::{Parse, ParseLimits, ReplyWriter, parse_request};
+use crate::resp::{Parse, ParseLimits, Progress, ReplyWriter, parse_request};
 use std::io::Read;
 use std::ops::Range;
 use std::path::Path;
@@ -54,9 +54,12 @@ pub fn scan_records(
     let mut start = 0usize; // parse position in buf
     let mut base_offset = 0u64; // file offset of buf[0]
     let mut ranges: Vec<Range<usize>> = Vec::new();
+    // Positions in `progress` are relative to the record's start, which stays at `start`
+    // (the buffer is only drained up to a record boundary).
+    let mut progress = Progress::default();
     let mut eof = false;
     loop {
-        let parsed = parse_request(&buf[start..], &limits, &mut ranges);
+        let parsed = parse_request(&buf[start..], &limits, &mut ranges, &mut progress);
         match parsed {
             Parse::Complete(used) if !ranges.is_empty() => {
                 let record_offset = base_offset + start as u64;
@@ -128,7 +131,12 @@ fn classify_incomplete_tail(tail: &[u8], offset: u64) -> LogDamage {
     for position in 1..tail.len() {
         if tail[position] == b'*'
             && tail[position - 1] == b'\n'
-            && let Parse::Complete(_) = parse_request(&tail[position..], &limits, &mut ranges)
+            && let Parse::Complete(_) = parse_request(
+                &tail[position..],
+                &limits,
+                &mut ranges,
+                &mut Progress::default(),
+            )
             && !ranges.is_empty()
         {
             return LogDamage::Corrupt {

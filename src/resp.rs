@@ -40,18 +40,38 @@ pub enum Parse {
     Invalid(&'static str),
 }
 
-/// Parses one request (multibulk or inline) from the front of `buf`.
+/// How far an incomplete multibulk request was parsed, so that the next attempt resumes
+/// there instead of re-reading a huge request from its first byte each time bytes arrive.
+/// Positions are relative to the request's first byte; `args` holds the arguments so far.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Progress {
+    /// Where the next argument starts; 0 when no request is in progress.
+    next_argument: usize,
+    remaining: u64,
+}
+
+/// Parses one request (multibulk or inline) from the front of `buf`, resuming from
+/// `progress` (which must have come from a previous call on the same request).
 /// An empty inline line yields `Inline` with no arguments; the caller skips it.
-pub fn parse_request(buf: &[u8], limits: &ParseLimits, args: &mut Vec<Range<usize>>) -> Parse {
-    args.clear();
+pub fn parse_request(
+    buf: &[u8],
+    limits: &ParseLimits,
+    args: &mut Vec<Range<usize>>,
+    progress: &mut Progress,
+) -> Parse {
     if buf.is_empty() {
         return Parse::Incomplete;
     }
-    if buf[0] == b'*' {
-        parse_multibulk(buf, limits, args)
+    let result = if buf[0] == b'*' {
+        parse_multibulk(buf, limits, args, progress)
     } else {
+        args.clear();
         parse_inline(buf, limits)
+    };
+    if result != Parse::Incomplete {
+        *progress = Progress::default();
     }
+    result
 }
 
 fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
@@ -104,25 +124,35 @@ pub fn parse_i64(s: &[u8]) -> Option<i64> {
     }
 }
 
-fn parse_multibulk(buf: &[u8], limits: &ParseLimits, args: &mut Vec<Range<usize>>) -> Parse {
-    let Some(end) = find_crlf(buf, 0) else {
-        if buf.len() > limits.inline_bytes_max {
-            return Parse::Invalid("Protocol error: too big mbulk count string");
+fn parse_multibulk(
+    buf: &[u8],
+    limits: &ParseLimits,
+    args: &mut Vec<Range<usize>>,
+    progress: &mut Progress,
+) -> Parse {
+    if progress.next_argument == 0 {
+        args.clear();
+        let Some(end) = find_crlf(buf, 0) else {
+            if buf.len() > limits.inline_bytes_max {
+                return Parse::Invalid("Protocol error: too big mbulk count string");
+            }
+            return Parse::Incomplete;
+        };
+        let count = match parse_i64(&buf[1..end]) {
+            Some(n) if n <= i32::MAX as i64 => n,
+            _ => return Parse::Invalid("Protocol error: invalid multibulk length"),
+        };
+        if limits.unauthenticated && count > 10 {
+            return Parse::Invalid("Protocol error: unauthenticated multibulk length");
         }
-        return Parse::Incomplete;
-    };
-    let count = match parse_i64(&buf[1..end]) {
-        Some(n) if n <= i32::MAX as i64 => n,
-        _ => return Parse::Invalid("Protocol error: invalid multibulk length"),
-    };
-    if limits.unauthenticated && count > 10 {
-        return Parse::Invalid("Protocol error: unauthenticated multibulk length");
+        if count <= 0 {
+            return Parse::Complete(end + 2);
+        }
+        progress.next_argument = end + 2;
+        progress.remaining = count as u64;
     }
-    let mut pos = end + 2;
-    if count <= 0 {
-        return Parse::Complete(pos);
-    }
-    for _ in 0..count {
+    while progress.remaining > 0 {
+        let pos = progress.next_argument;
         if pos >= buf.len() {
             return Parse::Incomplete;
         }
@@ -148,9 +178,10 @@ fn parse_multibulk(buf: &[u8], limits: &ParseLimits, args: &mut Vec<Range<usize>
         }
         // Redis does not check the trailing CRLF of a bulk; neither do we (same bytes eaten).
         args.push(start..start + len);
-        pos = start + len + 2;
+        progress.next_argument = start + len + 2;
+        progress.remaining -= 1;
     }
-    Parse::Complete(pos)
+    Parse::Complete(progress.next_argument)
 }
 
 fn expected_dollar(got: u8) -> &'static str {
@@ -188,11 +219,17 @@ fn parse_inline(buf: &[u8], limits: &ParseLimits) -> Parse {
 /// Splits a line as Redis's `sdssplitargs` does: whitespace-separated, "double quotes"
 /// with \n \r \t \b \a \\ \" and \xHH escapes, 'single quotes' with \' only.
 /// Returns None on unbalanced quotes or a closing quote not followed by a space.
+/// Like the C original, the line ends at its first NUL byte and "space" is C's `isspace`.
 pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let line = match line.iter().position(|&b| b == 0) {
+        Some(nul) => &line[..nul],
+        None => line,
+    };
+    let is_space = |b: u8| matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r');
     let mut out = Vec::new();
     let mut i = 0;
     loop {
-        while i < line.len() && line[i].is_ascii_whitespace() {
+        while i < line.len() && is_space(line[i]) {
             i += 1;
         }
         if i >= line.len() {
@@ -227,7 +264,7 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
                     current.push(escaped);
                     i += 2;
                 } else if c == b'"' {
-                    if i + 1 < line.len() && !line[i + 1].is_ascii_whitespace() {
+                    if i + 1 < line.len() && !is_space(line[i + 1]) {
                         return None;
                     }
                     i += 1;
@@ -245,7 +282,7 @@ pub fn split_args(line: &[u8]) -> Option<Vec<Vec<u8>>> {
                     current.push(b'\'');
                     i += 2;
                 } else if c == b'\'' {
-                    if i + 1 < line.len() && !line[i + 1].is_ascii_whitespace() {
+                    if i + 1 < line.len() && !is_space(line[i + 1]) {
                         return None;
                     }
                     i += 1;
@@ -415,7 +452,12 @@ mod tests {
 
     fn parse(input: &[u8]) -> (Parse, Vec<Vec<u8>>) {
         let mut ranges = Vec::new();
-        let result = parse_request(input, &ParseLimits::default(), &mut ranges);
+        let result = parse_request(
+            input,
+            &ParseLimits::default(),
+            &mut ranges,
+            &mut Progress::default(),
+        );
         let args = ranges.iter().map(|r| input[r.clone()].to_vec()).collect();
         (result, args)
     }
@@ -433,6 +475,20 @@ mod tests {
         for cut in 0..input.len() {
             assert_eq!(parse(&input[..cut]).0, Parse::Incomplete, "cut at {cut}");
         }
+        // Resuming after each byte gives the same result as parsing the whole request.
+        let (mut ranges, mut progress) = (Vec::new(), Progress::default());
+        for cut in 0..input.len() {
+            let partial = parse_request(
+                &input[..cut],
+                &ParseLimits::default(),
+                &mut ranges,
+                &mut progress,
+            );
+            assert_eq!(partial, Parse::Incomplete, "resumed cut at {cut}");
+        }
+        let done = parse_request(input, &ParseLimits::default(), &mut ranges, &mut progress);
+        assert_eq!(done, Parse::Complete(input.len()));
+        assert_eq!(ranges, vec![8..11, 15..16]);
     }
 
     #[test]
@@ -478,6 +534,17 @@ mod tests {
         );
         assert_eq!(split_args(b"set \"abc"), None);
         assert_eq!(split_args(b"set \"a\"b"), None);
+        // A NUL ends the line, as in C; it must not loop forever.
+        assert_eq!(split_args(b"\x00\x01 hello"), Some(vec![]));
+        assert_eq!(
+            split_args(b"get a\x00b c"),
+            Some(vec![b"get".to_vec(), b"a".to_vec()])
+        );
+        assert_eq!(split_args(b"get \"a\x00\""), None);
+        assert_eq!(
+            split_args(b"\x0bget\x0ba\x0cb"),
+            Some(vec![b"get\x0ba\x0cb".to_vec()])
+        );
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::commands::{
 use crate::config::{Config, FsyncPolicy};
 use crate::keyspace::{Keyspace, SLOT_COUNT};
 use crate::log::{self, LogPaths, LogWriter};
-use crate::resp::{Parse, ParseLimits, ReplyWriter, parse_request};
+use crate::resp::{Parse, ParseLimits, Progress, ReplyWriter, parse_request};
 use crate::stats::Stats;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -27,8 +27,10 @@ use std::time::{Duration, Instant};
 const WAKER: Token = Token(usize::MAX - 1);
 const FIRST_LISTENER: usize = usize::MAX - 64;
 const READ_CHUNK_BYTES: usize = 16 * 1024;
-/// Output buffers larger than this are released after being sent, not kept for reuse.
+/// Buffers larger than these are shrunk once drained, not kept for reuse.
 const OUTPUT_KEEP_BYTES: usize = 64 * 1024;
+const INPUT_KEEP_BYTES: usize = 64 * 1024;
+const ARGUMENTS_KEEP: usize = 1024;
 /// Time the active expiry cycle may take per cron run, as Redis's 25 % of a 100 ms tick.
 const EXPIRE_CYCLE_BUDGET: Duration = Duration::from_millis(25);
 
@@ -38,14 +40,21 @@ struct Client {
     local: SocketAddr,
     state: ClientState,
     input: Vec<u8>,
+    /// Parse state of a request not yet complete in `input`.
+    progress: Progress,
+    arg_ranges: Vec<Range<usize>>,
     output: Vec<u8>,
     output_sent: usize,
     /// The log batch that must be durable before `output` may be sent.
     hold_seq: u64,
+    /// A command ran this turn whose reply may show state not yet durable. Replies of
+    /// commands refused before running (MISCONF, NOAUTH, arity) reveal nothing and need
+    /// not wait, so a client can learn promptly that the log is failing.
+    reply_reads_state: bool,
     close_after_reply: bool,
     created: Instant,
     last_interaction: Instant,
-    last_command: String,
+    last_command: &'static str,
 }
 
 pub struct Server {
@@ -66,7 +75,6 @@ pub struct Server {
     touched: Vec<usize>,
     shutdown_flag: Arc<AtomicBool>,
     expire_cursor: Vec<usize>,
-    arg_ranges: Vec<Range<usize>>,
 }
 
 fn bind_addresses(config: &Config) -> Vec<(String, bool)> {
@@ -213,7 +221,6 @@ impl Server {
             touched: Vec::new(),
             shutdown_flag,
             expire_cursor: vec![0; databases],
-            arg_ranges: Vec::new(),
         })
     }
 
@@ -330,13 +337,16 @@ impl Server {
                         ..ClientState::default()
                     },
                     input: Vec::new(),
+                    progress: Progress::default(),
+                    arg_ranges: Vec::new(),
                     output: Vec::new(),
                     output_sent: 0,
                     hold_seq: 0,
+                    reply_reads_state: false,
                     close_after_reply: false,
                     created: now,
                     last_interaction: now,
-                    last_command: "NULL".into(),
+                    last_command: "NULL",
                 },
             );
             self.state.connected_clients = self.clients.len();
@@ -347,6 +357,8 @@ impl Server {
     /// Returns Some(save) when a client asked for SHUTDOWN.
     fn read_and_execute(&mut self, token: usize) -> Option<Option<bool>> {
         let limit = self.state.config.query_buffer_bytes_max;
+        // The peer sent EOF: it may have half-closed, so its replies still go out.
+        let mut peer_done = false;
         let mut closed = false;
         {
             let client = self.clients.get_mut(&token)?;
@@ -359,7 +371,7 @@ impl Server {
                 match client.stream.read(&mut client.input[len..]) {
                     Ok(0) => {
                         client.input.truncate(len);
-                        closed = true;
+                        peer_done = true;
                         break;
                     }
                     Ok(n) => {
@@ -395,6 +407,15 @@ impl Server {
             );
             closed = true;
         }
+        if peer_done && !closed {
+            match self.clients.get_mut(&token) {
+                Some(client) if client.output.len() > client.output_sent => {
+                    client.close_after_reply = true; // closed once the replies are sent
+                }
+                Some(_) => closed = true,
+                None => {}
+            }
+        }
         if closed {
             self.close_client(token);
         }
@@ -408,15 +429,17 @@ impl Server {
         let Some(mut client) = self.clients.remove(&token) else {
             return None;
         };
-        let limits = ParseLimits {
-            bulk_bytes_max: self.state.config.bulk_bytes_max,
-            inline_bytes_max: 64 * 1024,
-            unauthenticated: !client.state.authenticated,
-        };
-        let mut ranges = std::mem::take(&mut self.arg_ranges);
+        let mut ranges = std::mem::take(&mut client.arg_ranges);
+        let mut pending_action: Option<Action> = None;
         while !client.close_after_reply {
+            // Recomputed per request: an AUTH earlier in the same read lifts the limits.
+            let limits = ParseLimits {
+                bulk_bytes_max: self.state.config.bulk_bytes_max,
+                inline_bytes_max: 64 * 1024,
+                unauthenticated: self.auth_required(&client.state),
+            };
             let input = &client.input[consumed_total..];
-            match parse_request(input, &limits, &mut ranges) {
+            match parse_request(input, &limits, &mut ranges, &mut client.progress) {
                 Parse::Incomplete => break,
                 Parse::Invalid(reason) => {
                     let mut writer = ReplyWriter::new(&mut client.output, client.state.resp3);
@@ -434,47 +457,50 @@ impl Server {
                     let frame = &client.input[consumed_total..consumed_total + used];
                     let args: Vec<&[u8]> = ranges.iter().map(|r| &frame[r.clone()]).collect();
                     if !args.is_empty() {
-                        let action = self.execute(&mut client.state, &mut client.output, &args);
-                        client.last_command = String::from_utf8_lossy(args[0]).to_ascii_lowercase();
+                        let (action, name, reads_keys) =
+                            self.execute(&mut client.state, &mut client.output, &args);
                         produced_output = true;
-                        match action {
-                            Action::None => {}
-                            Action::Close => client.close_after_reply = true,
-                            Action::Shutdown { save } => shutdown = Some(save),
-                            Action::ClientList { only_self } => {
-                                let text = self.client_list(&client, only_self);
-                                ReplyWriter::new(&mut client.output, client.state.resp3)
-                                    .verbatim(text.as_bytes());
-                            }
-                        }
+                        client.last_command = name.unwrap_or(client.last_command);
+                        client.reply_reads_state |= reads_keys;
+                        pending_action = Some(action);
                     }
                     consumed_total += used;
                 }
                 Parse::Inline(words, used) => {
                     if !words.is_empty() {
                         let args: Vec<&[u8]> = words.iter().map(|w| w.as_slice()).collect();
-                        let action = self.execute(&mut client.state, &mut client.output, &args);
+                        let (action, name, reads_keys) =
+                            self.execute(&mut client.state, &mut client.output, &args);
                         produced_output = true;
-                        match action {
-                            Action::Close => client.close_after_reply = true,
-                            Action::Shutdown { save } => shutdown = Some(save),
-                            Action::ClientList { only_self } => {
-                                let text = self.client_list(&client, only_self);
-                                ReplyWriter::new(&mut client.output, client.state.resp3)
-                                    .verbatim(text.as_bytes());
-                            }
-                            Action::None => {}
-                        }
+                        client.last_command = name.unwrap_or(client.last_command);
+                        client.reply_reads_state |= reads_keys;
+                        pending_action = Some(action);
                     }
                     consumed_total += used;
+                }
+            }
+            match pending_action.take() {
+                None | Some(Action::None) => {}
+                Some(Action::Close) => client.close_after_reply = true,
+                Some(Action::Shutdown { save }) => shutdown = Some(save),
+                Some(Action::ClientList { only_self }) => {
+                    let text = self.client_list(&client, only_self);
+                    ReplyWriter::new(&mut client.output, client.state.resp3)
+                        .verbatim(text.as_bytes());
                 }
             }
             if shutdown.is_some() {
                 break;
             }
         }
-        self.arg_ranges = ranges;
+        if ranges.capacity() > ARGUMENTS_KEEP && ranges.len() < ARGUMENTS_KEEP {
+            ranges.shrink_to(ARGUMENTS_KEEP);
+        }
+        client.arg_ranges = ranges;
         client.input.drain(..consumed_total);
+        if client.input.capacity() > INPUT_KEEP_BYTES && client.input.len() < INPUT_KEEP_BYTES {
+            client.input.shrink_to(INPUT_KEEP_BYTES);
+        }
         self.clients.insert(token, client);
         if produced_output {
             self.touched.push(token);
@@ -482,25 +508,26 @@ impl Server {
         shutdown
     }
 
-    /// Runs one command for a client; the reply goes to `output`.
+    /// Runs one command for a client; the reply goes to `output`. Returns the action and
+    /// the command's name if it ran, and whether its reply may reveal key data.
     fn execute(
         &mut self,
         client: &mut ClientState,
         output: &mut Vec<u8>,
         args: &[&[u8]],
-    ) -> Action {
+    ) -> (Action, Option<&'static str>, bool) {
         let mut out = ReplyWriter::new(output, client.resp3);
         let Some(spec) = self.registry.get(args[0]) else {
             out.error(&crate::commands::unknown_command_error(args));
             self.state.stats.total_error_replies += 1;
-            return Action::None;
+            return (Action::None, None, false);
         };
         let rejection = if !spec.arity_ok(args.len()) {
             Some(format!(
                 "ERR wrong number of arguments for '{}' command",
                 spec.name
             ))
-        } else if !client.authenticated && !spec.has(flags::NO_AUTH) {
+        } else if self.auth_required(client) && !spec.has(flags::NO_AUTH) {
             Some("NOAUTH Authentication required.".to_string())
         } else if spec.has(flags::WRITE)
             && let Some(error) = &self.state.log_error
@@ -512,7 +539,7 @@ impl Server {
         if let Some(message) = rejection {
             out.error(&message);
             self.state.stats.total_error_replies += 1;
-            return Action::None;
+            return (Action::None, None, false);
         }
         let mut ctx = Ctx {
             keyspace: &mut self.keyspace,
@@ -527,10 +554,18 @@ impl Server {
         let errors = ctx.out.errors;
         self.state.stats.total_error_replies += errors;
         self.state.stats.total_commands_processed += 1;
-        if spec.name == "config" {
+        let name = spec.name;
+        // Only commands that read or write keys can show state not yet durable.
+        let touches_keys = spec.has(flags::READONLY) || spec.has(flags::WRITE);
+        if name == "config" {
             self.apply_runtime_config();
         }
-        action
+        (action, Some(name), touches_keys)
+    }
+
+    /// Whether the client must still AUTH: a password is set now and it has not given it.
+    fn auth_required(&self, client: &ClientState) -> bool {
+        self.state.config.requirepass.is_some() && !client.authenticated
     }
 
     /// Pushes changed run-time settings to the parts that cache them.
@@ -559,7 +594,7 @@ impl Server {
                 if std::ptr::eq(c, current) {
                     "client|list"
                 } else {
-                    c.last_command.as_str()
+                    c.last_command
                 },
                 if c.state.resp3 { 3 } else { 2 },
                 c.state.lib_name.as_deref().unwrap_or(""),
@@ -590,7 +625,7 @@ impl Server {
                 let Some(client) = self.clients.get_mut(&token) else {
                     continue;
                 };
-                if client.output.len() > client.output_sent && required > client.hold_seq {
+                if std::mem::take(&mut client.reply_reads_state) && required > client.hold_seq {
                     client.hold_seq = required;
                 }
                 if client.hold_seq > durable {

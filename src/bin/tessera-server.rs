@@ -94,6 +94,9 @@ fn main() {
     if !config.pidfile.is_empty() {
         let _ = std::fs::write(&config.pidfile, format!("{}\n", std::process::id()));
     }
+    // A file-size limit must surface as EFBIG from write(2), handled like a full disk,
+    // not as a signal that kills the server.
+    unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
     let result = tessera::server::Server::start(config, config_file).and_then(|s| s.run());
     if let Err(message) = result {
         tracing::error!("{message}");

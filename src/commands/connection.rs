@@ -169,7 +169,7 @@ fn hello(ctx: &mut Ctx, args: &Args) -> Action {
         return Action::None;
     }
     if !ctx.client.authenticated {
-        ctx.out.error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
+        ctx.out.error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
         return Action::None;
     }
     if let Some(name) = name {
@@ -206,7 +206,7 @@ const CLIENT_HELP: &[&str] = &[
     "    Return the ID of the current connection.",
     "INFO",
     "    Return information about the current client connection.",
-    "LIST [TYPE normal]",
+    "LIST [TYPE (NORMAL|MASTER|REPLICA|PUBSUB)]",
     "    Return information about client connections.",
     "GETNAME",
     "    Return the name of the current connection.",
@@ -270,12 +270,19 @@ fn client(ctx: &mut Ctx, args: &Args) -> Action {
         }
         "info" => return Action::ClientList { only_self: true },
         "list" => {
-            // Only `TYPE normal` (every Tessera client is normal) and no filter are supported.
-            let filter_ok = args.len() == 2
-                || (args.len() == 4
-                    && eq_ignore_case(args[2], "type")
-                    && eq_ignore_case(args[3], "normal"));
-            if !filter_ok {
+            // Every Tessera client is of type normal; the other types list nobody.
+            if args.len() == 4 && eq_ignore_case(args[2], "type") {
+                let kind = lossy(args[3]).to_ascii_lowercase();
+                match kind.as_str() {
+                    "normal" => return Action::ClientList { only_self: false },
+                    "master" | "replica" | "slave" | "pubsub" => ctx.out.verbatim(b""),
+                    _ => ctx
+                        .out
+                        .error(&format!("ERR Unknown client type '{}'", lossy(args[3]))),
+                }
+                return Action::None;
+            }
+            if args.len() != 2 {
                 ctx.out.error(super::SYNTAX_ERROR);
                 return Action::None;
             }

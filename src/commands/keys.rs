@@ -273,9 +273,6 @@ fn expire(ctx: &mut Ctx, args: &Args) -> Action {
     let name = lossy(args[0]).to_ascii_lowercase();
     let unit_ms = if name.starts_with('p') { 1 } else { 1000 };
     let absolute = name.ends_with("at");
-    let Some(value) = int_arg(ctx, args[2]) else {
-        return Action::None;
-    };
     let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
     for option in &args[3..] {
         if eq_ignore_case(option, "nx") {
@@ -302,6 +299,10 @@ fn expire(ctx: &mut Ctx, args: &Args) -> Action {
             .error("ERR GT and LT options at the same time are not compatible");
         return Action::None;
     }
+    // Redis parses the options before the time.
+    let Some(value) = int_arg(ctx, args[2]) else {
+        return Action::None;
+    };
     // Redis computes the absolute time before looking at the key, overflow included.
     let when = match value.checked_mul(unit_ms) {
         Some(ms) if absolute => Some(ms),
@@ -357,7 +358,9 @@ fn ttl(ctx: &mut Ctx, args: &Args) -> Action {
     } else {
         (expire_at - now).max(0)
     };
-    ctx.out.integer(if in_ms { ms } else { (ms + 500) / 1000 });
+    // Rounded to seconds without overflowing near i64::MAX, as Redis's reply shows.
+    let seconds = ((ms as i128 + 500) / 1000) as i64;
+    ctx.out.integer(if in_ms { ms } else { seconds });
     Action::None
 }
 
@@ -404,9 +407,27 @@ fn rename(ctx: &mut Ctx, args: &Args) -> Action {
     Action::None
 }
 
+/// Parses a C `int` argument as Redis's `getIntFromObjectOrReply`: `msg` (if given)
+/// replaces both of its errors.
+fn c_int_arg(ctx: &mut Ctx, arg: &[u8], msg: Option<&str>) -> Option<i64> {
+    let Some(value) = crate::resp::parse_i64(arg) else {
+        ctx.out.error(msg.unwrap_or(NOT_INTEGER));
+        return None;
+    };
+    if i32::try_from(value).is_err() {
+        ctx.out.error(
+            msg.unwrap_or(
+                "ERR value is out of range, value must between -2147483648 and 2147483647",
+            ),
+        );
+        return None;
+    }
+    Some(value)
+}
+
 /// Parses a database index argument as SELECT, MOVE and COPY do.
 fn db_index(ctx: &mut Ctx, arg: &[u8]) -> Option<usize> {
-    let index = int_arg(ctx, arg)?;
+    let index = c_int_arg(ctx, arg, None)?;
     if index < 0 || index as usize >= ctx.keyspace.dbs.len() {
         ctx.out.error("ERR DB index is out of range");
         return None;
@@ -504,13 +525,36 @@ fn keys(ctx: &mut Ctx, args: &Args) -> Action {
     Action::None
 }
 
+/// Parses a SCAN cursor as Redis does with `strtoul`: an optional sign and decimal
+/// digits up to the first NUL; an empty string is cursor 0 and a negative one wraps.
+fn parse_cursor(arg: &[u8]) -> Option<u64> {
+    let text = arg.split(|&b| b == 0).next().unwrap_or_default();
+    if text.is_empty() {
+        return Some(0);
+    }
+    let (negative, digits) = match text[0] {
+        b'-' => (true, &text[1..]),
+        b'+' => (false, &text[1..]),
+        _ => (false, text),
+    };
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let mut value: u64 = 0;
+    for &digit in digits {
+        value = value.checked_mul(10)?.checked_add((digit - b'0') as u64)?;
+    }
+    Some(if negative {
+        value.wrapping_neg()
+    } else {
+        value
+    })
+}
+
 /// SCAN's cursor is the next slot to visit: every key present for the whole scan lives
 /// in one slot, and each call returns whole slots, so it is returned at least once.
 fn scan(ctx: &mut Ctx, args: &Args) -> Action {
-    let cursor = match std::str::from_utf8(args[1])
-        .ok()
-        .and_then(|s| s.parse::<u64>().ok())
-    {
+    let cursor = match parse_cursor(args[1]) {
         Some(c) => c,
         None => {
             ctx.out.error("ERR invalid cursor");
@@ -554,16 +598,23 @@ fn scan(ctx: &mut Ctx, args: &Args) -> Action {
     let db = ctx.db();
     let mut found: Vec<Bytes> = Vec::new();
     let mut visited = 0usize;
+    let mut expired: Vec<Bytes> = Vec::new();
     let mut slot = cursor as usize;
     if !db.slots().is_empty() {
         while slot < SLOT_COUNT && visited < count {
             for entry in db.slots()[slot].iter() {
                 visited += 1;
-                let keep = (loading || !entry.is_expired(now))
-                    && pattern.is_none_or(|p| glob_match(p, &entry.key, false))
-                    && type_filter
-                        .as_deref()
-                        .is_none_or(|t| t == entry.value.type_name());
+                if !pattern.is_none_or(|p| glob_match(p, &entry.key, false)) {
+                    continue;
+                }
+                if !loading && entry.is_expired(now) {
+                    // Redis deletes the expired keys that pass the pattern.
+                    expired.push(entry.key.clone());
+                    continue;
+                }
+                let keep = type_filter
+                    .as_deref()
+                    .is_none_or(|t| t == entry.value.type_name());
                 if keep {
                     found.push(entry.key.clone());
                 }
@@ -572,6 +623,9 @@ fn scan(ctx: &mut Ctx, args: &Args) -> Action {
         }
     } else {
         slot = SLOT_COUNT;
+    }
+    for key in &expired {
+        ctx.expire_if_needed(key);
     }
     let next = if slot >= SLOT_COUNT { 0 } else { slot };
     ctx.out.array(2);
@@ -630,13 +684,10 @@ fn flush(ctx: &mut Ctx, args: &Args) -> Action {
 }
 
 fn swapdb(ctx: &mut Ctx, args: &Args) -> Action {
-    let parse = |arg: &[u8]| crate::resp::parse_i64(arg);
-    let Some(first) = parse(args[1]) else {
-        ctx.out.error("ERR invalid first DB index");
+    let Some(first) = c_int_arg(ctx, args[1], Some("ERR invalid first DB index")) else {
         return Action::None;
     };
-    let Some(second) = parse(args[2]) else {
-        ctx.out.error("ERR invalid second DB index");
+    let Some(second) = c_int_arg(ctx, args[2], Some("ERR invalid second DB index")) else {
         return Action::None;
     };
     let count = ctx.keyspace.dbs.len() as i64;
@@ -652,15 +703,10 @@ fn swapdb(ctx: &mut Ctx, args: &Args) -> Action {
 }
 
 fn select(ctx: &mut Ctx, args: &Args) -> Action {
-    let Some(index) = crate::resp::parse_i64(args[1]) else {
-        ctx.out.error(NOT_INTEGER);
+    let Some(index) = db_index(ctx, args[1]) else {
         return Action::None;
     };
-    if index < 0 || index as usize >= ctx.keyspace.dbs.len() {
-        ctx.out.error("ERR DB index is out of range");
-        return Action::None;
-    }
-    ctx.client.db = index as usize;
+    ctx.client.db = index;
     ctx.out.ok();
     Action::None
 }

@@ -93,22 +93,39 @@ fn lastsave(ctx: &mut Ctx, _args: &Args) -> Action {
 }
 
 fn shutdown(ctx: &mut Ctx, args: &Args) -> Action {
-    let mut save = None;
+    let (mut nosave, mut save, mut other_flag, mut abort) = (false, false, false, false);
     for arg in &args[1..] {
         if eq_ignore_case(arg, "nosave") {
-            save = Some(false);
+            nosave = true;
         } else if eq_ignore_case(arg, "save") {
-            save = Some(true);
-        } else if eq_ignore_case(arg, "now")
-            || eq_ignore_case(arg, "force")
-            || eq_ignore_case(arg, "abort")
-        {
-            // Tessera never waits for replicas and has no pending shutdown to abort.
+            save = true;
+        } else if eq_ignore_case(arg, "now") || eq_ignore_case(arg, "force") {
+            // Tessera never waits for replicas: NOW and FORCE change nothing.
+            other_flag = true;
+        } else if eq_ignore_case(arg, "abort") {
+            abort = true;
         } else {
             ctx.out.error(SYNTAX_ERROR);
             return Action::None;
         }
     }
+    // Redis's illegal combinations: ABORT with any flag, SAVE with NOSAVE.
+    if (abort && (nosave || save || other_flag)) || (nosave && save) {
+        ctx.out.error(SYNTAX_ERROR);
+        return Action::None;
+    }
+    if abort {
+        // A Tessera shutdown never waits, so there is never one in progress to abort.
+        ctx.out.error("ERR No shutdown in progress.");
+        return Action::None;
+    }
+    let save = if nosave {
+        Some(false)
+    } else if save {
+        Some(true)
+    } else {
+        None
+    };
     Action::Shutdown { save }
 }
 
@@ -187,7 +204,8 @@ fn config_get(ctx: &mut Ctx, patterns: &Args) -> Action {
 /// CONFIG SET name value [name value ...]: all or nothing, as Redis 7.
 fn config_set(ctx: &mut Ctx, pairs: &Args) -> Action {
     if pairs.len() % 2 != 0 {
-        wrong_arity(ctx, "config|set");
+        // Redis: an odd argument count past the first pair is a syntax error.
+        ctx.out.error(SYNTAX_ERROR);
         return Action::None;
     }
     let mut updated = ctx.server.config.clone();
@@ -227,6 +245,26 @@ fn config_set(ctx: &mut Ctx, pairs: &Args) -> Action {
     Action::None
 }
 
+const COMMAND_HELP: &[&str] = &[
+    "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "(no subcommand)",
+    "    Return details about all commands.",
+    "COUNT",
+    "    Return the total number of commands in this server.",
+    "LIST",
+    "    Return a list of all commands in this server.",
+    "INFO [<command-name> ...]",
+    "    Return details about multiple commands.",
+    "    If no command names are given, documentation details for all",
+    "    commands are returned.",
+    "DOCS [<command-name> ...]",
+    "    Return documentation details about multiple commands.",
+    "    If no command names are given, documentation details for all",
+    "    commands are returned.",
+    "HELP",
+    "    Print this help.",
+];
+
 fn command_command(ctx: &mut Ctx, args: &Args) -> Action {
     // The registry lives in the server; COMMAND reads it through this shared instance.
     let registry = registry();
@@ -251,7 +289,8 @@ fn command_command(ctx: &mut Ctx, args: &Args) -> Action {
                 for name in &args[2..] {
                     match registry.get(name) {
                         Some(spec) => command_info(ctx, spec),
-                        None => ctx.out.null_array(),
+                        // Redis 7 replies a null bulk (`$-1`), not a null array.
+                        None => ctx.out.null(),
                     }
                 }
             }
@@ -274,7 +313,19 @@ fn command_command(ctx: &mut Ctx, args: &Args) -> Action {
                 ctx.out.bulk(spec.group.as_bytes());
             }
         }
-        "count" => wrong_arity(ctx, "command|count"),
+        "list" if args.len() == 2 => {
+            ctx.out.array(registry.len());
+            for spec in registry.iter() {
+                ctx.out.bulk(spec.name.as_bytes());
+            }
+        }
+        "help" if args.len() == 2 => {
+            ctx.out.array(COMMAND_HELP.len());
+            for line in COMMAND_HELP {
+                ctx.out.simple(line);
+            }
+        }
+        "count" | "list" | "help" => wrong_arity(ctx, &format!("command|{sub}")),
         _ => unknown_subcommand(ctx, "command", args[1]),
     }
     Action::None

@@ -1,0 +1,326 @@
+//! Shared helpers for integration tests: start the real `tessera-server` binary on a free
+//! port (never assuming 6379) and talk to it with the `redis` crate or raw sockets.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const SERVER_BIN: &str = env!("CARGO_BIN_EXE_tessera-server");
+
+pub struct TestServer {
+    pub child: Option<Child>,
+    pub port: u16,
+    pub dir: PathBuf,
+    pub log_path: PathBuf,
+}
+
+/// Starts a server with `--dir dir --port 0` plus `args`; waits until it accepts.
+pub fn start_server(dir: &Path, args: &[&str]) -> TestServer {
+    try_start_server(dir, args).unwrap_or_else(|log| panic!("server failed to start:\n{log}"))
+}
+
+/// Like `start_server`, but returns the server's output if it exits before it is ready.
+pub fn try_start_server(dir: &Path, args: &[&str]) -> Result<TestServer, String> {
+    try_start_server_with(dir, args, |_| {})
+}
+
+pub fn try_start_server_with(
+    dir: &Path,
+    args: &[&str],
+    customize: impl FnOnce(&mut Command),
+) -> Result<TestServer, String> {
+    std::fs::create_dir_all(dir).unwrap();
+    let log_path = dir.join(format!("server-{}.log", unique()));
+    let mut command = Command::new(SERVER_BIN);
+    command
+        .arg("--port")
+        .arg("0")
+        .arg("--dir")
+        .arg(dir)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    customize(&mut command);
+    let mut child = command.spawn().expect("spawn tessera-server");
+    let stdout = child.stdout.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (sender, receiver) = std::sync::mpsc::channel::<Option<u16>>();
+    let log_file = std::sync::Arc::new(std::sync::Mutex::new(
+        std::fs::File::create(&log_path).unwrap(),
+    ));
+    let err_log = log_file.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = writeln!(err_log.lock().unwrap(), "{line}");
+        }
+    });
+    std::thread::spawn(move || {
+        let mut announced = false;
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = writeln!(log_file.lock().unwrap(), "{line}");
+            if !announced
+                && let Some(rest) = line.split("ready to accept connections on port ").nth(1)
+            {
+                let port = rest.trim().parse().ok();
+                let _ = sender.send(port);
+                announced = true;
+            }
+        }
+        let _ = sender.send(None);
+    });
+    match receiver.recv_timeout(Duration::from_secs(60)) {
+        Ok(Some(port)) => Ok(TestServer {
+            child: Some(child),
+            port,
+            dir: dir.to_path_buf(),
+            log_path,
+        }),
+        _ => {
+            let _ = child.kill();
+            let _ = child.wait();
+            std::thread::sleep(Duration::from_millis(50));
+            Err(std::fs::read_to_string(&log_path).unwrap_or_default())
+        }
+    }
+}
+
+fn unique() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    COUNTER.fetch_add(1, Ordering::Relaxed)
+}
+
+impl TestServer {
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn client(&self) -> redis::Client {
+        redis::Client::open(self.url()).unwrap()
+    }
+
+    pub fn connection(&self) -> redis::Connection {
+        self.client().get_connection().expect("connect to tessera")
+    }
+
+    pub fn raw(&self) -> TcpStream {
+        let stream = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        stream
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    /// SIGKILL: the process dies without flushing anything.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Sends SHUTDOWN and waits for the process to exit.
+    pub fn shutdown(&mut self) {
+        if let Ok(mut conn) = self.client().get_connection() {
+            let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN").query(&mut conn);
+        }
+        if let Some(mut child) = self.child.take() {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("server did not exit after SHUTDOWN");
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+
+    pub fn aof_dir(&self) -> PathBuf {
+        self.dir.join("appendonlydir")
+    }
+
+    /// The incremental log file named last in the manifest.
+    pub fn last_incremental_file(&self) -> PathBuf {
+        let manifest =
+            std::fs::read_to_string(self.aof_dir().join("appendonly.aof.manifest")).unwrap();
+        let line = manifest
+            .lines()
+            .filter(|l| l.contains("type i"))
+            .last()
+            .unwrap();
+        let name = line.split_whitespace().nth(1).unwrap();
+        self.aof_dir().join(name)
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// Sends raw bytes and reads whatever comes back within `wait`.
+pub fn raw_exchange(stream: &mut TcpStream, request: &[u8], wait: Duration) -> Vec<u8> {
+    stream.write_all(request).unwrap();
+    read_for(stream, wait)
+}
+
+pub fn read_for(stream: &mut TcpStream, wait: Duration) -> Vec<u8> {
+    stream
+        .set_read_timeout(Some(Duration::from_millis(50)))
+        .unwrap();
+    let deadline = Instant::now() + wait;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 65536];
+    while Instant::now() < deadline {
+        match stream.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut =>
+            {
+                if !out.is_empty() && out.ends_with(b"\r\n") {
+                    break;
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    out
+}
+
+/// Whether the peer closed the connection (reads EOF or reset within `wait`).
+pub fn is_closed(stream: &mut TcpStream, wait: Duration) -> bool {
+    stream.set_read_timeout(Some(wait)).unwrap();
+    let mut buf = [0u8; 1024];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut =>
+            {
+                return false;
+            }
+            Err(_) => return true,
+        }
+    }
+}
+
+pub fn temp_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("tessera-test-")
+        .tempdir()
+        .unwrap()
+}
+
+/// Path of Debian's redis-server, if installed.
+pub fn redis_server_path() -> Option<PathBuf> {
+    ["/usr/bin/redis-server", "/usr/local/bin/redis-server"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+}
+
+/// When the oracle is missing: fail in CI (TESSERA_REQUIRE_REDIS=1), skip loudly elsewhere.
+pub fn require_redis_or_skip(test: &str) -> Option<PathBuf> {
+    match redis_server_path() {
+        Some(path) => Some(path),
+        None if std::env::var_os("TESSERA_REQUIRE_REDIS").is_some() => {
+            panic!(
+                "{test}: redis-server is required (TESSERA_REQUIRE_REDIS is set) but not installed"
+            )
+        }
+        None => {
+            eprintln!(
+                "\n\n*** SKIPPING {test}: redis-server not installed (apt install redis-server) ***\n\n"
+            );
+            None
+        }
+    }
+}
+
+/// A real redis-server 7.0 for differential tests, on a free port, persistence off.
+pub struct RedisOracle {
+    pub child: Child,
+    pub port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl RedisOracle {
+    pub fn start(binary: &Path) -> RedisOracle {
+        let dir = temp_dir();
+        for _ in 0..20 {
+            let port = {
+                let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+                listener.local_addr().unwrap().port()
+            };
+            let child = Command::new(binary)
+                .args([
+                    "--port",
+                    &port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ])
+                .arg("--dir")
+                .arg(dir.path())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn redis-server");
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    return RedisOracle {
+                        child,
+                        port,
+                        _dir: dir,
+                    };
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let mut child = child;
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!("could not start redis-server");
+    }
+
+    pub fn connection(&self) -> redis::Connection {
+        redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))
+            .unwrap()
+            .get_connection()
+            .unwrap()
+    }
+}
+
+impl Drop for RedisOracle {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn dbsize(conn: &mut redis::Connection) -> usize {
+    redis::cmd("DBSIZE").query(conn).unwrap()
+}

@@ -1,0 +1,916 @@
+//! Differential test: one seeded random stream of commands goes to Tessera and to a real
+//! redis-server 7.0, and every reply must be identical (up to clock skew for TTLs and
+//! ordering for unordered replies).
+//!
+//! Seeds come from `TESSERA_DIFF_SEEDS` (comma-separated) and the number of commands per
+//! seed from `TESSERA_DIFF_OPS`. A failure names the seed and the op index, so
+//! `TESSERA_DIFF_SEEDS=<seed> TESSERA_DIFF_OPS=<index+1>` replays the same stream (only
+//! the absolute times, derived from the clock, differ).
+//!
+//! Timing: both servers read the same wall clock but not at the same instant, so
+//! relative expiries are always at least 1000 s and drawn from a wide range (two expiries
+//! that GT/LT compare never land within milliseconds of each other by accident), absolute
+//! expiries are far in the future, exactly repeated constants (deterministic ties), or
+//! in the past (immediate deletion). TTL-style replies are compared with a tolerance.
+//! A SET with an absolute time in the past leaves a key that is logically expired but
+//! still counted by DBSIZE until something removes it, and the servers' background
+//! expiry would remove it at different moments, so such a SET is always followed at
+//! once by an EXISTS on the key, which deletes it on both servers deterministically.
+
+mod common;
+
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+use redis::Value;
+use std::collections::{BTreeSet, VecDeque};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+const DEFAULT_SEEDS: &[u64] = &[1, 7, 42, 20240601];
+const DEFAULT_OPS: usize = 3000;
+
+/// Databases the stream works in (both servers have 16).
+const DBS: i64 = 4;
+
+/// A small key space so that commands interact; hash-tagged keys share slots.
+const KEYS: &[&str] = &[
+    "k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9", "{t}a", "{t}b", "{t}c", "{u}1",
+    "{u}2", "x", "key:1", "key:2", "a{b}c", "ab",
+];
+
+/// Values chosen to exercise the integer and float parsers as well as plain strings.
+const VALUES: &[&str] = &[
+    "0",
+    "1",
+    "-1",
+    "10",
+    "42",
+    "-17",
+    "007",
+    "+5",
+    "-0",
+    " 7",
+    "7 ",
+    "3.5",
+    "-0.25",
+    "1e3",
+    "abc",
+    "",
+    "hello world",
+    "9223372036854775807",
+    "-9223372036854775808",
+    "9223372036854775806",
+    "99999999999999999999",
+    "1.5.5",
+    "inf",
+    "nan",
+];
+
+const PATTERNS: &[&str] = &[
+    "*", "k*", "k?", "{t}*", "*{*", "k[0-4]", "k[^0-4]", "*:*", "x", "nomatch*", "?", "??", "a*c",
+    "\\{t\\}*", "[a-k]*", "*b*",
+    // Malformed or unusual globs: unclosed classes, trailing escapes, reversed ranges.
+    "[", "k[", "k[0-", "k[0-9", "\\", "k\\", "[]", "[]k0", "[!0]*", "k[9-0]", "k[\\0]", "*[t]*",
+    "**", "*?", "[^k]*", "{t}?", "K*",
+];
+
+/// Integers that no integer parser should accept (Redis's `string2ll` rules).
+const BAD_INTS: &[&str] = &[
+    "abc",
+    "1.5",
+    "",
+    " 1",
+    "1 ",
+    "+1",
+    "01",
+    "-",
+    "0x10",
+    "1e3",
+    "99999999999999999999",
+    "--1",
+];
+
+/// A fixed far-future instant (2100-01-01), repeated on purpose to produce exact ties.
+const FIXED_FUTURE_S: i64 = 4102444800;
+
+#[derive(Clone, Copy, Debug)]
+enum Check {
+    Exact,
+    /// Integers within the tolerance, unless either is negative (-1/-2 must match exactly).
+    Near(i64),
+    /// An array whose order is unspecified (KEYS).
+    Unordered,
+    /// RANDOMKEY: nil or not, and the key returned must exist.
+    RandomKey,
+    /// A whole SCAN iteration from the given cursor: the union of keys returned.
+    ScanAll,
+}
+
+struct Step {
+    args: Vec<Vec<u8>>,
+    check: Check,
+}
+
+type Reply = Result<Value, String>;
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+struct Gen {
+    rng: StdRng,
+}
+
+impl Gen {
+    fn chance(&mut self, p: f64) -> bool {
+        self.rng.random_bool(p)
+    }
+
+    fn range(&mut self, lo: i64, hi: i64) -> i64 {
+        self.rng.random_range(lo..hi)
+    }
+
+    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[self.rng.random_range(0..items.len())]
+    }
+
+    /// A command or option name in random letter case.
+    fn word(&mut self, name: &str) -> Vec<u8> {
+        match self.rng.random_range(0..10) {
+            0..7 => name.to_ascii_uppercase().into_bytes(),
+            7..9 => name.to_ascii_lowercase().into_bytes(),
+            _ => name
+                .chars()
+                .map(|c| {
+                    if self.rng.random_bool(0.5) {
+                        c.to_ascii_uppercase()
+                    } else {
+                        c.to_ascii_lowercase()
+                    }
+                })
+                .collect::<String>()
+                .into_bytes(),
+        }
+    }
+
+    fn key(&mut self) -> Vec<u8> {
+        self.pick(KEYS).as_bytes().to_vec()
+    }
+
+    fn keys(&mut self, min: usize, max: usize) -> Vec<Vec<u8>> {
+        let n = self.rng.random_range(min..=max);
+        (0..n).map(|_| self.key()).collect()
+    }
+
+    fn value(&mut self) -> Vec<u8> {
+        match self.rng.random_range(0..10) {
+            0..5 => self.pick(VALUES).as_bytes().to_vec(),
+            5..7 => self.range(-1000, 1000).to_string().into_bytes(),
+            7 => vec![0, 255, b'\r', b'\n', b'z'],
+            _ => {
+                let len = self.rng.random_range(0..16);
+                (0..len)
+                    .map(|_| self.rng.random_range(b'a'..=b'z'))
+                    .collect()
+            }
+        }
+    }
+
+    /// A value without control or non-ASCII bytes, for words a server may quote back in
+    /// an error. Excluded there on purpose: Redis formats such errors with C `%s`, which
+    /// stops at a NUL and copies other bytes raw, while Tessera's error replies are UTF-8
+    /// text (the reply writer takes `&str`), so binary words in error text cannot match.
+    fn text_value(&mut self) -> Vec<u8> {
+        loop {
+            let value = self.value();
+            if value.iter().all(|b| (b' '..=b'~').contains(b)) {
+                return value;
+            }
+        }
+    }
+
+    fn bad_int(&mut self) -> Vec<u8> {
+        self.pick(BAD_INTS).as_bytes().to_vec()
+    }
+
+    fn num(&mut self, n: i64) -> Vec<u8> {
+        n.to_string().into_bytes()
+    }
+
+    /// A relative expiry in seconds: at least 1000 s (no key expires by itself while a
+    /// seed runs), from a wide range.
+    fn rel_s(&mut self) -> i64 {
+        self.range(1000, 10_000_000)
+    }
+
+    /// A relative expiry in milliseconds: at least 1000 s, from a wide range.
+    fn rel_ms(&mut self) -> i64 {
+        self.range(1_000_000, 10_000_000_000)
+    }
+
+    /// An absolute time in seconds and whether it is past: far future, the fixed
+    /// instant, or at least 10 s ago.
+    fn abs_s(&mut self) -> (i64, bool) {
+        let now_s = now_ms() / 1000;
+        match self.rng.random_range(0..5) {
+            0 | 1 => (now_s + self.rel_s(), false),
+            2 => (FIXED_FUTURE_S, false),
+            3 => (1, true),
+            _ => (now_s - self.range(10, 100_000_000), true),
+        }
+    }
+
+    /// Like `abs_s`, in milliseconds.
+    fn abs_ms(&mut self) -> (i64, bool) {
+        let now = now_ms();
+        match self.rng.random_range(0..5) {
+            0 | 1 => (now + self.rel_ms(), false),
+            2 => (FIXED_FUTURE_S * 1000, false),
+            3 => (1000, true),
+            _ => (now - self.range(10_000, 100_000_000_000), true),
+        }
+    }
+
+    fn db(&mut self) -> Vec<u8> {
+        if self.chance(0.85) {
+            let n = self.range(0, DBS);
+            self.num(n)
+        } else {
+            self.pick(&[
+                "16",
+                "-1",
+                "4294967296",
+                "2147483648",
+                "-2147483649",
+                "abc",
+                "1.0",
+                "",
+            ])
+            .as_bytes()
+            .to_vec()
+        }
+    }
+
+    fn step(&mut self) -> Vec<Step> {
+        let mut follow_up_exists: Option<Vec<u8>> = None;
+        let mut check = Check::Exact;
+        let mut args: Vec<Vec<u8>> = Vec::new();
+        let which = self.rng.random_range(0..100);
+        match which {
+            0..10 => {
+                // SET with options, valid and invalid combinations.
+                let key = self.key();
+                args.push(self.word("set"));
+                args.push(key.clone());
+                args.push(self.value());
+                let mut groups: Vec<Vec<Vec<u8>>> = Vec::new();
+                match self.rng.random_range(0..4) {
+                    0 => groups.push(vec![self.word("nx")]),
+                    1 => groups.push(vec![self.word("xx")]),
+                    _ => {}
+                }
+                if self.chance(0.3) {
+                    groups.push(vec![self.word("get")]);
+                }
+                let mut past = false;
+                match self.rng.random_range(0..8) {
+                    0 => {
+                        let n = self.rel_s();
+                        groups.push(vec![self.word("ex"), self.num(n)])
+                    }
+                    1 => {
+                        let n = self.rel_ms();
+                        groups.push(vec![self.word("px"), self.num(n)])
+                    }
+                    2 => {
+                        let (n, p) = self.abs_s();
+                        past |= p;
+                        groups.push(vec![self.word("exat"), self.num(n)])
+                    }
+                    3 => {
+                        let (n, p) = self.abs_ms();
+                        past |= p;
+                        groups.push(vec![self.word("pxat"), self.num(n)])
+                    }
+                    4 => groups.push(vec![self.word("keepttl")]),
+                    _ => {}
+                }
+                if self.chance(0.2) {
+                    // Something odd: invalid combinations, bad numbers, repeats.
+                    let n = self.rel_s();
+                    let m = self.rel_ms();
+                    let odd: Vec<Vec<u8>> = match self.rng.random_range(0..16) {
+                        0 => vec![self.word("nx"), self.word("xx")],
+                        1 => vec![self.word("ex"), self.num(n), self.word("px"), self.num(m)],
+                        2 => vec![self.word("ex"), self.bad_int()],
+                        3 => vec![self.word("px"), b"0".to_vec()],
+                        4 => vec![self.word("ex"), b"-5".to_vec()],
+                        5 => vec![self.word("px")],
+                        6 => vec![b"FOO".to_vec()],
+                        7 => vec![self.word("keepttl"), self.word("ex"), self.num(n)],
+                        8 => vec![
+                            self.word("ex"),
+                            self.num(n),
+                            self.word("ex"),
+                            self.num(n + 1000),
+                        ],
+                        9 => vec![self.word("keepttl"), self.word("keepttl")],
+                        10 => vec![self.word("get"), self.word("get")],
+                        11 => vec![self.word("nx"), self.word("nx")],
+                        12 => vec![self.word("ex"), b"9223372036854775".to_vec()],
+                        13 => vec![self.word("pxat"), b"9223372036854775807".to_vec()],
+                        14 => vec![self.word("persist")],
+                        _ => vec![self.word("ex"), self.bad_int(), b"FOO".to_vec()],
+                    };
+                    let at = self.rng.random_range(0..=groups.len());
+                    groups.insert(at, odd);
+                }
+                shuffle(&mut self.rng, &mut groups);
+                args.extend(groups.into_iter().flatten());
+                if past {
+                    follow_up_exists = Some(key);
+                }
+            }
+            10..15 => {
+                args.push(self.word("get"));
+                args.push(self.key());
+            }
+            15..17 => {
+                args.push(self.word("mget"));
+                args.extend(self.keys(1, 5));
+            }
+            17..20 => {
+                let name = if self.chance(0.5) { "mset" } else { "msetnx" };
+                args.push(self.word(name));
+                let pairs = self.rng.random_range(1..=4);
+                for _ in 0..pairs {
+                    args.push(self.key());
+                    args.push(self.value());
+                }
+                if self.chance(0.1) {
+                    args.push(self.key());
+                }
+            }
+            20..22 => {
+                args.push(self.word("setnx"));
+                args.push(self.key());
+                args.push(self.value());
+            }
+            22..24 => {
+                let seconds = self.chance(0.5);
+                args.push(self.word(if seconds { "setex" } else { "psetex" }));
+                args.push(self.key());
+                let ttl = match self.rng.random_range(0..10) {
+                    0 => b"0".to_vec(),
+                    1 => b"-100".to_vec(),
+                    2 => self.bad_int(),
+                    3 => b"9223372036854775807".to_vec(),
+                    _ if seconds => {
+                        let n = self.rel_s();
+                        self.num(n)
+                    }
+                    _ => {
+                        let n = self.rel_ms();
+                        self.num(n)
+                    }
+                };
+                args.push(ttl);
+                args.push(self.value());
+            }
+            24..26 => {
+                let name = if self.chance(0.5) { "getset" } else { "getdel" };
+                args.push(self.word(name));
+                args.push(self.key());
+                if name == "getset" {
+                    args.push(self.value());
+                }
+            }
+            26..30 => {
+                args.push(self.word("getex"));
+                args.push(self.key());
+                match self.rng.random_range(0..12) {
+                    0 => {
+                        let n = self.rel_s();
+                        args.extend([self.word("ex"), self.num(n)]);
+                    }
+                    1 => {
+                        let n = self.rel_ms();
+                        args.extend([self.word("px"), self.num(n)]);
+                    }
+                    2 | 3 => {
+                        let (n, _) = self.abs_s();
+                        args.extend([self.word("exat"), self.num(n)]);
+                    }
+                    4 | 5 => {
+                        let (n, _) = self.abs_ms();
+                        args.extend([self.word("pxat"), self.num(n)]);
+                    }
+                    6 | 7 => args.push(self.word("persist")),
+                    8 => {
+                        let n = self.rel_s();
+                        let bad: Vec<Vec<u8>> = match self.rng.random_range(0..9) {
+                            0 => vec![self.word("ex"), self.num(n), self.word("persist")],
+                            1 => vec![self.word("keepttl")],
+                            2 => vec![self.word("nx")],
+                            3 => vec![self.word("ex"), self.bad_int()],
+                            4 => vec![self.word("ex"), b"0".to_vec()],
+                            5 => vec![self.word("px")],
+                            6 => vec![self.word("persist"), self.word("persist")],
+                            7 => vec![
+                                self.word("ex"),
+                                self.num(n),
+                                self.word("ex"),
+                                self.num(n + 7),
+                            ],
+                            _ => vec![self.word("exat"), b"-1".to_vec()],
+                        };
+                        args.extend(bad);
+                    }
+                    _ => {}
+                }
+            }
+            30..33 => {
+                args.push(self.word("append"));
+                args.push(self.key());
+                args.push(self.value());
+            }
+            33..35 => {
+                args.push(self.word("strlen"));
+                args.push(self.key());
+            }
+            35..38 => {
+                let name = if self.chance(0.8) {
+                    "getrange"
+                } else {
+                    "substr"
+                };
+                args.push(self.word(name));
+                args.push(self.key());
+                for _ in 0..2 {
+                    let index = match self.rng.random_range(0..12) {
+                        0 => self.bad_int(),
+                        1 => b"9223372036854775807".to_vec(),
+                        2 => b"-9223372036854775808".to_vec(),
+                        _ => {
+                            let n = self.range(-25, 25);
+                            self.num(n)
+                        }
+                    };
+                    args.push(index);
+                }
+            }
+            38..41 => {
+                args.push(self.word("setrange"));
+                args.push(self.key());
+                let offset = match self.rng.random_range(0..14) {
+                    0 => self.bad_int(),
+                    1 => b"-1".to_vec(),
+                    2 => b"536870912".to_vec(),
+                    3 => b"9223372036854775807".to_vec(),
+                    _ => {
+                        let n = self.range(0, 30);
+                        self.num(n)
+                    }
+                };
+                args.push(offset);
+                args.push(if self.chance(0.1) {
+                    Vec::new()
+                } else {
+                    self.value()
+                });
+            }
+            41..47 => {
+                let name = self.pick(&["incr", "decr", "incrby", "decrby"]);
+                args.push(self.word(name));
+                args.push(self.key());
+                if name.ends_with("by") {
+                    let by = match self.rng.random_range(0..14) {
+                        0 => self.bad_int(),
+                        1 => b"9223372036854775807".to_vec(),
+                        2 => b"-9223372036854775808".to_vec(),
+                        3 => b"-9223372036854775807".to_vec(),
+                        _ => {
+                            let n = self.range(-1000, 1000);
+                            self.num(n)
+                        }
+                    };
+                    args.push(by);
+                }
+            }
+            47..50 => {
+                args.push(self.word("incrbyfloat"));
+                args.push(self.key());
+                // Mostly simple binary fractions; a few inexact decimals, hex and extreme
+                // exponents check the long-double rounding and formatting too.
+                let by = self.pick(&[
+                    "1.5", "-0.25", "3", "0.5", "-2", "10.75", "1e2", "-1.5", "0", "2.5e-1", "1.5",
+                    "-0.25", "3", "0.1", "-3.7", "0x10", "1e-3", "1e30", "1e4932", "abc", "",
+                    "1.5x", " 1", "nan", "inf", "-inf", "1..2", "1e5000",
+                ]);
+                args.push(by.as_bytes().to_vec());
+            }
+            50..53 => {
+                let name = if self.chance(0.6) { "del" } else { "unlink" };
+                args.push(self.word(name));
+                args.extend(self.keys(1, 4));
+            }
+            53..55 => {
+                args.push(self.word("exists"));
+                args.extend(self.keys(1, 4));
+            }
+            55 => {
+                args.push(self.word("type"));
+                args.push(self.key());
+            }
+            56..64 => {
+                let name = self.pick(&["expire", "pexpire", "expireat", "pexpireat"]);
+                args.push(self.word(name));
+                args.push(self.key());
+                let seconds = !name.starts_with('p');
+                let absolute = name.ends_with("at");
+                let when = match self.rng.random_range(0..20) {
+                    0 => self.bad_int(),
+                    1 => b"0".to_vec(),
+                    2 => b"-10".to_vec(),
+                    3 => b"9223372036854775807".to_vec(),
+                    4 => b"-9223372036854775808".to_vec(),
+                    5 => b"9223372036854775".to_vec(),
+                    6 => b"-9223372036854775".to_vec(),
+                    _ => {
+                        let n = match (seconds, absolute) {
+                            (true, false) => self.rel_s(),
+                            (false, false) => self.rel_ms(),
+                            (true, true) => self.abs_s().0,
+                            (false, true) => self.abs_ms().0,
+                        };
+                        self.num(n)
+                    }
+                };
+                args.push(when);
+                let options = self.rng.random_range(0..3);
+                for _ in 0..options {
+                    let option =
+                        self.pick(&["nx", "xx", "gt", "lt", "nx", "xx", "gt", "lt", "foo"]);
+                    args.push(self.word(option));
+                }
+            }
+            64..69 => {
+                let (name, tolerance) = match self.rng.random_range(0..4) {
+                    0 => ("ttl", 2),
+                    1 => ("pttl", 2000),
+                    2 => ("expiretime", 2),
+                    _ => ("pexpiretime", 2000),
+                };
+                check = Check::Near(tolerance);
+                args.push(self.word(name));
+                args.push(self.key());
+            }
+            69..71 => {
+                args.push(self.word("persist"));
+                args.push(self.key());
+            }
+            71..74 => {
+                let name = if self.chance(0.5) {
+                    "rename"
+                } else {
+                    "renamenx"
+                };
+                args.push(self.word(name));
+                args.push(self.key());
+                args.push(self.key());
+            }
+            74..77 => {
+                args.push(self.word("copy"));
+                args.push(self.key());
+                args.push(self.key());
+                let mut groups: Vec<Vec<Vec<u8>>> = Vec::new();
+                for _ in 0..self.rng.random_range(0..=3) {
+                    if self.chance(0.6) {
+                        groups.push(vec![self.word("db"), self.db()]);
+                    } else {
+                        groups.push(vec![self.word("replace")]);
+                    }
+                }
+                if self.chance(0.08) {
+                    groups.push(vec![
+                        self.pick(&["db", "foo", "replace"]).as_bytes().to_vec(),
+                    ]);
+                }
+                shuffle(&mut self.rng, &mut groups);
+                args.extend(groups.into_iter().flatten());
+            }
+            77..79 => {
+                args.push(self.word("move"));
+                args.push(self.key());
+                args.push(self.db());
+            }
+            79..81 => {
+                check = Check::Unordered;
+                args.push(self.word("keys"));
+                args.push(self.pick(PATTERNS).as_bytes().to_vec());
+            }
+            81..84 => {
+                check = Check::ScanAll;
+                args.push(self.word("scan"));
+                let cursor = if self.chance(0.85) {
+                    "0"
+                } else {
+                    self.pick(&["00", "+0", "", "abc", " 0", "0 ", "1.5", "-", "+"])
+                };
+                args.push(cursor.as_bytes().to_vec());
+                // Options in any order, repeats included (the last one wins in Redis).
+                let mut groups: Vec<Vec<Vec<u8>>> = Vec::new();
+                for _ in 0..self.rng.random_range(0..=3) {
+                    match self.rng.random_range(0..5) {
+                        0 | 1 => {
+                            let pattern = self.pick(PATTERNS).as_bytes().to_vec();
+                            groups.push(vec![self.word("match"), pattern]);
+                        }
+                        2 | 3 => {
+                            let count = if self.chance(0.85) {
+                                let n = self.range(1, 30);
+                                self.num(n)
+                            } else {
+                                self.pick(&["0", "-1", "abc", "", "1000"])
+                                    .as_bytes()
+                                    .to_vec()
+                            };
+                            groups.push(vec![self.word("count"), count]);
+                        }
+                        _ => {
+                            let t = self
+                                .pick(&["string", "STRING", "hash", "list", "none", "zset", "foo"]);
+                            groups.push(vec![self.word("type"), t.as_bytes().to_vec()]);
+                        }
+                    }
+                }
+                if self.chance(0.05) {
+                    groups.push(vec![
+                        self.pick(&["match", "count", "type", "foo"])
+                            .as_bytes()
+                            .to_vec(),
+                    ]);
+                }
+                shuffle(&mut self.rng, &mut groups);
+                args.extend(groups.into_iter().flatten());
+            }
+            84 => {
+                check = Check::RandomKey;
+                args.push(self.word("randomkey"));
+            }
+            85..87 => args.push(self.word("dbsize")),
+            87 => {
+                // FLUSHDB (rarely, or the stream would keep emptying its databases).
+                if self.chance(0.15) {
+                    args.push(self.word("flushdb"));
+                    if self.chance(0.3) {
+                        let mode = self.pick(&["async", "sync", "foo"]);
+                        args.push(self.word(mode));
+                    }
+                } else {
+                    args.push(self.word("dbsize"));
+                }
+            }
+            88 => {
+                args.push(self.word("swapdb"));
+                args.push(self.db());
+                args.push(self.db());
+            }
+            89..93 => {
+                args.push(self.word("select"));
+                args.push(self.db());
+            }
+            93..95 => {
+                args.push(self.word("ping"));
+                if self.chance(0.4) {
+                    args.push(self.value());
+                }
+            }
+            95..97 => {
+                args.push(self.word("echo"));
+                args.push(self.value());
+            }
+            _ => {
+                let name = self.pick(&["foo", "NOTACOMMAND", "gett", "x", "set_", "expir"]);
+                args.push(name.as_bytes().to_vec());
+                let n = self.rng.random_range(0..4);
+                for _ in 0..n {
+                    args.push(self.pick(KEYS).as_bytes().to_vec());
+                }
+            }
+        }
+        // Now and then mangle the arity: drop trailing words or add a stray one.
+        if self.chance(0.04) {
+            if args.len() > 1 && self.chance(0.6) {
+                let keep = self.rng.random_range(1..args.len());
+                args.truncate(keep);
+            } else {
+                args.push(self.text_value());
+            }
+        }
+        let mut steps = vec![Step { args, check }];
+        if let Some(key) = follow_up_exists {
+            steps.push(Step {
+                args: vec![b"EXISTS".to_vec(), key],
+                check: Check::Exact,
+            });
+        }
+        steps
+    }
+}
+
+fn shuffle<T>(rng: &mut StdRng, items: &mut [T]) {
+    for i in (1..items.len()).rev() {
+        let j = rng.random_range(0..=i);
+        items.swap(i, j);
+    }
+}
+
+fn describe_error(err: redis::RedisError) -> String {
+    match (err.code(), err.detail()) {
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        (Some(code), None) => code.to_string(),
+        _ => format!("<client-side error: {err}>"),
+    }
+}
+
+fn query(conn: &mut redis::Connection, args: &[Vec<u8>]) -> Reply {
+    let mut cmd = redis::Cmd::new();
+    for arg in args {
+        cmd.arg(arg.as_slice());
+    }
+    cmd.query::<Value>(conn).map_err(describe_error)
+}
+
+/// Runs one step on one server, reducing replies whose exact form is unspecified.
+fn execute(conn: &mut redis::Connection, step: &Step) -> Reply {
+    match step.check {
+        Check::ScanAll => {
+            let mut args = step.args.clone();
+            let mut seen = BTreeSet::new();
+            for _ in 0..100_000 {
+                let reply = query(conn, &args)?;
+                let Value::Array(parts) = &reply else {
+                    return Ok(reply);
+                };
+                let [Value::BulkString(cursor), Value::Array(keys)] = parts.as_slice() else {
+                    return Ok(reply);
+                };
+                for key in keys {
+                    match key {
+                        Value::BulkString(k) => {
+                            seen.insert(k.clone());
+                        }
+                        other => return Err(format!("<SCAN returned a non-string key {other:?}>")),
+                    }
+                }
+                if cursor.as_slice() == b"0" {
+                    return Ok(Value::Array(
+                        seen.into_iter().map(Value::BulkString).collect(),
+                    ));
+                }
+                args[1] = cursor.clone();
+            }
+            Err("<SCAN did not finish within 100000 calls>".into())
+        }
+        Check::RandomKey => match query(conn, &step.args)? {
+            Value::BulkString(key) => match query(conn, &[b"EXISTS".to_vec(), key.clone()])? {
+                Value::Int(1) => Ok(Value::SimpleString("<an existing key>".into())),
+                other => Err(format!(
+                    "<RANDOMKEY returned {:?}, EXISTS says {other:?}>",
+                    String::from_utf8_lossy(&key)
+                )),
+            },
+            other => Ok(other),
+        },
+        _ => query(conn, &step.args),
+    }
+}
+
+fn replies_match(check: Check, ours: &Reply, theirs: &Reply) -> bool {
+    match (check, ours, theirs) {
+        (Check::Near(tolerance), Ok(Value::Int(a)), Ok(Value::Int(b))) => {
+            if *a < 0 || *b < 0 {
+                a == b
+            } else {
+                (a - b).abs() <= tolerance
+            }
+        }
+        (Check::Unordered, Ok(Value::Array(a)), Ok(Value::Array(b))) => {
+            let sorted = |items: &Vec<Value>| {
+                let mut keys: Vec<String> = items.iter().map(|v| format!("{v:?}")).collect();
+                keys.sort();
+                keys
+            };
+            sorted(a) == sorted(b)
+        }
+        _ => ours == theirs,
+    }
+}
+
+fn show(args: &[Vec<u8>]) -> String {
+    args.iter()
+        .map(|a| format!("{:?}", String::from_utf8_lossy(a)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn env_seeds() -> Vec<u64> {
+    match std::env::var("TESSERA_DIFF_SEEDS") {
+        Ok(text) if !text.trim().is_empty() => text
+            .split(',')
+            .map(|s| {
+                s.trim()
+                    .parse()
+                    .expect("TESSERA_DIFF_SEEDS: comma-separated u64s")
+            })
+            .collect(),
+        _ => DEFAULT_SEEDS.to_vec(),
+    }
+}
+
+fn env_ops() -> usize {
+    match std::env::var("TESSERA_DIFF_OPS") {
+        Ok(text) if !text.trim().is_empty() => {
+            text.trim().parse().expect("TESSERA_DIFF_OPS: a number")
+        }
+        _ => DEFAULT_OPS,
+    }
+}
+
+#[test]
+fn random_command_stream_matches_redis() {
+    let Some(redis_path) = common::require_redis_or_skip("differential") else {
+        return;
+    };
+    let dir = common::temp_dir();
+    let server = common::start_server(dir.path(), &["--appendfsync", "everysec"]);
+    let oracle = common::RedisOracle::start(&redis_path);
+    let mut ours = server.connection();
+    let mut theirs = oracle.connection();
+
+    let seeds = env_seeds();
+    let ops = env_ops();
+    let started = std::time::Instant::now();
+    let mut total_steps = 0usize;
+    // Per command name: (commands sent, error replies), to show what the stream covered.
+    let mut coverage: std::collections::BTreeMap<String, (usize, usize)> = Default::default();
+    for &seed in &seeds {
+        for conn in [&mut ours, &mut theirs] {
+            let reset: Reply = query(conn, &[b"FLUSHALL".to_vec()]);
+            assert_eq!(reset, Ok(Value::Okay), "FLUSHALL before seed {seed}");
+            let select: Reply = query(conn, &[b"SELECT".to_vec(), b"0".to_vec()]);
+            assert_eq!(select, Ok(Value::Okay), "SELECT 0 before seed {seed}");
+        }
+        let mut generator = Gen {
+            rng: StdRng::seed_from_u64(seed),
+        };
+        let mut history: VecDeque<String> = VecDeque::new();
+        for op in 0..ops {
+            for step in generator.step() {
+                total_steps += 1;
+                let our_reply = execute(&mut ours, &step);
+                let their_reply = execute(&mut theirs, &step);
+                let line = format!("{}  ->  {:?}", show(&step.args), their_reply);
+                if !replies_match(step.check, &our_reply, &their_reply) {
+                    let context: Vec<String> = history.iter().cloned().collect();
+                    panic!(
+                        "\nreplies differ: seed {seed}, op {op} (replay with \
+                         TESSERA_DIFF_SEEDS={seed} TESSERA_DIFF_OPS={})\n\
+                         command: {}\n\
+                         check:   {:?}\n\
+                         tessera: {:?}\n\
+                         redis:   {:?}\n\
+                         previous commands (redis replies):\n  {}\n",
+                        op + 1,
+                        show(&step.args),
+                        step.check,
+                        our_reply,
+                        their_reply,
+                        context.join("\n  ")
+                    );
+                }
+                let name = String::from_utf8_lossy(&step.args[0]).to_ascii_lowercase();
+                let counts = coverage.entry(name).or_default();
+                counts.0 += 1;
+                counts.1 += their_reply.is_err() as usize;
+                history.push_back(line);
+                if history.len() > 25 {
+                    history.pop_front();
+                }
+            }
+        }
+    }
+    let summary: Vec<String> = coverage
+        .iter()
+        .map(|(name, (sent, errors))| format!("{name} {sent}/{errors}err"))
+        .collect();
+    eprintln!(
+        "differential: {} seeds x {ops} ops ({total_steps} commands) matched in {:.1?}\n  {}",
+        seeds.len(),
+        started.elapsed(),
+        summary.join(", ")
+    );
+}
