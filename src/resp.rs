@@ -488,7 +488,7 @@ mod tests {
         }
         let done = parse_request(input, &ParseLimits::default(), &mut ranges, &mut progress);
         assert_eq!(done, Parse::Complete(input.len()));
-        assert_eq!(ranges, vec![8..11, 15..16]);
+        assert_eq!(ranges, vec![8..11, 17..18]);
     }
 
     #[test]

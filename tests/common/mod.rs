@@ -266,6 +266,21 @@ pub struct RedisOracle {
 impl RedisOracle {
     pub fn start(binary: &Path) -> RedisOracle {
         let dir = temp_dir();
+        let path = dir.path().to_path_buf();
+        Self::start_in(binary, dir, &path, &["--appendonly", "no"])
+    }
+
+    /// Starts redis-server on an existing data directory (which it may load).
+    pub fn start_with(binary: &Path, data_dir: &Path, args: &[&str]) -> RedisOracle {
+        Self::start_in(binary, temp_dir(), data_dir, args)
+    }
+
+    fn start_in(
+        binary: &Path,
+        dir: tempfile::TempDir,
+        data_dir: &Path,
+        args: &[&str],
+    ) -> RedisOracle {
         for _ in 0..20 {
             let port = {
                 let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -279,18 +294,21 @@ impl RedisOracle {
                     "127.0.0.1",
                     "--save",
                     "",
-                    "--appendonly",
-                    "no",
                 ])
+                .args(args)
                 .arg("--dir")
-                .arg(dir.path())
+                .arg(data_dir)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
                 .expect("spawn redis-server");
             let deadline = Instant::now() + Duration::from_secs(10);
             while Instant::now() < deadline {
-                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                // Ready when PING answers PONG (it answers -LOADING while loading).
+                if let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port))
+                    && raw_exchange(&mut stream, b"PING\r\n", Duration::from_secs(2))
+                        .starts_with(b"+PONG")
+                {
                     return RedisOracle {
                         child,
                         port,
