@@ -17,6 +17,7 @@ use crate::resp::{Parse, ParseLimits, Progress, ReplyWriter, parse_request};
 use crate::stats::Stats;
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
+use smallvec::SmallVec;
 use std::io::{ErrorKind, Read, Write};
 use std::net::SocketAddr;
 use std::ops::Range;
@@ -57,11 +58,77 @@ struct Client {
     last_command: &'static str,
 }
 
+/// Sessions indexed by their poll token; slots are reused after a client leaves.
+#[derive(Default)]
+struct Sessions {
+    slots: Vec<Option<Client>>,
+    free: Vec<usize>,
+    count: usize,
+}
+
+impl Sessions {
+    fn insert(&mut self, client: Client) -> usize {
+        self.count += 1;
+        match self.free.pop() {
+            Some(token) => {
+                self.slots[token] = Some(client);
+                token
+            }
+            None => {
+                self.slots.push(Some(client));
+                self.slots.len() - 1
+            }
+        }
+    }
+
+    fn get(&self, token: &usize) -> Option<&Client> {
+        self.slots.get(*token).and_then(Option::as_ref)
+    }
+
+    fn get_mut(&mut self, token: &usize) -> Option<&mut Client> {
+        self.slots.get_mut(*token).and_then(Option::as_mut)
+    }
+
+    /// Takes a client out while it runs commands (which need `&mut Server`); the slot stays
+    /// reserved until `put_back`.
+    fn take(&mut self, token: usize) -> Option<Client> {
+        self.slots.get_mut(token).and_then(Option::take)
+    }
+
+    fn put_back(&mut self, token: usize, client: Client) {
+        debug_assert!(self.slots[token].is_none());
+        self.slots[token] = Some(client);
+    }
+
+    fn remove(&mut self, token: &usize) -> Option<Client> {
+        let client = self.take(*token)?;
+        self.count -= 1;
+        self.free.push(*token);
+        Some(client)
+    }
+
+    fn len(&self) -> usize {
+        self.count
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (usize, &Client)> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(t, c)| c.as_ref().map(|c| (t, c)))
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Client> {
+        self.slots.iter().flatten()
+    }
+}
+
 pub struct Server {
     poll: Poll,
     listeners: Vec<TcpListener>,
-    clients: hashbrown::HashMap<usize, Client>,
-    next_token: usize,
+    clients: Sessions,
+    /// Reused for every socket read, so each read does not zero a fresh buffer.
+    read_buffer: Box<[u8]>,
     next_client_id: u64,
     keyspace: Keyspace,
     state: ServerState,
@@ -208,8 +275,8 @@ impl Server {
         Ok(Server {
             poll,
             listeners,
-            clients: hashbrown::HashMap::new(),
-            next_token: 0,
+            clients: Sessions::default(),
+            read_buffer: vec![0; READ_CHUNK_BYTES].into_boxed_slice(),
             next_client_id: 1,
             keyspace,
             state,
@@ -311,44 +378,41 @@ impl Server {
                 continue;
             }
             let _ = stream.set_nodelay(true);
-            let token = self.next_token;
-            self.next_token = (self.next_token + 1) % FIRST_LISTENER.min(WAKER.0);
-            if let Err(e) = self.poll.registry().register(
-                &mut stream,
-                Token(token),
-                Interest::READABLE | Interest::WRITABLE,
-            ) {
-                tracing::warn!("can't register a client: {e}");
-                continue;
-            }
             let id = self.next_client_id;
             self.next_client_id += 1;
             let local = stream.local_addr().unwrap_or(peer);
             let now = Instant::now();
-            self.clients.insert(
-                token,
-                Client {
-                    stream,
-                    peer,
-                    local,
-                    state: ClientState {
-                        id,
-                        authenticated: self.state.config.requirepass.is_none(),
-                        ..ClientState::default()
-                    },
-                    input: Vec::new(),
-                    progress: Progress::default(),
-                    arg_ranges: Vec::new(),
-                    output: Vec::new(),
-                    output_sent: 0,
-                    hold_seq: 0,
-                    reply_reads_state: false,
-                    close_after_reply: false,
-                    created: now,
-                    last_interaction: now,
-                    last_command: "NULL",
+            let token = self.clients.insert(Client {
+                stream,
+                peer,
+                local,
+                state: ClientState {
+                    id,
+                    authenticated: self.state.config.requirepass.is_none(),
+                    ..ClientState::default()
                 },
-            );
+                input: Vec::new(),
+                progress: Progress::default(),
+                arg_ranges: Vec::new(),
+                output: Vec::new(),
+                output_sent: 0,
+                hold_seq: 0,
+                reply_reads_state: false,
+                close_after_reply: false,
+                created: now,
+                last_interaction: now,
+                last_command: "NULL",
+            });
+            let client = self.clients.get_mut(&token).expect("just inserted");
+            if let Err(e) = self.poll.registry().register(
+                &mut client.stream,
+                Token(token),
+                Interest::READABLE | Interest::WRITABLE,
+            ) {
+                tracing::warn!("can't register a client: {e}");
+                self.clients.remove(&token);
+                continue;
+            }
             self.state.connected_clients = self.clients.len();
         }
     }
@@ -366,28 +430,21 @@ impl Server {
                 return None;
             }
             loop {
-                let len = client.input.len();
-                client.input.resize(len + READ_CHUNK_BYTES, 0);
-                match client.stream.read(&mut client.input[len..]) {
+                match client.stream.read(&mut self.read_buffer) {
                     Ok(0) => {
-                        client.input.truncate(len);
                         peer_done = true;
                         break;
                     }
                     Ok(n) => {
-                        client.input.truncate(len + n);
+                        client.input.extend_from_slice(&self.read_buffer[..n]);
                         self.state.stats.total_net_input_bytes += n as u64;
                         if client.input.len() > limit {
                             break;
                         }
                     }
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                        client.input.truncate(len);
-                        break;
-                    }
-                    Err(e) if e.kind() == ErrorKind::Interrupted => client.input.truncate(len),
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
                     Err(_) => {
-                        client.input.truncate(len);
                         closed = true;
                         break;
                     }
@@ -426,9 +483,7 @@ impl Server {
         let mut consumed_total = 0;
         let mut shutdown = None;
         let mut produced_output = false;
-        let Some(mut client) = self.clients.remove(&token) else {
-            return None;
-        };
+        let mut client = self.clients.take(token)?;
         let mut ranges = std::mem::take(&mut client.arg_ranges);
         let mut pending_action: Option<Action> = None;
         while !client.close_after_reply {
@@ -455,7 +510,8 @@ impl Server {
                 }
                 Parse::Complete(used) => {
                     let frame = &client.input[consumed_total..consumed_total + used];
-                    let args: Vec<&[u8]> = ranges.iter().map(|r| &frame[r.clone()]).collect();
+                    let args: SmallVec<[&[u8]; 8]> =
+                        ranges.iter().map(|r| &frame[r.clone()]).collect();
                     if !args.is_empty() {
                         let (action, name, reads_keys) =
                             self.execute(&mut client.state, &mut client.output, &args);
@@ -501,7 +557,7 @@ impl Server {
         if client.input.capacity() > INPUT_KEEP_BYTES && client.input.len() < INPUT_KEEP_BYTES {
             client.input.shrink_to(INPUT_KEEP_BYTES);
         }
-        self.clients.insert(token, client);
+        self.clients.put_back(token, client);
         if produced_output {
             self.touched.push(token);
         }
@@ -730,11 +786,13 @@ impl Server {
         self.active_expire_cycle(now_ms);
         if self.state.config.timeout_seconds > 0 {
             let limit = Duration::from_secs(self.state.config.timeout_seconds);
+            let durable = self.log_writer.as_ref().map_or(0, LogWriter::durable_seq);
+            // A client waiting for its replies to become durable is not idle.
             let idle: Vec<usize> = self
                 .clients
                 .iter()
-                .filter(|(_, c)| c.last_interaction.elapsed() > limit && c.hold_seq == 0)
-                .map(|(t, _)| *t)
+                .filter(|(_, c)| c.last_interaction.elapsed() > limit && c.hold_seq <= durable)
+                .map(|(t, _)| t)
                 .collect();
             for token in idle {
                 self.close_client(token);
