@@ -19,6 +19,7 @@ pub mod config;
 pub mod glob;
 pub mod keyspace;
 pub mod log;
+pub mod long_double;
 pub mod recovery;
 pub mod resp;
 pub mod server;

@@ -491,6 +491,44 @@ mod tests {
         assert_eq!(ranges, vec![8..11, 17..18]);
     }
 
+    /// Random input, fed in random pieces: the parser never panics, and resuming from
+    /// `Progress` gives exactly what one parse of the whole input gives.
+    #[test]
+    fn resumed_parsing_equals_whole_parsing_on_random_input() {
+        use rand::{Rng, SeedableRng};
+        let limits = ParseLimits::default();
+        for seed in 0..300u64 {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            let mut input = Vec::new();
+            for _ in 0..rng.random_range(1..6) {
+                let args: Vec<Vec<u8>> = (0..rng.random_range(1..5))
+                    .map(|_| (0..rng.random_range(0..20)).map(|_| rng.random()).collect())
+                    .collect();
+                encode_command(&mut input, &args);
+            }
+            // Sometimes damage a byte, so that errors are exercised too.
+            if seed % 3 == 0 {
+                let at = rng.random_range(0..input.len());
+                input[at] = rng.random();
+            }
+            let (mut whole_args, mut whole_progress) = (Vec::new(), Progress::default());
+            let whole = parse_request(&input, &limits, &mut whole_args, &mut whole_progress);
+            let (mut args, mut progress) = (Vec::new(), Progress::default());
+            let mut end = 0;
+            let resumed = loop {
+                end = (end + rng.random_range(1..8)).min(input.len());
+                let result = parse_request(&input[..end], &limits, &mut args, &mut progress);
+                if result != Parse::Incomplete || end == input.len() {
+                    break result;
+                }
+            };
+            assert_eq!(resumed, whole, "seed {seed}");
+            if matches!(whole, Parse::Complete(_)) {
+                assert_eq!(args, whole_args, "seed {seed}");
+            }
+        }
+    }
+
     #[test]
     fn protocol_errors() {
         assert_eq!(

@@ -311,6 +311,7 @@ impl Server {
                 return Err(format!("event loop failed: {e}"));
             }
             let mut shutdown: Option<Option<bool>> = None;
+            let mut requester: Option<usize> = None;
             for event in events.iter() {
                 let token = event.token().0;
                 if token == WAKER.0 {
@@ -321,6 +322,7 @@ impl Server {
                     if event.is_readable() || event.is_read_closed() {
                         if let Some(request) = self.read_and_execute(token) {
                             shutdown = Some(request);
+                            requester = Some(token);
                         }
                     }
                     if event.is_writable() {
@@ -337,14 +339,23 @@ impl Server {
                 next_cron =
                     Instant::now() + Duration::from_millis(1000 / self.state.config.hz as u64);
             }
-            if self.shutdown_flag.load(Ordering::Relaxed) {
+            if self.shutdown_flag.swap(false, Ordering::Relaxed) {
                 tracing::info!("received a termination signal, shutting down");
                 shutdown = Some(None);
             }
             if let Some(save) = shutdown {
                 match self.shutdown(save) {
                     Ok(()) => return Ok(()),
-                    Err(e) => tracing::warn!("SHUTDOWN failed: {e}"),
+                    Err(e) => {
+                        tracing::warn!("SHUTDOWN failed, not exiting: {e}");
+                        if let Some(token) = requester
+                            && let Some(client) = self.clients.get_mut(&token)
+                        {
+                            ReplyWriter::new(&mut client.output, client.state.resp3)
+                                .error("ERR Errors trying to SHUTDOWN. Check logs.");
+                            self.touched.push(token);
+                        }
+                    }
                 }
             }
         }
@@ -438,7 +449,9 @@ impl Server {
                     Ok(n) => {
                         client.input.extend_from_slice(&self.read_buffer[..n]);
                         self.state.stats.total_net_input_bytes += n as u64;
-                        if client.input.len() > limit {
+                        // A short read drained the socket: skip the read that would only
+                        // say WouldBlock (bytes arriving later raise a new edge event).
+                        if n < self.read_buffer.len() || client.input.len() > limit {
                             break;
                         }
                     }
@@ -835,9 +848,10 @@ impl Server {
     fn shutdown(&mut self, _save: Option<bool>) -> Result<(), String> {
         tracing::info!("user requested shutdown...");
         self.end_of_turn();
-        if let Some(writer) = self.log_writer.take() {
+        if let Some(writer) = &self.log_writer {
             tracing::info!("flushing and syncing the append-only log");
-            writer.shutdown()?;
+            // On failure the writer stays in place and keeps retrying; the server runs on.
+            writer.sync()?;
         }
         if !self.state.config.pidfile.is_empty() {
             let _ = std::fs::remove_file(&self.state.config.pidfile);

@@ -24,6 +24,8 @@ struct Pending {
     bytes: Vec<u8>,
     last_seq: u64,
     policy: FsyncPolicy,
+    /// Fsync at the next pass whatever the policy (SHUTDOWN).
+    sync_requested: bool,
     stop: bool,
 }
 
@@ -39,6 +41,9 @@ struct Shared {
     pending_bytes: AtomicU64,
     failed: AtomicBool,
     error: Mutex<Option<String>>,
+    /// The writer is waiting on `wake_writer`: only then does a submit need to signal it
+    /// (a futex syscall per event-loop turn otherwise).
+    writer_waiting: AtomicBool,
 }
 
 /// The event loop's side of the writer.
@@ -58,6 +63,7 @@ impl LogWriter {
                 bytes: Vec::new(),
                 last_seq: 0,
                 policy,
+                sync_requested: false,
                 stop: false,
             }),
             wake_writer: Condvar::new(),
@@ -67,6 +73,7 @@ impl LogWriter {
             pending_bytes: AtomicU64::new(0),
             failed: AtomicBool::new(false),
             error: Mutex::new(None),
+            writer_waiting: AtomicBool::new(false),
         });
         let thread_shared = shared.clone();
         let thread = std::thread::Builder::new()
@@ -96,8 +103,12 @@ impl LogWriter {
         self.shared
             .pending_bytes
             .store(pending.bytes.len() as u64, Ordering::Relaxed);
+        // `writer_waiting` only changes under the lock, so reading it here is exact.
+        let waiting = self.shared.writer_waiting.load(Ordering::Relaxed);
         drop(pending);
-        self.shared.wake_writer.notify_one();
+        if waiting {
+            self.shared.wake_writer.notify_one();
+        }
         seq
     }
 
@@ -130,17 +141,21 @@ impl LogWriter {
         self.shared.wake_writer.notify_one();
     }
 
-    /// Writes and fsyncs everything queued, then stops the thread. Returns the error if
-    /// the log could not be made durable.
-    pub fn shutdown(mut self) -> Result<(), String> {
-        self.shared.pending.lock().unwrap().stop = true;
+    /// Waits until everything submitted so far is written and fsynced, whatever the
+    /// policy. Fails (leaving the writer running and retrying) if the log is unhealthy.
+    pub fn sync(&self) -> Result<(), String> {
+        let target = self.last_submitted();
+        self.shared.pending.lock().unwrap().sync_requested = true;
         self.shared.wake_writer.notify_one();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-        match self.error() {
-            Some(e) => Err(e),
-            None => Ok(()),
+        loop {
+            if let Some(error) = self.error() {
+                return Err(error);
+            }
+            let requested = self.shared.pending.lock().unwrap().sync_requested;
+            if !requested && self.durable_seq() >= target {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 }
@@ -186,7 +201,7 @@ impl WriterThread {
 
     fn run(mut self) {
         loop {
-            let (batch, seq, policy, stop) = self.take_pending();
+            let (batch, seq, policy, sync_requested, stop) = self.take_pending();
             if !batch.is_empty() {
                 self.unsynced.push(batch);
                 self.unsynced_seq = seq;
@@ -199,12 +214,15 @@ impl WriterThread {
                     FsyncPolicy::EverySec => self.last_fsync.elapsed() >= Duration::from_secs(1),
                     FsyncPolicy::No => false,
                 };
-                if due || stop {
+                if due || sync_requested || stop {
                     let _ = self.fsync();
                 } else if policy == FsyncPolicy::No {
                     // Nothing is promised under `no`: the kernel flushes when it likes.
                     self.forget_written();
                 }
+            }
+            if sync_requested {
+                self.shared.pending.lock().unwrap().sync_requested = false;
             }
             (self.notify)();
             if stop {
@@ -217,12 +235,12 @@ impl WriterThread {
     }
 
     /// Waits for work (or the next everysec/retry tick) and takes all queued bytes.
-    fn take_pending(&mut self) -> (Vec<u8>, u64, FsyncPolicy, bool) {
+    fn take_pending(&mut self) -> (Vec<u8>, u64, FsyncPolicy, bool, bool) {
         let mut pending = self.shared.pending.lock().unwrap();
         loop {
             let failed = self.shared.failed.load(Ordering::Acquire);
             let has_unsynced = !self.unsynced.is_empty();
-            if !pending.bytes.is_empty() || pending.stop {
+            if !pending.bytes.is_empty() || pending.stop || pending.sync_requested {
                 break;
             }
             let wait = if failed {
@@ -236,15 +254,24 @@ impl WriterThread {
             } else {
                 Duration::from_secs(3600)
             };
+            self.shared.writer_waiting.store(true, Ordering::Relaxed);
             let (guard, timeout) = self.shared.wake_writer.wait_timeout(pending, wait).unwrap();
             pending = guard;
+            self.shared.writer_waiting.store(false, Ordering::Relaxed);
             if timeout.timed_out() && (failed || pending.policy == FsyncPolicy::EverySec) {
                 break;
             }
         }
         let batch = std::mem::take(&mut pending.bytes);
         self.shared.pending_bytes.store(0, Ordering::Relaxed);
-        (batch, pending.last_seq, pending.policy, pending.stop)
+        let sync_requested = pending.sync_requested;
+        (
+            batch,
+            pending.last_seq,
+            pending.policy,
+            sync_requested,
+            pending.stop,
+        )
     }
 
     /// Appends the part of `unsynced` not yet in the file (the file is opened O_APPEND).
