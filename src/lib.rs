@@ -20,6 +20,7 @@ pub mod glob;
 pub mod keyspace;
 pub mod log;
 pub mod long_double;
+pub mod rdb;
 pub mod recovery;
 pub mod resp;
 pub mod server;

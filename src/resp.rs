@@ -495,7 +495,7 @@ mod tests {
     /// `Progress` gives exactly what one parse of the whole input gives.
     #[test]
     fn resumed_parsing_equals_whole_parsing_on_random_input() {
-        use rand::{Rng, SeedableRng};
+        use rand::{RngExt, SeedableRng};
         let limits = ParseLimits::default();
         for seed in 0..300u64 {
             let mut rng = rand::rngs::StdRng::seed_from_u64(seed);

@@ -318,9 +318,13 @@ impl Server {
                     continue; // durable progress is checked below
                 } else if token >= FIRST_LISTENER {
                     self.accept(token - FIRST_LISTENER);
+                } else if event.is_error() || (event.is_read_closed() && event.is_write_closed()) {
+                    // The peer is gone both ways (reset or hang-up): nothing can be delivered.
+                    self.close_client(token);
                 } else {
                     if event.is_readable() || event.is_read_closed() {
-                        if let Some(request) = self.read_and_execute(token) {
+                        let until_eof = event.is_read_closed();
+                        if let Some(request) = self.read_and_execute(token, until_eof) {
                             shutdown = Some(request);
                             requester = Some(token);
                         }
@@ -430,7 +434,9 @@ impl Server {
 
     /// Reads everything available and executes every complete command.
     /// Returns Some(save) when a client asked for SHUTDOWN.
-    fn read_and_execute(&mut self, token: usize) -> Option<Option<bool>> {
+    /// `until_eof`: the peer has closed its side, so read until EOF rather than stopping
+    /// at a short read (no further event would announce the EOF).
+    fn read_and_execute(&mut self, token: usize, until_eof: bool) -> Option<Option<bool>> {
         let limit = self.state.config.query_buffer_bytes_max;
         // The peer sent EOF: it may have half-closed, so its replies still go out.
         let mut peer_done = false;
@@ -451,7 +457,8 @@ impl Server {
                         self.state.stats.total_net_input_bytes += n as u64;
                         // A short read drained the socket: skip the read that would only
                         // say WouldBlock (bytes arriving later raise a new edge event).
-                        if n < self.read_buffer.len() || client.input.len() > limit {
+                        let drained = n < self.read_buffer.len() && !until_eof;
+                        if drained || client.input.len() > limit {
                             break;
                         }
                     }
