@@ -724,10 +724,8 @@ impl Server {
         let mut still_held = Vec::new();
         for token in std::mem::take(&mut self.held) {
             match self.clients.get(&token) {
-                Some(client) if client.hold_seq > durable => {
-                    if !still_held.contains(&token) {
-                        still_held.push(token);
-                    }
+                Some(client) if client.hold_seq > durable && !still_held.contains(&token) => {
+                    still_held.push(token);
                 }
                 Some(_) => self.flush_client(token),
                 None => {}

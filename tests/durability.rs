@@ -99,7 +99,7 @@ fn record_cut_at_the_end_is_dropped_with_a_warning() {
         let value: Option<String> = conn.get(format!("key:{i}")).unwrap();
         assert_eq!(value, Some(format!("value:{i}")));
     }
-    assert_eq!(conn.exists::<_, bool>("partial").unwrap(), false);
+    assert!(!conn.exists::<_, bool>("partial").unwrap());
     assert!(
         server.log().contains("ends in the middle of a record"),
         "no warning in:\n{}",
@@ -324,7 +324,7 @@ fn expiry_is_logged_as_absolute_time_and_survives_restart() {
         after > 0 && after <= before - 2000,
         "TTL continues from the absolute time: {before} -> {after}"
     );
-    assert_eq!(conn.exists::<_, bool>("short").unwrap(), false);
+    assert!(!conn.exists::<_, bool>("short").unwrap());
     let later: i64 = conn.pttl("later").unwrap();
     assert!(later > 0 && later <= 50_000 - 2000, "{later}");
 }

@@ -52,9 +52,8 @@ fn main() {
         }
         Some("-v" | "--version") => {
             println!(
-                "Tessera server v={} (Redis {} compatible)",
-                env!("CARGO_PKG_VERSION"),
-                "7.0.15"
+                "Tessera server v={} (Redis 7.0.15 compatible)",
+                env!("CARGO_PKG_VERSION")
             );
             return;
         }

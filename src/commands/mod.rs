@@ -221,8 +221,8 @@ impl<'a> Ctx<'a> {
         found
     }
 
-    /// The string at `key`: Ok(None) if absent, Err(()) after replying WRONGTYPE.
-    pub fn get_string(&mut self, key: &[u8]) -> Result<Option<Bytes>, ()> {
+    /// The string at `key`: Ok(None) if absent, Err after replying WRONGTYPE.
+    pub fn get_string(&mut self, key: &[u8]) -> Result<Option<Bytes>, AlreadyReplied> {
         match self.lookup_read(key).map(|e| &e.value) {
             None => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.clone())),
@@ -233,6 +233,10 @@ impl<'a> Ctx<'a> {
         self.out.error(WRONGTYPE);
     }
 }
+
+/// The command's error reply has been written; the handler only has to return.
+#[derive(Debug)]
+pub struct AlreadyReplied;
 
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 pub const SYNTAX_ERROR: &str = "ERR syntax error";

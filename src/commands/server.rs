@@ -203,7 +203,7 @@ fn config_get(ctx: &mut Ctx, patterns: &Args) -> Action {
 
 /// CONFIG SET name value [name value ...]: all or nothing, as Redis 7.
 fn config_set(ctx: &mut Ctx, pairs: &Args) -> Action {
-    if pairs.len() % 2 != 0 {
+    if !pairs.len().is_multiple_of(2) {
         // Redis: an odd argument count past the first pair is a syntax error.
         ctx.out.error(SYNTAX_ERROR);
         return Action::None;

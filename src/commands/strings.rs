@@ -1,8 +1,8 @@
 //! String commands: GET, SET and its family, counters, ranges.
 
 use super::{
-    Action, Args, CommandSpec, Ctx, NOT_INTEGER, SYNTAX_ERROR, absolute_expiry, eq_ignore_case,
-    flags::*, int_arg, ms_text,
+    Action, AlreadyReplied, Args, CommandSpec, Ctx, NOT_INTEGER, SYNTAX_ERROR, absolute_expiry,
+    eq_ignore_case, flags::*, int_arg, ms_text,
 };
 use crate::command;
 use crate::keyspace::{Entry, NO_EXPIRY, Value};
@@ -354,7 +354,7 @@ fn set(ctx: &mut Ctx, args: &Args) -> Action {
     let old = if get {
         match ctx.get_string(key) {
             Ok(old) => old,
-            Err(()) => return Action::None,
+            Err(AlreadyReplied) => return Action::None,
         }
     } else {
         ctx.lookup(key).map(|_| Bytes::new())
@@ -453,7 +453,7 @@ fn mget(ctx: &mut Ctx, args: &Args) -> Action {
 
 fn mset(ctx: &mut Ctx, args: &Args) -> Action {
     let nx = eq_ignore_case(args[0], "msetnx");
-    if args.len() % 2 == 0 {
+    if args.len().is_multiple_of(2) {
         let name = if nx { "msetnx" } else { "mset" };
         super::wrong_arity(ctx, name);
         return Action::None;
@@ -511,7 +511,7 @@ fn getset(ctx: &mut Ctx, args: &Args) -> Action {
 
 fn getdel(ctx: &mut Ctx, args: &Args) -> Action {
     match ctx.get_string(args[1]) {
-        Err(()) => {}
+        Err(AlreadyReplied) => {}
         Ok(None) => ctx.out.null(),
         Ok(Some(v)) => {
             ctx.db().remove(args[1]);
@@ -538,7 +538,7 @@ fn getex(ctx: &mut Ctx, args: &Args) -> Action {
         i += 1;
     }
     let value = match ctx.get_string(key) {
-        Err(()) => return Action::None,
+        Err(AlreadyReplied) => return Action::None,
         Ok(None) => {
             ctx.out.null();
             return Action::None;

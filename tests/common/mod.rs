@@ -157,11 +157,7 @@ impl TestServer {
     pub fn last_incremental_file(&self) -> PathBuf {
         let manifest =
             std::fs::read_to_string(self.aof_dir().join("appendonly.aof.manifest")).unwrap();
-        let line = manifest
-            .lines()
-            .filter(|l| l.contains("type i"))
-            .last()
-            .unwrap();
+        let line = manifest.lines().rfind(|l| l.contains("type i")).unwrap();
         let name = line.split_whitespace().nth(1).unwrap();
         self.aof_dir().join(name)
     }
