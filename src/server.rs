@@ -6,6 +6,7 @@
 //! log writer as one batch and send the replies that may go out. Under
 //! `appendfsync always` a reply produced while any batch is not yet durable is held until
 //! the writer reports that batch fsynced (group commit); the loop keeps serving meanwhile.
+//! Under `everysec` and `no` a reply waits only until its batch is written to the file.
 
 use crate::commands::{
     Action, ClientState, Ctx, PersistenceInfo, Propagation, Registry, ServerState, flags,
@@ -52,6 +53,9 @@ struct Client {
     /// commands refused before running (MISCONF, NOAUTH, arity) reveal nothing and need
     /// not wait, so a client can learn promptly that the log is failing.
     reply_reads_state: bool,
+    /// Listed in `Server::held`, waiting for `hold_seq` to become durable. Never flushed
+    /// while set: the only way out is `release_held`.
+    in_held: bool,
     close_after_reply: bool,
     created: Instant,
     last_interaction: Instant,
@@ -153,6 +157,16 @@ fn bind_addresses(config: &Config) -> Vec<(String, bool)> {
             None => (addr.clone(), false),
         })
         .collect()
+}
+
+/// The highest log batch whose replies may go out. Under `always`, fsynced. Otherwise,
+/// written to the file: then an acknowledged write survives the death of the process (the
+/// page cache keeps it), as in Redis, which writes its log before sending replies.
+fn release_watermark(writer: &LogWriter, policy: FsyncPolicy) -> u64 {
+    match policy {
+        FsyncPolicy::Always => writer.durable_seq(),
+        FsyncPolicy::EverySec | FsyncPolicy::No => writer.written_seq(),
+    }
 }
 
 impl Server {
@@ -413,6 +427,7 @@ impl Server {
                 output_sent: 0,
                 hold_seq: 0,
                 reply_reads_state: false,
+                in_held: false,
                 close_after_reply: false,
                 created: now,
                 last_interaction: now,
@@ -559,8 +574,8 @@ impl Server {
                 None | Some(Action::None) => {}
                 Some(Action::Close) => client.close_after_reply = true,
                 Some(Action::Shutdown { save }) => shutdown = Some(save),
-                Some(Action::ClientList { only_self }) => {
-                    let text = self.client_list(&client, only_self);
+                Some(Action::ClientList { only_self, ids }) => {
+                    let text = self.client_list(&client, only_self, ids.as_deref());
                     ReplyWriter::new(&mut client.output, client.state.resp3)
                         .verbatim(text.as_bytes());
                 }
@@ -651,7 +666,7 @@ impl Server {
         }
     }
 
-    fn client_list(&self, current: &Client, only_self: bool) -> String {
+    fn client_list(&self, current: &Client, only_self: bool, ids: Option<&[u64]>) -> String {
         let describe = |c: &Client| {
             let now = Instant::now();
             format!(
@@ -684,6 +699,7 @@ impl Server {
         }
         let mut all: Vec<&Client> = self.clients.values().collect();
         all.push(current);
+        all.retain(|c| ids.is_none_or(|ids| ids.contains(&c.state.id)));
         all.sort_by_key(|c| c.state.id);
         all.into_iter().map(describe).collect()
     }
@@ -694,9 +710,8 @@ impl Server {
             if !self.propagation.buffer.is_empty() {
                 writer.submit(&mut self.propagation.buffer);
             }
-            let always = self.state.config.appendfsync == FsyncPolicy::Always;
-            let durable = writer.durable_seq();
-            let required = if always { writer.last_submitted() } else { 0 };
+            let durable = release_watermark(writer, self.state.config.appendfsync);
+            let required = writer.last_submitted();
             for token in std::mem::take(&mut self.touched) {
                 let Some(client) = self.clients.get_mut(&token) else {
                     continue;
@@ -705,8 +720,11 @@ impl Server {
                     client.hold_seq = required;
                 }
                 if client.hold_seq > durable {
-                    self.held.push(token);
-                } else {
+                    if !client.in_held {
+                        client.in_held = true;
+                        self.held.push(token);
+                    }
+                } else if !client.in_held {
                     self.flush_client(token);
                 }
             }
@@ -720,15 +738,22 @@ impl Server {
         }
     }
 
+    /// Sends the output of held clients whose batch is now durable. A client is listed in
+    /// `held` at most once (its `in_held` flag), so one pass releases it.
     fn release_held(&mut self, durable: u64) {
         let mut still_held = Vec::new();
         for token in std::mem::take(&mut self.held) {
-            match self.clients.get(&token) {
-                Some(client) if client.hold_seq > durable && !still_held.contains(&token) => {
-                    still_held.push(token);
-                }
-                Some(_) => self.flush_client(token),
-                None => {}
+            let Some(client) = self.clients.get_mut(&token) else {
+                continue; // closed meanwhile
+            };
+            if !client.in_held {
+                continue; // the token was reused by a client that is not waiting
+            }
+            if client.hold_seq > durable {
+                still_held.push(token);
+            } else {
+                client.in_held = false;
+                self.flush_client(token);
             }
         }
         self.held = still_held;
@@ -796,7 +821,7 @@ impl Server {
             self.state.log_error = error;
             self.state.persistence.aof_current_size = writer.file_bytes();
             self.state.persistence.aof_pending_bytes = writer.pending_bytes();
-            let durable = writer.durable_seq();
+            let durable = release_watermark(writer, self.state.config.appendfsync);
             if !self.held.is_empty() {
                 self.release_held(durable);
             }
@@ -804,7 +829,11 @@ impl Server {
         self.active_expire_cycle(now_ms);
         if self.state.config.timeout_seconds > 0 {
             let limit = Duration::from_secs(self.state.config.timeout_seconds);
-            let durable = self.log_writer.as_ref().map_or(0, LogWriter::durable_seq);
+            let policy = self.state.config.appendfsync;
+            let durable = self
+                .log_writer
+                .as_ref()
+                .map_or(0, |w| release_watermark(w, policy));
             // A client waiting for its replies to become durable is not idle.
             let idle: Vec<usize> = self
                 .clients

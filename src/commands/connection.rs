@@ -268,13 +268,23 @@ fn client(ctx: &mut Ctx, args: &Args) -> Action {
                     .error(&format!("ERR Unrecognized option '{}'", lossy(args[2])));
             }
         }
-        "info" => return Action::ClientList { only_self: true },
+        "info" => {
+            return Action::ClientList {
+                only_self: true,
+                ids: None,
+            };
+        }
         "list" => {
             // Every Tessera client is of type normal; the other types list nobody.
             if args.len() == 4 && eq_ignore_case(args[2], "type") {
                 let kind = lossy(args[3]).to_ascii_lowercase();
                 match kind.as_str() {
-                    "normal" => return Action::ClientList { only_self: false },
+                    "normal" => {
+                        return Action::ClientList {
+                            only_self: false,
+                            ids: None,
+                        };
+                    }
                     "master" | "replica" | "slave" | "pubsub" => ctx.out.verbatim(b""),
                     _ => ctx
                         .out
@@ -282,11 +292,32 @@ fn client(ctx: &mut Ctx, args: &Args) -> Action {
                 }
                 return Action::None;
             }
+            if args.len() >= 4 && eq_ignore_case(args[2], "id") {
+                let ids: Option<Vec<u64>> = args[3..]
+                    .iter()
+                    .map(|a| {
+                        crate::resp::parse_i64(a)
+                            .filter(|&n| n > 0)
+                            .map(|n| n as u64)
+                    })
+                    .collect();
+                let Some(ids) = ids else {
+                    ctx.out.error("ERR Invalid client ID");
+                    return Action::None;
+                };
+                return Action::ClientList {
+                    only_self: false,
+                    ids: Some(ids),
+                };
+            }
             if args.len() != 2 {
                 ctx.out.error(super::SYNTAX_ERROR);
                 return Action::None;
             }
-            return Action::ClientList { only_self: false };
+            return Action::ClientList {
+                only_self: false,
+                ids: None,
+            };
         }
         _ => {
             ctx.out.array(CLIENT_HELP.len());

@@ -54,8 +54,10 @@ pub enum Action {
         save: Option<bool>,
     },
     /// CLIENT LIST / CLIENT INFO need every session; the server writes the reply.
+    /// `ids`: only these clients (CLIENT LIST ID ...).
     ClientList {
         only_self: bool,
+        ids: Option<Vec<u64>>,
     },
 }
 

@@ -116,6 +116,10 @@ impl LogWriter {
         self.next_seq - 1
     }
 
+    pub fn written_seq(&self) -> u64 {
+        self.shared.written_seq.load(Ordering::Acquire)
+    }
+
     pub fn durable_seq(&self) -> u64 {
         self.shared.durable_seq.load(Ordering::Acquire)
     }
