@@ -53,6 +53,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def shown_path(text: str) -> str:
+    """A path as the report shows it: relative inside the repository, else its name only,
+    so that reports carry no machine-specific paths."""
+    if not text.startswith("/"):
+        return text
+    path = Path(text).resolve()
+    try:
+        return str(path.relative_to(REPO))
+    except ValueError:
+        return path.name
 KEYSPACE = 1_000_000  # -r for every case
 HOST = "127.0.0.1"
 TARGET_ALWAYS_RATIO = 0.7
@@ -515,7 +527,7 @@ def machine_info(args) -> list[tuple[str, str]]:
         ("redis-server --version", command_output([args.redis_server, "--version"])),
         ("redis-benchmark --version", command_output([args.redis_benchmark, "--version"])),
         ("tessera-server --version", command_output([str(binary), "--version"])),
-        ("tessera-server binary", f"{binary} (built {built}, git {tessera_git()})"),
+        ("tessera-server binary", f"{shown_path(str(binary))} (built {built}, git {tessera_git()})"),
         ("Python", platform.python_version()),
     ]
 
@@ -529,7 +541,8 @@ def render(args, info, results: list[Result], started: float, status: str,
            warnings: dict[str, set[str]], stale: str | None) -> str:
     argv = [Path(sys.executable).name] + sys.argv
     lines = ["# Tessera vs Redis: redis-benchmark comparison", ""]
-    lines.append(f"- Command: `{shlex.join(argv)}` (cwd `{os.getcwd()}`)")
+    where = "the repository root" if Path.cwd().resolve() == REPO else "elsewhere"
+    lines.append(f"- Command: `{shlex.join(shown_path(a) for a in argv)}` (run from {where})")
     lines.append(f"- Date: {dt.datetime.now().astimezone().isoformat(timespec='seconds')}")
     lines.append(f"- Status: {status}; wall time {time.monotonic() - started:.0f} s; "
                  f"load average at end {' / '.join(f'{x:.2f}' for x in os.getloadavg())}")
@@ -544,7 +557,8 @@ def render(args, info, results: list[Result], started: float, status: str,
     )
     lines.append("- Servers (fresh per run, own temp dir, free port, append-only log on):")
     def template(name):
-        text = shlex.join(Servers(args).command(name, "$PORT", "$DIR", "$FSYNC"))
+        words = Servers(args).command(name, "$PORT", "$DIR", "$FSYNC")
+        text = shlex.join(shown_path(w) for w in words)
         return re.sub(r"'(\$[A-Z]+)'", r"\1", text)
     lines.append(f"  - `{template('tessera')}`")
     lines.append(f"  - `{template('redis')}`"
