@@ -251,6 +251,13 @@ pub fn replay_log(
     Ok(report)
 }
 
+/// What one base file held: its live keys (with their database), bytes read, seconds taken.
+struct LoadedPart {
+    entries: Vec<(u32, crate::keyspace::Entry)>,
+    bytes: u64,
+    seconds: f64,
+}
+
 /// Loads the base snapshot files (RDB) in parallel, one thread per file, then inserts
 /// what they hold. Keys already expired are dropped, as Redis does when loading.
 /// Returns (keys loaded, bytes read).
@@ -261,26 +268,29 @@ fn load_base_parts(
 ) -> Result<(u64, u64), String> {
     let databases = keyspace.dbs.len() as u32;
     let now_ms = crate::clock::unix_ms();
-    let parts: Vec<Result<(Vec<(u32, crate::keyspace::Entry)>, u64, f64), String>> =
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = bases
-                .iter()
-                .map(|base| {
-                    let path = paths.file(&base.name);
-                    scope.spawn(move || load_base_part(&path, databases, now_ms))
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err("a loading thread panicked".into()))
-                })
-                .collect()
-        });
+    let parts: Vec<Result<LoadedPart, String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = bases
+            .iter()
+            .map(|base| {
+                let path = paths.file(&base.name);
+                scope.spawn(move || load_base_part(&path, databases, now_ms))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("a loading thread panicked".into()))
+            })
+            .collect()
+    });
     let (mut keys, mut bytes) = (0u64, 0u64);
     for (base, part) in bases.iter().zip(parts) {
-        let (entries, part_bytes, seconds) = part?;
+        let LoadedPart {
+            entries,
+            bytes: part_bytes,
+            seconds,
+        } = part?;
         tracing::info!(
             "loaded {}: {} keys, {:.1} MB in {seconds:.3}s ({:.0} keys/s, {:.1} MB/s)",
             base.name,
@@ -298,11 +308,7 @@ fn load_base_parts(
     Ok((keys, bytes))
 }
 
-fn load_base_part(
-    path: &Path,
-    databases: u32,
-    now_ms: i64,
-) -> Result<(Vec<(u32, crate::keyspace::Entry)>, u64, f64), String> {
+fn load_base_part(path: &Path, databases: u32, now_ms: i64) -> Result<LoadedPart, String> {
     let started = Instant::now();
     let is_rdb = path.extension().is_some_and(|e| e == "rdb");
     if !is_rdb {
@@ -330,7 +336,11 @@ fn load_base_part(
         &mut visitor,
     )
     .map_err(|e| format!("Bad base snapshot file {}: {e}", path.display()))?;
-    Ok((entries, summary.bytes, started.elapsed().as_secs_f64()))
+    Ok(LoadedPart {
+        entries,
+        bytes: summary.bytes,
+        seconds: started.elapsed().as_secs_f64(),
+    })
 }
 
 fn truncate_file(path: &Path, length: u64) -> Result<(), String> {
