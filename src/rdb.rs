@@ -1185,15 +1185,15 @@ mod tests {
             .collect()
     }
 
-    /// Deterministic pseudo-random bytes (xorshift), so failures reproduce.
-    struct Random(u64);
+    /// Seeded pseudo-random numbers and bytes, so failures reproduce.
+    struct Random(rand::rngs::StdRng);
 
     impl Random {
+        fn new(seed: u64) -> Random {
+            Random(rand::SeedableRng::seed_from_u64(seed))
+        }
         fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
+            rand::Rng::next_u64(&mut self.0)
         }
         fn bytes(&mut self, length: usize) -> Vec<u8> {
             (0..length).map(|_| self.next() as u8).collect()
@@ -1261,7 +1261,7 @@ mod tests {
     }
 
     fn sample_entries() -> Vec<(u32, Entry)> {
-        let mut random = Random(0x5eed);
+        let mut random = Random::new(0x5eed);
         vec![
             (0, entry(b"plain", b"value", NO_EXPIRY)),
             (0, entry(b"", b"", NO_EXPIRY)),
@@ -1518,7 +1518,7 @@ mod tests {
 
     #[test]
     fn values_larger_than_the_buffers() {
-        let mut random = Random(7);
+        let mut random = Random::new(7);
         let huge_random = random.bytes(3 * 1024 * 1024 + 17);
         let mut huge_repetitive = Vec::new();
         while huge_repetitive.len() < 2 * 1024 * 1024 {
@@ -1545,7 +1545,7 @@ mod tests {
 
     #[test]
     fn lzf_round_trips_and_respects_its_limit() {
-        let mut random = Random(42);
+        let mut random = Random::new(42);
         let mut compressor = LzfCompressor::default();
         let mut compressed = Vec::new();
         let mut inputs: Vec<Vec<u8>> = vec![
@@ -1648,7 +1648,7 @@ mod tests {
     #[test]
     fn random_damage_never_panics() {
         let file = write_file(&sample_entries()[..5]);
-        let mut random = Random(99);
+        let mut random = Random::new(99);
         for _ in 0..3000 {
             let mut damaged = file.clone();
             for _ in 0..1 + random.next() % 8 {

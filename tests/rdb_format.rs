@@ -13,15 +13,15 @@ use tessera::rdb::{RdbError, RdbVisitor, RdbWriter, RdbWriterOptions, load};
 /// (db, key) → (value, absolute expiry in ms or NO_EXPIRY)
 type Dataset = BTreeMap<(u32, Vec<u8>), (Vec<u8>, i64)>;
 
-/// Deterministic pseudo-random bytes (xorshift), so failures reproduce.
-struct Random(u64);
+/// Seeded pseudo-random numbers and bytes, so failures reproduce.
+struct Random(rand::rngs::StdRng);
 
 impl Random {
+    fn new(seed: u64) -> Random {
+        Random(rand::SeedableRng::seed_from_u64(seed))
+    }
     fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
+        rand::Rng::next_u64(&mut self.0)
     }
     fn bytes(&mut self, length: usize) -> Vec<u8> {
         (0..length).map(|_| self.next() as u8).collect()
@@ -77,7 +77,7 @@ fn string_values(random: &mut Random) -> Vec<Vec<u8>> {
 /// The dataset Tessera writes for Redis to load: several databases, every kind of
 /// string, binary keys, expiries in the future (and one in the past, which Redis drops).
 fn tessera_dataset() -> Dataset {
-    let mut random = Random(0x7e55e7a);
+    let mut random = Random::new(0x7e55e7a);
     let future = now_ms() + 3_600_000;
     let mut dataset = Dataset::new();
     for (index, value) in string_values(&mut random).into_iter().enumerate() {
@@ -277,7 +277,7 @@ fn redis_server_loads_a_tessera_file() {
 /// Fills a real Redis with strings of every kind in two databases, some with an absolute
 /// expiry (exact) and some with a relative one, and returns what it should hold.
 fn fill_redis(connection: &mut redis::Connection) -> (Dataset, Vec<(u32, Vec<u8>, i64)>) {
-    let mut random = Random(0xd0e);
+    let mut random = Random::new(0xd0e);
     let future = now_ms() + 7_200_000;
     let mut dataset = Dataset::new();
     let mut relative = Vec::new();
