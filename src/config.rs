@@ -32,6 +32,7 @@ pub struct Config {
     pub appendonly: bool,
     pub appendfilename: String,
     pub appenddirname: String,
+    pub dbfilename: String,
     pub appendfsync: FsyncPolicy,
     pub aof_load_truncated: bool,
     pub requirepass: Option<String>,
@@ -57,6 +58,7 @@ impl Default for Config {
             appendonly: true,
             appendfilename: "appendonly.aof".into(),
             appenddirname: "appendonlydir".into(),
+            dbfilename: "dump.rdb".into(),
             appendfsync: FsyncPolicy::EverySec,
             aof_load_truncated: true,
             requirepass: None,
@@ -203,6 +205,9 @@ pub static DIRECTIVES: &[Directive] = &[
         |c| c.appenddirname.clone(),
         |c, a| c.appenddirname = file_name(a)?
     ),
+    directive!("dbfilename", false, |c| c.dbfilename.clone(), |c, a| c
+        .dbfilename =
+        file_name(a)?),
     directive!(
         "appendfsync",
         true,

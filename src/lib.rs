@@ -24,4 +24,5 @@ pub mod rdb;
 pub mod recovery;
 pub mod resp;
 pub mod server;
+pub mod snapshot;
 pub mod stats;

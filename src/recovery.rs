@@ -259,7 +259,7 @@ struct LoadedPart {
 }
 
 /// Loads the base snapshot files (RDB) in parallel, one thread per file, then inserts
-/// what they hold. Keys already expired are dropped, as Redis does when loading.
+/// what they hold (keys already expired are dropped by `snapshot::read_live_entries`).
 /// Returns (keys loaded, bytes read).
 fn load_base_parts(
     paths: &LogPaths,
@@ -267,13 +267,12 @@ fn load_base_parts(
     keyspace: &mut Keyspace,
 ) -> Result<(u64, u64), String> {
     let databases = keyspace.dbs.len() as u32;
-    let now_ms = crate::clock::unix_ms();
     let parts: Vec<Result<LoadedPart, String>> = std::thread::scope(|scope| {
         let handles: Vec<_> = bases
             .iter()
             .map(|base| {
                 let path = paths.file(&base.name);
-                scope.spawn(move || load_base_part(&path, databases, now_ms))
+                scope.spawn(move || load_base_part(&path, databases))
             })
             .collect();
         handles
@@ -308,37 +307,18 @@ fn load_base_parts(
     Ok((keys, bytes))
 }
 
-fn load_base_part(path: &Path, databases: u32, now_ms: i64) -> Result<LoadedPart, String> {
+fn load_base_part(path: &Path, databases: u32) -> Result<LoadedPart, String> {
     let started = Instant::now();
-    let is_rdb = path.extension().is_some_and(|e| e == "rdb");
-    if !is_rdb {
+    if path.extension().is_none_or(|e| e != "rdb") {
         return Err(format!(
             "{}: a base file in RESP form (aof-use-rdb-preamble no) is not supported yet",
             path.display()
         ));
     }
-    let file =
-        std::fs::File::open(path).map_err(|e| format!("can't open {}: {e}", path.display()))?;
-    let mut entries = Vec::new();
-    let mut visitor = |db: u32, entry: crate::keyspace::Entry| {
-        if db >= databases {
-            return Err(format!(
-                "database {db} is out of range (databases {databases})"
-            ));
-        }
-        if !entry.is_expired(now_ms) {
-            entries.push((db, entry));
-        }
-        Ok(())
-    };
-    let summary = crate::rdb::load(
-        std::io::BufReader::with_capacity(1 << 20, file),
-        &mut visitor,
-    )
-    .map_err(|e| format!("Bad base snapshot file {}: {e}", path.display()))?;
+    let (entries, bytes) = crate::snapshot::read_live_entries(path, databases)?;
     Ok(LoadedPart {
         entries,
-        bytes: summary.bytes,
+        bytes,
         seconds: started.elapsed().as_secs_f64(),
     })
 }

@@ -244,6 +244,16 @@ impl Server {
             propagation.enabled = true;
             (Some(writer), Some(paths))
         } else {
+            // With the log off, the dataset is the last snapshot, as in Redis.
+            let path = state.config.dir.join(&state.config.dbfilename);
+            if path.exists() {
+                let started = Instant::now();
+                let keys = crate::snapshot::load(&mut keyspace, &path)?;
+                let seconds = started.elapsed().as_secs_f64();
+                tracing::info!("loaded {} ({keys} keys) in {seconds:.3}s", path.display());
+                state.persistence.loading_seconds = seconds;
+                state.persistence.loaded_keys = keys;
+            }
             (None, None)
         };
         state.dirty = 0;
@@ -879,9 +889,16 @@ impl Server {
         }
     }
 
-    fn shutdown(&mut self, _save: Option<bool>) -> Result<(), String> {
+    /// `save`: Some(true) for SHUTDOWN SAVE. (Without save points configured, a plain
+    /// SHUTDOWN does not write `dbfilename`, as in Redis.)
+    fn shutdown(&mut self, save: Option<bool>) -> Result<(), String> {
         tracing::info!("user requested shutdown...");
         self.end_of_turn();
+        if save == Some(true) {
+            tracing::info!("saving the final RDB snapshot before exiting");
+            let config = &self.state.config;
+            crate::snapshot::save(&self.keyspace, &config.dir, &config.dbfilename)?;
+        }
         if let Some(writer) = &self.log_writer {
             tracing::info!("flushing and syncing the append-only log");
             // On failure the writer stays in place and keeps retrying; the server runs on.

@@ -68,6 +68,15 @@ pub fn commands() -> Vec<CommandSpec> {
             shutdown
         ),
         command!(
+            "save",
+            1,
+            ADMIN,
+            (0, 0, 0),
+            "server",
+            "Synchronously saves the database(s) to disk.",
+            save
+        ),
+        command!(
             "bgrewriteaof",
             1,
             ADMIN,
@@ -129,6 +138,24 @@ fn shutdown(ctx: &mut Ctx, args: &Args) -> Action {
         None
     };
     Action::Shutdown { save }
+}
+
+/// SAVE: writes `dbfilename` in `dir` on the event loop, blocking it, as Redis's SAVE does.
+fn save(ctx: &mut Ctx, _args: &Args) -> Action {
+    let config = &ctx.server.config;
+    match crate::snapshot::save(ctx.keyspace, &config.dir, &config.dbfilename) {
+        Ok(size) => {
+            tracing::info!("DB saved on disk ({size} bytes)");
+            ctx.server.dirty = 0;
+            ctx.server.last_save_unix_seconds = crate::clock::unix_seconds();
+            ctx.out.ok();
+        }
+        Err(e) => {
+            tracing::warn!("SAVE failed: {e}");
+            ctx.out.error("ERR");
+        }
+    }
+    Action::None
 }
 
 fn bgrewriteaof(ctx: &mut Ctx, _args: &Args) -> Action {
@@ -229,7 +256,7 @@ fn config_set(ctx: &mut Ctx, pairs: &Args) -> Action {
         }
         seen.push(directive.name);
         if !directive.mutable {
-            let why = if directive.name == "dir" {
+            let why = if matches!(directive.name, "dir" | "dbfilename") {
                 "can't set protected config"
             } else {
                 "can't set immutable config"

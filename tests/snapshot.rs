@@ -1,0 +1,120 @@
+//! SAVE and dump.rdb: a synchronous snapshot that redis-check-rdb accepts and Redis 7.0
+//! loads, and that Tessera loads at start-up when the append-only log is off.
+
+mod common;
+
+use common::{RedisOracle, require_redis_or_skip, start_server, temp_dir};
+use redis::Commands;
+
+fn populate(conn: &mut redis::Connection) {
+    for i in 0..500 {
+        let _: () = conn.set(format!("key:{i}"), format!("value:{i}")).unwrap();
+    }
+    let _: () = conn.set("int", 12345).unwrap();
+    let _: () = conn.set("long", "abc".repeat(2000)).unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("ttl")
+        .arg("v")
+        .arg("EX")
+        .arg(1000)
+        .query(conn)
+        .unwrap();
+    let _: () = redis::cmd("SELECT").arg(9).query(conn).unwrap();
+    let _: () = conn.set("in-db-9", "yes").unwrap();
+    let _: () = redis::cmd("SELECT").arg(0).query(conn).unwrap();
+}
+
+fn check(conn: &mut redis::Connection) {
+    assert_eq!(common::dbsize(conn), 503);
+    assert_eq!(conn.get::<_, String>("key:499").unwrap(), "value:499");
+    assert_eq!(conn.get::<_, i64>("int").unwrap(), 12345);
+    assert_eq!(conn.get::<_, String>("long").unwrap(), "abc".repeat(2000));
+    let ttl: i64 = conn.ttl("ttl").unwrap();
+    assert!(ttl > 900 && ttl <= 1000, "{ttl}");
+    let _: () = redis::cmd("SELECT").arg(9).query(conn).unwrap();
+    assert_eq!(conn.get::<_, String>("in-db-9").unwrap(), "yes");
+    let _: () = redis::cmd("SELECT").arg(0).query(conn).unwrap();
+}
+
+#[test]
+fn save_writes_a_dump_that_tessera_loads_with_the_log_off() {
+    let dir = temp_dir();
+    let mut server = start_server(dir.path(), &["--appendonly", "no"]);
+    let mut conn = server.connection();
+    populate(&mut conn);
+    let before: i64 = redis::cmd("LASTSAVE").query(&mut conn).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let _: () = redis::cmd("SAVE").query(&mut conn).unwrap();
+    let after: i64 = redis::cmd("LASTSAVE").query(&mut conn).unwrap();
+    assert!(after > before, "LASTSAVE moves: {before} -> {after}");
+    let info: String = redis::cmd("INFO")
+        .arg("persistence")
+        .query(&mut conn)
+        .unwrap();
+    assert!(info.contains("rdb_changes_since_last_save:0"), "{info}");
+    server.kill9();
+    assert!(dir.path().join("dump.rdb").exists());
+    // No temporary file is left behind.
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("temp-"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    let server = start_server(dir.path(), &["--appendonly", "no"]);
+    check(&mut server.connection());
+}
+
+#[test]
+fn shutdown_save_writes_the_dump() {
+    let dir = temp_dir();
+    let mut server = start_server(
+        dir.path(),
+        &["--appendonly", "no", "--dbfilename", "snap.rdb"],
+    );
+    populate(&mut server.connection());
+    let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN")
+        .arg("SAVE")
+        .query(&mut server.connection());
+    server.shutdown();
+    assert!(dir.path().join("snap.rdb").exists());
+    let server = start_server(
+        dir.path(),
+        &["--appendonly", "no", "--dbfilename", "snap.rdb"],
+    );
+    check(&mut server.connection());
+}
+
+#[test]
+fn redis_checks_and_loads_a_tessera_dump() {
+    let Some(redis_binary) = require_redis_or_skip("redis_checks_and_loads_a_tessera_dump") else {
+        return;
+    };
+    let dir = temp_dir();
+    let mut server = start_server(dir.path(), &["--appendonly", "no"]);
+    let mut conn = server.connection();
+    populate(&mut conn);
+    let _: () = redis::cmd("SAVE").query(&mut conn).unwrap();
+    server.shutdown();
+    let check_rdb = redis_binary.with_file_name("redis-check-rdb");
+    let output = std::process::Command::new(&check_rdb)
+        .arg(dir.path().join("dump.rdb"))
+        .output()
+        .expect("run redis-check-rdb");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && text.contains("RDB looks OK"),
+        "{text}"
+    );
+
+    // Only the dump: Redis must not see Tessera's (empty) log directory or test logs.
+    let redis_dir = temp_dir();
+    std::fs::copy(
+        dir.path().join("dump.rdb"),
+        redis_dir.path().join("dump.rdb"),
+    )
+    .unwrap();
+    let oracle = RedisOracle::start_with(&redis_binary, redis_dir.path(), &["--appendonly", "no"]);
+    check(&mut oracle.connection());
+}
