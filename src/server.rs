@@ -270,7 +270,10 @@ impl Server {
                 .and_then(TcpListener::bind);
             match result {
                 Ok(listener) => {
-                    tracing::info!("listening on {text}");
+                    let bound = listener
+                        .local_addr()
+                        .map_or(text.clone(), |a| a.to_string());
+                    tracing::info!("listening on {bound}");
                     listeners.push(listener);
                 }
                 Err(e) if optional => tracing::info!("skipping optional address {text}: {e}"),
@@ -313,10 +316,6 @@ impl Server {
             shutdown_flag,
             expire_cursor: vec![0; databases],
         })
-    }
-
-    pub fn local_port(&self) -> u16 {
-        self.state.tcp_port
     }
 
     /// Runs until SHUTDOWN or a termination signal.

@@ -15,7 +15,7 @@ pub mod writer;
 use crate::config::Config;
 use manifest::{FileKind, Manifest, ManifestEntry};
 use std::fs::OpenOptions;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 pub use writer::{LogWriter, Notify};
 
@@ -116,18 +116,4 @@ pub fn remove_unlisted(paths: &LogPaths, manifest: &Manifest) {
             let _ = std::fs::remove_file(entry.path());
         }
     }
-}
-
-/// Total size of the files the manifest lists.
-pub fn total_size(paths: &LogPaths, manifest: &Manifest) -> u64 {
-    manifest
-        .entries
-        .iter()
-        .filter_map(|e| std::fs::metadata(paths.file(&e.name)).ok())
-        .map(|m| m.len())
-        .sum()
-}
-
-pub fn display(path: &Path) -> String {
-    path.display().to_string()
 }
