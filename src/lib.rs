@@ -26,3 +26,4 @@ pub mod resp;
 pub mod server;
 pub mod snapshot;
 pub mod stats;
+pub mod storage;
