@@ -46,6 +46,63 @@ pub struct Config {
     pub hz: u32,
     pub daemonize: bool,
     pub pidfile: String,
+    /// Writer threads (and snapshot parts) of a compaction; 0: one per CPU.
+    pub aof_rewrite_threads_setting: usize,
+    pub auto_aof_rewrite_percentage: u64,
+    pub auto_aof_rewrite_min_size: u64,
+    /// `save <seconds> <changes>` points: a BGSAVE when both are reached.
+    pub save_points: Vec<(u64, u64)>,
+    /// A `save` line has been read from the current source: later lines add points
+    /// (redis.conf lists one point per line), the first replaces the defaults.
+    pub save_points_explicit: bool,
+}
+
+impl Config {
+    /// The number of writer threads a compaction uses.
+    pub fn aof_rewrite_threads(&self) -> usize {
+        match self.aof_rewrite_threads_setting {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        }
+    }
+}
+
+fn save_points_text(points: &[(u64, u64)]) -> String {
+    points
+        .iter()
+        .map(|(seconds, changes)| format!("{seconds} {changes}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn set_save_points(config: &mut Config, args: &[String]) -> Result<(), String> {
+    let words: Vec<&str> = args.iter().flat_map(|a| a.split_whitespace()).collect();
+    if !config.save_points_explicit {
+        config.save_points.clear();
+        config.save_points_explicit = true;
+    }
+    if words.is_empty() {
+        config.save_points.clear();
+        return Ok(());
+    }
+    if !words.len().is_multiple_of(2) {
+        return Err("Invalid save parameters".into());
+    }
+    let mut points = Vec::new();
+    for pair in words.chunks(2) {
+        let seconds = pair[0]
+            .parse::<u64>()
+            .map_err(|_| "Invalid save parameters")?;
+        let changes = pair[1]
+            .parse::<u64>()
+            .map_err(|_| "Invalid save parameters")?;
+        if seconds < 1 {
+            return Err("Invalid save parameters".into());
+        }
+        points.push((seconds, changes));
+    }
+    config.save_points.extend(points);
+    Ok(())
 }
 
 impl Default for Config {
@@ -72,6 +129,12 @@ impl Default for Config {
             hz: 10,
             daemonize: false,
             pidfile: String::new(),
+            aof_rewrite_threads_setting: 0,
+            auto_aof_rewrite_percentage: 100,
+            auto_aof_rewrite_min_size: 64 * 1024 * 1024,
+            // Redis 7's built-in default.
+            save_points: vec![(3600, 1), (300, 100), (60, 10000)],
+            save_points_explicit: false,
         }
     }
 }
@@ -286,6 +349,30 @@ pub static DIRECTIVES: &[Directive] = &[
     }),
     directive!("pidfile", false, |c| c.pidfile.clone(), |c, a| c.pidfile =
         one(a)?.to_string()),
+    directive!(
+        "aof-rewrite-threads",
+        true,
+        |c| c.aof_rewrite_threads_setting.to_string(),
+        |c, a| c.aof_rewrite_threads_setting = parse_int_in(a, 0, 1024)? as usize
+    ),
+    directive!(
+        "auto-aof-rewrite-percentage",
+        true,
+        |c| c.auto_aof_rewrite_percentage.to_string(),
+        |c, a| c.auto_aof_rewrite_percentage = parse_int_in(a, 0, i32::MAX as i64)? as u64
+    ),
+    directive!(
+        "auto-aof-rewrite-min-size",
+        true,
+        |c| c.auto_aof_rewrite_min_size.to_string(),
+        |c, a| c.auto_aof_rewrite_min_size = parse_memory_arg(a, 0)?
+    ),
+    directive!(
+        "save",
+        true,
+        |c| save_points_text(&c.save_points),
+        |c, a| { set_save_points(c, a)? }
+    ),
 ];
 
 pub fn find_directive(name: &str) -> Option<&'static Directive> {

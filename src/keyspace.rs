@@ -13,6 +13,7 @@
 use bytes::Bytes;
 use hashbrown::HashTable;
 use std::hash::BuildHasher;
+use std::sync::Arc;
 
 pub const SLOT_COUNT: usize = 16384;
 
@@ -96,6 +97,37 @@ impl Slot {
     }
 }
 
+/// Receives the slots captured for a snapshot in progress (see `Db::begin_capture`).
+pub trait CaptureSink: Send + Sync {
+    /// `db` is the database's index when the snapshot started (SWAPDB may have moved it
+    /// since). The slot's table is as it was at that moment.
+    fn accept(&self, db: u32, slot: usize, captured: Slot);
+}
+
+/// A snapshot in progress over one database: which slots still hold their state of the
+/// snapshot's start and must be captured before they change.
+struct Capture {
+    db: u32,
+    /// One bit per slot; set: not captured yet. Slots empty at the start are never set.
+    pending: Box<[u64]>,
+    remaining: usize,
+    /// Where the background capture resumes.
+    cursor: usize,
+    sink: Arc<dyn CaptureSink>,
+}
+
+impl Capture {
+    fn is_pending(&self, slot: usize) -> bool {
+        self.pending[slot / 64] & (1 << (slot % 64)) != 0
+    }
+
+    fn clear(&mut self, slot: usize) {
+        debug_assert!(self.is_pending(slot));
+        self.pending[slot / 64] &= !(1 << (slot % 64));
+        self.remaining -= 1;
+    }
+}
+
 /// One logical database (`SELECT n`).
 #[derive(Default)]
 pub struct Db {
@@ -103,6 +135,8 @@ pub struct Db {
     slots: Vec<Slot>,
     key_count: usize,
     volatile_count: usize,
+    /// Set while a snapshot is capturing this database ("capture before write").
+    capture: Option<Box<Capture>>,
 }
 
 impl Db {
@@ -132,7 +166,9 @@ impl Db {
         if self.slots.is_empty() {
             return None;
         }
-        let slot = &mut self.slots[key_slot(key)];
+        let index = key_slot(key);
+        self.before_write(index);
+        let slot = &mut self.slots[index];
         slot.table
             .find_mut(hash_key(key), |e| e.key.as_ref() == key)
     }
@@ -144,7 +180,9 @@ impl Db {
         }
         let hash = hash_key(&entry.key);
         let new_volatile = entry.has_expiry();
-        let slot = &mut self.slots[key_slot(&entry.key)];
+        let index = key_slot(&entry.key);
+        self.before_write(index);
+        let slot = &mut self.slots[index];
         let previous = match slot
             .table
             .entry(hash, |e| e.key == entry.key, |e| hash_key(&e.key))
@@ -169,7 +207,9 @@ impl Db {
         if self.slots.is_empty() {
             return None;
         }
-        let slot = &mut self.slots[key_slot(key)];
+        let index = key_slot(key);
+        self.before_write(index);
+        let slot = &mut self.slots[index];
         let found = slot
             .table
             .find_entry(hash_key(key), |e| e.key.as_ref() == key);
@@ -187,7 +227,9 @@ impl Db {
         if self.slots.is_empty() {
             return false;
         }
-        let slot = &mut self.slots[key_slot(key)];
+        let index = key_slot(key);
+        self.before_write(index);
+        let slot = &mut self.slots[index];
         let Some(entry) = slot
             .table
             .find_mut(hash_key(key), |e| e.key.as_ref() == key)
@@ -249,8 +291,96 @@ impl Db {
         None
     }
 
+    /// Empties the database. A capture in progress gets the slots it still needs by
+    /// moving their tables (FLUSHDB/FLUSHALL during a snapshot copy nothing).
     pub fn clear(&mut self) {
+        if let Some(mut capture) = self.capture.take() {
+            let mut slot = capture.cursor;
+            while capture.remaining > 0 {
+                if capture.is_pending(slot) {
+                    capture.clear(slot);
+                    let taken = std::mem::take(&mut self.slots[slot]);
+                    capture.sink.accept(capture.db, slot, taken);
+                }
+                slot = (slot + 1) % SLOT_COUNT;
+            }
+        }
         *self = Db::default();
+    }
+
+    /// Starts capturing this database for a snapshot: from now on every slot is handed to
+    /// `sink` as it is at this moment, either just before its first change or by
+    /// `capture_some`. `db` is the index the snapshot records.
+    pub fn begin_capture(&mut self, db: u32, sink: Arc<dyn CaptureSink>) {
+        assert!(self.capture.is_none(), "one snapshot at a time");
+        let mut pending = vec![0u64; SLOT_COUNT / 64].into_boxed_slice();
+        let mut remaining = 0;
+        for (index, slot) in self.slots.iter().enumerate() {
+            if !slot.is_empty() {
+                pending[index / 64] |= 1 << (index % 64);
+                remaining += 1;
+            }
+        }
+        if remaining > 0 {
+            self.capture = Some(Box::new(Capture {
+                db,
+                pending,
+                remaining,
+                cursor: 0,
+                sink,
+            }));
+        }
+    }
+
+    /// Slots still to capture.
+    pub fn capture_remaining(&self) -> usize {
+        self.capture.as_ref().map_or(0, |c| c.remaining)
+    }
+
+    /// Abandons the capture (the snapshot failed or was cancelled).
+    pub fn cancel_capture(&mut self) {
+        self.capture = None;
+    }
+
+    /// Background capture: captures up to `max` pending slots; returns how many.
+    pub fn capture_some(&mut self, max: usize) -> usize {
+        let mut done = 0;
+        while done < max {
+            let Some(capture) = self.capture.as_mut() else {
+                break;
+            };
+            let mut slot = capture.cursor;
+            while !capture.is_pending(slot) {
+                slot = (slot + 1) % SLOT_COUNT;
+            }
+            capture.cursor = (slot + 1) % SLOT_COUNT;
+            self.capture_slot(slot);
+            done += 1;
+        }
+        done
+    }
+
+    /// Called before any change to `slot`: the rule that makes a snapshot point-in-time.
+    #[inline]
+    fn before_write(&mut self, slot: usize) {
+        if let Some(capture) = &self.capture
+            && capture.is_pending(slot)
+        {
+            self.capture_slot(slot);
+        }
+    }
+
+    /// Copies the slot's table (by pointer for the payload: keys and values are
+    /// refcounted) and hands it to the sink; the capture ends with its last slot.
+    fn capture_slot(&mut self, slot: usize) {
+        let capture = self.capture.as_mut().expect("a capture is in progress");
+        capture.clear(slot);
+        capture
+            .sink
+            .accept(capture.db, slot, self.slots[slot].clone());
+        if capture.remaining == 0 {
+            self.capture = None;
+        }
     }
 }
 
@@ -269,6 +399,36 @@ impl Keyspace {
 
     pub fn total_keys(&self) -> usize {
         self.dbs.iter().map(Db::len).sum()
+    }
+
+    /// Starts capturing every database for a snapshot (see `Db::begin_capture`).
+    pub fn begin_capture(&mut self, sink: Arc<dyn CaptureSink>) {
+        for (index, db) in self.dbs.iter_mut().enumerate() {
+            db.begin_capture(index as u32, sink.clone());
+        }
+    }
+
+    /// Slots still to capture, over all databases; 0 once the snapshot has everything.
+    pub fn capture_remaining(&self) -> usize {
+        self.dbs.iter().map(Db::capture_remaining).sum()
+    }
+
+    /// Background capture of up to `max` slots; returns how many were captured.
+    pub fn capture_some(&mut self, max: usize) -> usize {
+        let mut done = 0;
+        for db in &mut self.dbs {
+            if done >= max {
+                break;
+            }
+            done += db.capture_some(max - done);
+        }
+        done
+    }
+
+    pub fn cancel_capture(&mut self) {
+        for db in &mut self.dbs {
+            db.cancel_capture();
+        }
     }
 }
 

@@ -15,6 +15,7 @@
 
 pub mod clock;
 pub mod commands;
+pub mod compaction;
 pub mod config;
 pub mod glob;
 pub mod keyspace;

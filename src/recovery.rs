@@ -10,6 +10,7 @@ use crate::commands::{ClientState, Ctx, Propagation, Registry, ServerState};
 use crate::keyspace::Keyspace;
 use crate::log::{LogPaths, manifest::Manifest};
 use crate::resp::{Parse, ParseLimits, Progress, ReplyWriter, parse_request};
+use crate::storage::{Storage, StorageReader};
 use std::io::Read;
 use std::ops::Range;
 use std::path::Path;
@@ -37,18 +38,22 @@ fn log_limits() -> ParseLimits {
 /// Reads RESP records from a log file, calling `apply` with each record's arguments and
 /// its starting offset. Stops at the first damage. Returns the bytes consumed.
 pub fn scan_records(
+    storage: &dyn Storage,
     path: &Path,
     mut apply: impl FnMut(&[&[u8]], u64) -> Result<(), String>,
 ) -> Result<u64, (LogDamage, Option<String>)> {
-    let mut file = std::fs::File::open(path).map_err(|e| {
-        (
-            LogDamage::Corrupt {
-                offset: 0,
-                reason: e.to_string(),
-            },
-            None,
-        )
-    })?;
+    let mut file = storage
+        .open_read(path)
+        .map(StorageReader::new)
+        .map_err(|e| {
+            (
+                LogDamage::Corrupt {
+                    offset: 0,
+                    reason: e.to_string(),
+                },
+                None,
+            )
+        })?;
     let limits = log_limits();
     let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
     let mut start = 0usize; // parse position in buf
@@ -160,6 +165,7 @@ pub struct LoadReport {
 
 /// Replays every incremental file of `manifest` into `keyspace`.
 pub fn replay_log(
+    storage: &dyn Storage,
     paths: &LogPaths,
     manifest: &Manifest,
     keyspace: &mut Keyspace,
@@ -170,7 +176,7 @@ pub fn replay_log(
     let mut report = LoadReport::default();
     let bases: Vec<_> = manifest.base().collect();
     if !bases.is_empty() {
-        let (keys, bytes) = load_base_parts(paths, &bases, keyspace)?;
+        let (keys, bytes) = load_base_parts(storage, paths, &bases, keyspace)?;
         report.files += bases.len();
         report.bytes += bytes;
         report.records += keys;
@@ -187,7 +193,7 @@ pub fn replay_log(
         let path = paths.file(&entry.name);
         let file_started = Instant::now();
         let mut records = 0u64;
-        let result = scan_records(&path, |args, _offset| {
+        let result = scan_records(storage, &path, |args, _offset| {
             records += 1;
             replay_one(
                 args,
@@ -202,7 +208,7 @@ pub fn replay_log(
         let loaded_bytes = match result {
             Ok(bytes) => bytes,
             Err((LogDamage::Truncated { offset }, _)) if is_last => {
-                let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(offset);
+                let size = storage.len(&path).unwrap_or(offset);
                 if !server.config.aof_load_truncated {
                     return Err(format!(
                         "{} ends in the middle of a record at offset {offset} (file size {size}); \
@@ -216,7 +222,7 @@ pub fn replay_log(
                     path.display(),
                     size - offset
                 );
-                truncate_file(&path, offset)?;
+                truncate_file(storage, &path, offset)?;
                 report.truncated_bytes += size - offset;
                 offset
             }
@@ -262,6 +268,7 @@ struct LoadedPart {
 /// what they hold (keys already expired are dropped by `snapshot::read_live_entries`).
 /// Returns (keys loaded, bytes read).
 fn load_base_parts(
+    storage: &dyn Storage,
     paths: &LogPaths,
     bases: &[&crate::log::manifest::ManifestEntry],
     keyspace: &mut Keyspace,
@@ -272,7 +279,7 @@ fn load_base_parts(
             .iter()
             .map(|base| {
                 let path = paths.file(&base.name);
-                scope.spawn(move || load_base_part(&path, databases))
+                scope.spawn(move || load_base_part(storage, &path, databases))
             })
             .collect();
         handles
@@ -307,7 +314,11 @@ fn load_base_parts(
     Ok((keys, bytes))
 }
 
-fn load_base_part(path: &Path, databases: u32) -> Result<LoadedPart, String> {
+fn load_base_part(
+    storage: &dyn Storage,
+    path: &Path,
+    databases: u32,
+) -> Result<LoadedPart, String> {
     let started = Instant::now();
     if path.extension().is_none_or(|e| e != "rdb") {
         return Err(format!(
@@ -315,7 +326,7 @@ fn load_base_part(path: &Path, databases: u32) -> Result<LoadedPart, String> {
             path.display()
         ));
     }
-    let (entries, bytes) = crate::snapshot::read_live_entries(path, databases)?;
+    let (entries, bytes) = crate::snapshot::read_live_entries(storage, path, databases)?;
     Ok(LoadedPart {
         entries,
         bytes,
@@ -323,10 +334,9 @@ fn load_base_part(path: &Path, databases: u32) -> Result<LoadedPart, String> {
     })
 }
 
-fn truncate_file(path: &Path, length: u64) -> Result<(), String> {
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .open(path)
+fn truncate_file(storage: &dyn Storage, path: &Path, length: u64) -> Result<(), String> {
+    let mut file = storage
+        .open_append(path)
         .map_err(|e| format!("can't open {} to cut it: {e}", path.display()))?;
     file.set_len(length)
         .and_then(|()| file.sync_all())

@@ -11,11 +11,15 @@
 use crate::commands::{
     Action, ClientState, Ctx, PersistenceInfo, Propagation, Registry, ServerState, flags,
 };
+use crate::compaction::Compaction;
 use crate::config::{Config, FsyncPolicy};
 use crate::keyspace::{Keyspace, SLOT_COUNT};
+use crate::log::manifest::Manifest;
 use crate::log::{self, LogPaths, LogWriter};
 use crate::resp::{Parse, ParseLimits, Progress, ReplyWriter, parse_request};
+use crate::snapshot::SnapshotJob;
 use crate::stats::Stats;
+use crate::storage::{RealStorage, Storage};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use smallvec::SmallVec;
@@ -35,6 +39,10 @@ const INPUT_KEEP_BYTES: usize = 64 * 1024;
 const ARGUMENTS_KEEP: usize = 1024;
 /// Time the active expiry cycle may take per cron run, as Redis's 25 % of a 100 ms tick.
 const EXPIRE_CYCLE_BUDGET: Duration = Duration::from_millis(25);
+/// Slots a background snapshot captures per event-loop turn (a table copy each).
+const CAPTURE_SLOTS_PER_TURN: usize = 32;
+/// Redis's CONFIG_BGSAVE_RETRY_DELAY: after a failed BGSAVE, save points wait this long.
+const BGSAVE_RETRY_DELAY: Duration = Duration::from_secs(5);
 
 struct Client {
     stream: TcpStream,
@@ -140,6 +148,18 @@ pub struct Server {
     propagation: Propagation,
     log_writer: Option<LogWriter>,
     log_paths: Option<LogPaths>,
+    /// The manifest in force (the log writer and compactions change it; this is the
+    /// event loop's record of their outcomes).
+    manifest: Option<Manifest>,
+    compaction: Option<Compaction>,
+    /// A BGSAVE in progress, and `dirty` when it started.
+    background_save: Option<(SnapshotJob, u64)>,
+    storage: Arc<dyn Storage>,
+    waker: Arc<Waker>,
+    /// Set by `halt`: leave the loop at once, saving nothing (crash tests in-process).
+    halt_flag: Arc<AtomicBool>,
+    /// Bytes of the listed log files other than the one being appended to.
+    closed_log_bytes: u64,
     /// Clients whose output is waiting for a log batch to become durable.
     held: Vec<usize>,
     /// Clients that produced output this turn.
@@ -172,6 +192,15 @@ fn release_watermark(writer: &LogWriter, policy: FsyncPolicy) -> u64 {
 impl Server {
     /// Loads the data, opens the log and binds the listeners.
     pub fn start(config: Config, config_file: String) -> Result<Server, String> {
+        Server::start_with_storage(config, config_file, Arc::new(RealStorage::new("")))
+    }
+
+    /// As `start`, with the files in `storage` (a simulated disk in crash tests).
+    pub fn start_with_storage(
+        config: Config,
+        config_file: String,
+        storage: Arc<dyn Storage>,
+    ) -> Result<Server, String> {
         let poll = Poll::new().map_err(|e| format!("can't create the event loop: {e}"))?;
         let waker = Arc::new(
             Waker::new(poll.registry(), WAKER).map_err(|e| format!("can't create waker: {e}"))?,
@@ -194,17 +223,19 @@ impl Server {
             config_file,
             log_error: None,
             persistence: PersistenceInfo::default(),
+            storage: storage.clone(),
             config,
         };
         let registry = Registry::new();
         let mut keyspace = Keyspace::new(state.config.databases);
         let mut propagation = Propagation::default();
-        let (log_writer, log_paths) = if state.config.appendonly {
+        let (log_writer, log_paths, manifest) = if state.config.appendonly {
             let paths = LogPaths::from_config(&state.config);
-            let manifest = match paths.read_manifest()? {
+            let manifest = match paths.read_manifest(&*storage)? {
                 Some(manifest) => {
                     tracing::info!("loading the append-only log from {}", paths.dir.display());
                     let report = crate::recovery::replay_log(
+                        &*storage,
                         &paths,
                         &manifest,
                         &mut keyspace,
@@ -226,13 +257,14 @@ impl Server {
                 }
                 None => {
                     tracing::info!("creating a new append-only log in {}", paths.dir.display());
-                    log::create_fresh(&paths)
+                    log::create_fresh(&*storage, &paths)
                         .map_err(|e| format!("can't create {}: {e}", paths.dir.display()))?
                 }
             };
-            log::remove_unlisted(&paths, &manifest);
+            log::remove_unlisted(&*storage, &paths, &manifest);
             let notify_waker = waker.clone();
             let writer = log::open_writer(
+                &storage,
                 &paths,
                 &manifest,
                 &state.config,
@@ -242,19 +274,20 @@ impl Server {
             )
             .map_err(|e| format!("can't open the append-only log: {e}"))?;
             propagation.enabled = true;
-            (Some(writer), Some(paths))
+            (Some(writer), Some(paths), Some(manifest))
         } else {
             // With the log off, the dataset is the last snapshot, as in Redis.
             let path = state.config.dir.join(&state.config.dbfilename);
-            if path.exists() {
+            if storage.len(&path).is_ok() {
                 let started = Instant::now();
-                let keys = crate::snapshot::load(&mut keyspace, &path)?;
+                let keys = crate::snapshot::load(&*storage, &mut keyspace, &path)?;
                 let seconds = started.elapsed().as_secs_f64();
                 tracing::info!("loaded {} ({keys} keys) in {seconds:.3}s", path.display());
                 state.persistence.loading_seconds = seconds;
                 state.persistence.loaded_keys = keys;
+                state.persistence.rdb_last_load_keys_loaded = keys;
             }
-            (None, None)
+            (None, None, None)
         };
         state.dirty = 0;
         let mut listeners = Vec::new();
@@ -299,7 +332,7 @@ impl Server {
                 .map_err(|e| format!("can't install signal handler: {e}"))?;
         }
         let databases = state.config.databases;
-        Ok(Server {
+        let mut server = Server {
             poll,
             listeners,
             clients: Sessions::default(),
@@ -311,11 +344,33 @@ impl Server {
             propagation,
             log_writer,
             log_paths,
+            manifest,
+            compaction: None,
+            background_save: None,
+            storage,
+            waker,
+            halt_flag: Arc::new(AtomicBool::new(false)),
+            closed_log_bytes: 0,
             held: Vec::new(),
             touched: Vec::new(),
             shutdown_flag,
             expire_cursor: vec![0; databases],
-        })
+        };
+        server.refresh_log_sizes();
+        let p = &mut server.state.persistence;
+        p.aof_rewrite_base_size = p.aof_current_size;
+        Ok(server)
+    }
+
+    /// The port the server listens on (the bound one when configured with port 0).
+    pub fn port(&self) -> u16 {
+        self.state.tcp_port
+    }
+
+    /// A flag that makes `run` return at once, saving and syncing nothing: for crash tests
+    /// that run the server in-process on a simulated disk.
+    pub fn halt_handle(&self) -> Arc<AtomicBool> {
+        self.halt_flag.clone()
     }
 
     /// Runs until SHUTDOWN or a termination signal.
@@ -327,7 +382,19 @@ impl Server {
             self.state.tcp_port
         );
         loop {
-            let timeout = next_cron.saturating_duration_since(Instant::now());
+            if self.halt_flag.load(Ordering::Relaxed) {
+                tracing::warn!("halted");
+                return Ok(());
+            }
+            let mut timeout = next_cron.saturating_duration_since(Instant::now());
+            if let Some(throttled) = self.capture_pending() {
+                // Keep capturing between events; poll briefly while the writers catch up.
+                timeout = timeout.min(if throttled {
+                    Duration::from_millis(1)
+                } else {
+                    Duration::ZERO
+                });
+            }
             if let Err(e) = self.poll.poll(&mut events, Some(timeout))
                 && e.kind() != ErrorKind::Interrupted
             {
@@ -360,6 +427,7 @@ impl Server {
                     break;
                 }
             }
+            self.background_snapshot_work();
             self.end_of_turn();
             if Instant::now() >= next_cron {
                 self.cron();
@@ -588,6 +656,8 @@ impl Server {
                     ReplyWriter::new(&mut client.output, client.state.resp3)
                         .verbatim(text.as_bytes());
                 }
+                Some(Action::StartRewrite) => self.start_rewrite(),
+                Some(Action::StartBackgroundSave) => self.start_background_save(),
             }
             if shutdown.is_some() {
                 break;
@@ -813,6 +883,277 @@ impl Server {
         self.state.connected_clients = self.clients.len();
     }
 
+    /// Some(throttled) while a background snapshot still has slots to capture.
+    fn capture_pending(&self) -> Option<bool> {
+        let jobs = self
+            .compaction
+            .as_ref()
+            .map(|c| &c.job)
+            .into_iter()
+            .chain(self.background_save.as_ref().map(|(job, _)| job));
+        jobs.filter(|job| job.capturing())
+            .map(|job| job.throttled())
+            .reduce(|a, b| a && b)
+    }
+
+    /// One turn's share of background capture, and the end of finished jobs.
+    fn background_snapshot_work(&mut self) {
+        if let Some(compaction) = &mut self.compaction {
+            compaction
+                .job
+                .step(&mut self.keyspace, CAPTURE_SLOTS_PER_TURN);
+            let before = self.manifest.as_ref().expect("the log is on");
+            if let Some(finished) = compaction.poll(before) {
+                self.compaction = None;
+                self.finish_rewrite(finished);
+            }
+        }
+        if let Some((job, _)) = &mut self.background_save {
+            job.step(&mut self.keyspace, CAPTURE_SLOTS_PER_TURN);
+            if let Some(outcome) = job.outcome() {
+                let (_, dirty_at_start) = self.background_save.take().expect("checked");
+                self.finish_background_save(outcome, dirty_at_start);
+            }
+        }
+        let held = self.compaction.as_ref().map_or(0, |c| c.job.held_bytes())
+            + self
+                .background_save
+                .as_ref()
+                .map_or(0, |(job, _)| job.held_bytes());
+        self.state.persistence.capture_held_bytes = held;
+    }
+
+    fn waker_notify(&self) -> Box<dyn Fn() + Send> {
+        let waker = self.waker.clone();
+        Box::new(move || {
+            let _ = waker.wake();
+        })
+    }
+
+    /// Starts a compaction (BGREWRITEAOF, the automatic trigger, a scheduled one).
+    fn start_rewrite(&mut self) {
+        let (Some(writer), Some(paths), Some(manifest)) =
+            (&mut self.log_writer, &self.log_paths, &self.manifest)
+        else {
+            return;
+        };
+        if self.compaction.is_some() || self.background_save.is_some() {
+            self.state.persistence.aof_rewrite_scheduled = true;
+            return;
+        }
+        // The switch to the new file comes after every record logged so far.
+        if !self.propagation.buffer.is_empty() {
+            writer.submit(&mut self.propagation.buffer);
+        }
+        let notify = {
+            let waker = self.waker.clone();
+            Box::new(move || {
+                let _ = waker.wake();
+            })
+        };
+        let compaction = Compaction::start(
+            &mut self.keyspace,
+            writer,
+            self.storage.clone(),
+            paths,
+            manifest,
+            self.state.config.aof_rewrite_threads(),
+            notify,
+        );
+        // The new file starts empty: the next record needs its SELECT.
+        self.propagation.selected_db = None;
+        self.compaction = Some(compaction);
+        let p = &mut self.state.persistence;
+        p.aof_rewrite_scheduled = false;
+        p.aof_rewrite_in_progress = true;
+        p.aof_rewrite_started = Some(Instant::now());
+    }
+
+    fn finish_rewrite(&mut self, finished: crate::compaction::Finished) {
+        let p = &mut self.state.persistence;
+        let seconds = p.aof_rewrite_started.take().map(|t| t.elapsed());
+        p.aof_rewrite_in_progress = false;
+        p.aof_last_rewrite_seconds = seconds.map(|d| d.as_secs());
+        match finished.result {
+            Ok(outcome) => {
+                let bytes: u64 = outcome.part_bytes.iter().sum();
+                tracing::info!(
+                    "background append-only log rewrite finished successfully: {} keys in {} part(s), {:.1} MB in {:.3}s",
+                    outcome.keys,
+                    outcome.part_bytes.len(),
+                    bytes as f64 / 1e6,
+                    outcome.seconds
+                );
+                p.aof_last_bgrewrite_failed = false;
+                p.aof_rewrites += 1;
+                p.aof_rewrites_consecutive_failures = 0;
+                p.aof_last_rewrite_failure = None;
+                p.aof_last_rewrite_bytes = bytes;
+                p.aof_last_rewrite_keys = outcome.keys;
+            }
+            Err(error) => {
+                tracing::warn!("background append-only log rewrite failed: {error}");
+                self.keyspace.cancel_capture();
+                p.aof_last_bgrewrite_failed = true;
+                p.aof_rewrites_consecutive_failures += 1;
+                p.aof_last_rewrite_failure = Some(Instant::now());
+            }
+        }
+        self.manifest = Some(finished.manifest);
+        self.refresh_log_sizes();
+        let p = &mut self.state.persistence;
+        if !p.aof_last_bgrewrite_failed {
+            p.aof_rewrite_base_size = p.aof_current_size;
+        }
+        self.start_scheduled_jobs();
+    }
+
+    /// BGSAVE: a forkless snapshot to `dbfilename`, written under a temporary name and
+    /// renamed into place when complete.
+    fn start_background_save(&mut self) {
+        if self.compaction.is_some() || self.background_save.is_some() {
+            self.state.persistence.rdb_bgsave_scheduled = true;
+            return;
+        }
+        let config = &self.state.config;
+        let dir = config.dir.clone();
+        let name = config.dbfilename.clone();
+        let temp = dir.join(format!("temp-bgsave-{}.rdb", std::process::id()));
+        let storage = self.storage.clone();
+        let finisher = {
+            let temp = temp.clone();
+            let storage = storage.clone();
+            Box::new(move |_sizes: &[u64]| {
+                storage
+                    .rename(&temp, &dir.join(&name))
+                    .and_then(|()| storage.sync_dir(&dir))
+                    .map_err(|e| format!("can't move the snapshot into place: {e}"))
+            })
+        };
+        let notify = self.waker_notify();
+        let job = SnapshotJob::start(
+            &mut self.keyspace,
+            crate::snapshot::JobSpec {
+                storage,
+                part_paths: vec![temp],
+                options: crate::rdb::RdbWriterOptions::default(),
+                finisher,
+                notify,
+            },
+        );
+        tracing::info!("background saving started");
+        self.background_save = Some((job, self.state.dirty));
+        let p = &mut self.state.persistence;
+        p.rdb_bgsave_scheduled = false;
+        p.rdb_bgsave_in_progress = true;
+        p.rdb_bgsave_started = Some(Instant::now());
+    }
+
+    fn finish_background_save(
+        &mut self,
+        outcome: Result<crate::snapshot::JobOutcome, String>,
+        dirty_at_start: u64,
+    ) {
+        let p = &mut self.state.persistence;
+        let seconds = p.rdb_bgsave_started.take().map(|t| t.elapsed());
+        p.rdb_bgsave_in_progress = false;
+        p.rdb_last_bgsave_seconds = seconds.map(|d| d.as_secs());
+        match outcome {
+            Ok(outcome) => {
+                tracing::info!(
+                    "background saving terminated with success: {} keys, {} bytes",
+                    outcome.keys,
+                    outcome.part_bytes.iter().sum::<u64>()
+                );
+                p.rdb_last_bgsave_failed = false;
+                p.rdb_last_bgsave_failure = None;
+                p.rdb_saves += 1;
+                self.state.dirty = self.state.dirty.saturating_sub(dirty_at_start);
+                self.state.last_save_unix_seconds = crate::clock::unix_seconds();
+            }
+            Err(error) => {
+                tracing::warn!("background saving failed: {error}");
+                self.keyspace.cancel_capture();
+                p.rdb_last_bgsave_failed = true;
+                p.rdb_last_bgsave_failure = Some(Instant::now());
+            }
+        }
+        self.start_scheduled_jobs();
+    }
+
+    fn start_scheduled_jobs(&mut self) {
+        if self.compaction.is_some() || self.background_save.is_some() {
+            return;
+        }
+        if self.state.persistence.aof_rewrite_scheduled {
+            self.start_rewrite();
+        } else if self.state.persistence.rdb_bgsave_scheduled {
+            self.start_background_save();
+        }
+    }
+
+    /// Recomputes the log sizes of INFO from the manifest in force: the files other than
+    /// the one being appended to do not change size, so this runs only when it changes.
+    fn refresh_log_sizes(&mut self) {
+        let (Some(paths), Some(manifest)) = (&self.log_paths, &self.manifest) else {
+            return;
+        };
+        let size = |name: &str| self.storage.len(&paths.file(name)).unwrap_or(0);
+        let base: u64 = manifest.base().map(|e| size(&e.name)).sum();
+        let last = manifest.last_incremental().map(|e| e.name.as_str());
+        let closed: u64 = manifest
+            .incremental()
+            .filter(|e| Some(e.name.as_str()) != last)
+            .map(|e| size(&e.name))
+            .sum();
+        let p = &mut self.state.persistence;
+        p.aof_base_size = base;
+        p.aof_base_parts = manifest.base().count();
+        self.closed_log_bytes = base + closed;
+        let current = self.log_writer.as_ref().map_or(0, LogWriter::file_bytes);
+        p.aof_current_size = self.closed_log_bytes + current;
+    }
+
+    /// Redis's automatic triggers: the log grew by `auto-aof-rewrite-percentage` since the
+    /// last compaction (and is past `auto-aof-rewrite-min-size`), or a `save` point is due.
+    fn automatic_jobs(&mut self) {
+        if self.compaction.is_some() || self.background_save.is_some() {
+            return;
+        }
+        let config = &self.state.config;
+        let p = &self.state.persistence;
+        let now_seconds = crate::clock::unix_seconds();
+        let save_due = config.save_points.iter().any(|&(seconds, changes)| {
+            self.state.dirty >= changes
+                && now_seconds - self.state.last_save_unix_seconds >= seconds as i64
+        }) && p
+            .rdb_last_bgsave_failure
+            .is_none_or(|t| t.elapsed() >= BGSAVE_RETRY_DELAY);
+        if save_due {
+            tracing::info!("a save point is due: saving in the background");
+            self.start_background_save();
+            return;
+        }
+        if self.log_writer.is_none() || config.auto_aof_rewrite_percentage == 0 {
+            return;
+        }
+        let base = p.aof_rewrite_base_size.max(1);
+        let growth = (p.aof_current_size * 100 / base).saturating_sub(100);
+        let backed_off = p.aof_last_rewrite_failure.is_some_and(|t| {
+            // Redis's back-off: after 3 consecutive failures, wait 1, 2, 4 ... 60 minutes.
+            let failures = p.aof_rewrites_consecutive_failures;
+            failures >= 3
+                && t.elapsed() < Duration::from_secs(60 * (1u64 << (failures - 3).min(6)).min(60))
+        });
+        if p.aof_current_size > config.auto_aof_rewrite_min_size
+            && growth >= config.auto_aof_rewrite_percentage
+            && !backed_off
+        {
+            tracing::info!("starting an automatic append-only log rewrite: {growth}% growth");
+            self.start_rewrite();
+        }
+    }
+
     /// Periodic work: log health, stats, expiry, idle clients (Redis's serverCron).
     fn cron(&mut self) {
         let now_ms = crate::clock::unix_ms();
@@ -828,7 +1169,7 @@ impl Server {
                 }
             }
             self.state.log_error = error;
-            self.state.persistence.aof_current_size = writer.file_bytes();
+            self.state.persistence.aof_current_size = self.closed_log_bytes + writer.file_bytes();
             self.state.persistence.aof_pending_bytes = writer.pending_bytes();
             let durable = release_watermark(writer, self.state.config.appendfsync);
             if !self.held.is_empty() {
@@ -836,6 +1177,7 @@ impl Server {
             }
         }
         self.active_expire_cycle(now_ms);
+        self.automatic_jobs();
         if self.state.config.timeout_seconds > 0 {
             let limit = Duration::from_secs(self.state.config.timeout_seconds);
             let policy = self.state.config.appendfsync;
@@ -893,10 +1235,27 @@ impl Server {
     fn shutdown(&mut self, save: Option<bool>) -> Result<(), String> {
         tracing::info!("user requested shutdown...");
         self.end_of_turn();
+        // As Redis kills its rewrite child: the files of an unfinished job are unlisted
+        // and are removed at the next start.
+        if let Some(mut compaction) = self.compaction.take() {
+            tracing::info!(
+                "there is a background append-only log rewrite in progress: stopping it"
+            );
+            compaction.job.cancel(&mut self.keyspace);
+        }
+        if let Some((mut job, _)) = self.background_save.take() {
+            tracing::info!("there is a background save in progress: stopping it");
+            job.cancel(&mut self.keyspace);
+        }
         if save == Some(true) {
             tracing::info!("saving the final RDB snapshot before exiting");
             let config = &self.state.config;
-            crate::snapshot::save(&self.keyspace, &config.dir, &config.dbfilename)?;
+            crate::snapshot::save(
+                &*self.storage,
+                &self.keyspace,
+                &config.dir,
+                &config.dbfilename,
+            )?;
         }
         if let Some(writer) = &self.log_writer {
             tracing::info!("flushing and syncing the append-only log");

@@ -1,41 +1,81 @@
-//! Whole-dataset snapshots to a single RDB file (`SAVE`, `SHUTDOWN SAVE`, `dump.rdb`).
+//! Snapshots in RDB form: the synchronous `SAVE`, and the forkless background snapshot
+//! that compaction (`BGREWRITEAOF`) and `BGSAVE` share.
 //!
-//! This is the synchronous form: the event loop writes the file itself, as Redis's `SAVE`
-//! does. The forkless background capture of the compaction work (slot captures handed to
-//! writer threads) will produce the same files without blocking the loop.
+//! A background snapshot is point-in-time without fork. When it starts, every database
+//! marks its non-empty slots as pending (`keyspace::Db::begin_capture`). A pending slot is
+//! captured — its table copied, the payload shared by refcount — just before its first
+//! change, or by the event loop's background capture, a bounded batch per turn. Captures
+//! go to the queue of the part that owns the slot (slot ranges, one part per writer
+//! thread); each writer thread serialises its captures into its own RDB file. The event
+//! loop never serialises, compresses or writes: a capture costs it a table copy.
 //!
-//! Crash safety: the file is written under a temporary name, fsynced, renamed over
-//! `dbfilename`, and the directory fsynced, so `dump.rdb` is always a complete snapshot.
+//! When the writers are done, a finisher runs on the job's own thread (the manifest
+//! commit of a compaction, the rename of a `BGSAVE`), then the event loop is woken.
 
-use crate::keyspace::{Entry, Keyspace};
+use crate::keyspace::{CaptureSink, Entry, Keyspace, SLOT_COUNT, Slot};
 use crate::rdb::{RdbError, RdbWriter, RdbWriterOptions};
+use crate::storage::{Storage, StorageFile, StorageReader};
+use std::collections::VecDeque;
 use std::io::BufWriter;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Instant;
 
 /// Writes every database of `keyspace` to `dir/file_name` atomically; returns its size.
-pub fn save(keyspace: &Keyspace, dir: &Path, file_name: &str) -> Result<u64, String> {
+/// This is `SAVE`: the event loop does the work itself, as in Redis.
+pub fn save(
+    storage: &dyn Storage,
+    keyspace: &Keyspace,
+    dir: &Path,
+    file_name: &str,
+) -> Result<u64, String> {
     let temp = dir.join(format!("temp-{}.rdb", std::process::id()));
-    let result = write_rdb(keyspace, &temp).and_then(|size| {
-        std::fs::rename(&temp, dir.join(file_name))
-            .and_then(|()| crate::log::manifest::sync_dir(dir))
-            .map_err(|e| format!("can't move the snapshot into place: {e}"))?;
+    let result = write_rdb(storage, keyspace, &temp).and_then(|size| {
+        install_file(storage, &temp, dir, file_name)?;
         Ok(size)
     });
     if result.is_err() {
-        let _ = std::fs::remove_file(&temp);
+        let _ = storage.remove_file(&temp);
     }
     result
 }
 
-fn write_rdb(keyspace: &Keyspace, path: &Path) -> Result<u64, String> {
+/// Renames a complete, synced file over `dir/file_name` and makes the rename durable.
+fn install_file(storage: &dyn Storage, temp: &Path, dir: &Path, name: &str) -> Result<(), String> {
+    storage
+        .rename(temp, &dir.join(name))
+        .and_then(|()| storage.sync_dir(dir))
+        .map_err(|e| format!("can't move the snapshot into place: {e}"))
+}
+
+type PartWriter = RdbWriter<BufWriter<Box<dyn StorageFile>>>;
+
+fn create_part(
+    storage: &dyn Storage,
+    path: &Path,
+    options: &RdbWriterOptions,
+) -> Result<PartWriter, String> {
+    let file = storage
+        .create(path)
+        .map_err(|e| format!("can't create {}: {e}", path.display()))?;
+    RdbWriter::new(BufWriter::with_capacity(1 << 20, file), options)
+        .map_err(|e| format!("can't write {}: {e}", path.display()))
+}
+
+/// Ends the file (EOF, checksum), flushes and fsyncs it; returns its size.
+fn finish_part(writer: PartWriter, path: &Path) -> Result<u64, String> {
+    let describe = |e: &dyn std::fmt::Display| format!("can't write {}: {e}", path.display());
+    let (buffered, size) = writer.finish().map_err(|e| describe(&e))?;
+    let mut file = buffered.into_inner().map_err(|e| describe(&e.error()))?;
+    file.sync_all()
+        .map_err(|e| format!("can't fsync {}: {e}", path.display()))?;
+    Ok(size)
+}
+
+fn write_rdb(storage: &dyn Storage, keyspace: &Keyspace, path: &Path) -> Result<u64, String> {
     let describe = |e: RdbError| format!("can't write {}: {e}", path.display());
-    let file =
-        std::fs::File::create(path).map_err(|e| format!("can't create {}: {e}", path.display()))?;
-    let mut writer = RdbWriter::new(
-        BufWriter::with_capacity(1 << 20, file),
-        &RdbWriterOptions::default(),
-    )
-    .map_err(describe)?;
+    let mut writer = create_part(storage, path, &RdbWriterOptions::default())?;
     for (index, db) in keyspace.dbs.iter().enumerate() {
         if db.is_empty() {
             continue;
@@ -50,20 +90,19 @@ fn write_rdb(keyspace: &Keyspace, path: &Path) -> Result<u64, String> {
             }
         }
     }
-    let (buffered, size) = writer.finish().map_err(describe)?;
-    let file = buffered
-        .into_inner()
-        .map_err(|e| format!("can't write {}: {e}", path.display()))?;
-    file.sync_all()
-        .map_err(|e| format!("can't fsync {}: {e}", path.display()))?;
-    Ok(size)
+    finish_part(writer, path)
 }
 
 /// Reads the live keys of an RDB file: keys already expired are dropped, as Redis does at
 /// start-up. Returns them with their database, and the bytes read.
-pub fn read_live_entries(path: &Path, databases: u32) -> Result<(Vec<(u32, Entry)>, u64), String> {
-    let file =
-        std::fs::File::open(path).map_err(|e| format!("can't open {}: {e}", path.display()))?;
+pub fn read_live_entries(
+    storage: &dyn Storage,
+    path: &Path,
+    databases: u32,
+) -> Result<(Vec<(u32, Entry)>, u64), String> {
+    let file = storage
+        .open_read(path)
+        .map_err(|e| format!("can't open {}: {e}", path.display()))?;
     let now_ms = crate::clock::unix_ms();
     let mut entries = Vec::new();
     let mut visitor = |db: u32, entry: Entry| {
@@ -77,20 +116,383 @@ pub fn read_live_entries(path: &Path, databases: u32) -> Result<(Vec<(u32, Entry
         }
         Ok(())
     };
-    let summary = crate::rdb::load(
-        std::io::BufReader::with_capacity(1 << 20, file),
-        &mut visitor,
-    )
-    .map_err(|e| format!("Bad snapshot file {}: {e}", path.display()))?;
+    let reader = std::io::BufReader::with_capacity(1 << 20, StorageReader::new(file));
+    let summary = crate::rdb::load(reader, &mut visitor)
+        .map_err(|e| format!("Bad snapshot file {}: {e}", path.display()))?;
     Ok((entries, summary.bytes))
 }
 
 /// Loads an RDB file into `keyspace` (start-up with the log off); returns the keys loaded.
-pub fn load(keyspace: &mut Keyspace, path: &Path) -> Result<u64, String> {
-    let (entries, _) = read_live_entries(path, keyspace.dbs.len() as u32)?;
+pub fn load(storage: &dyn Storage, keyspace: &mut Keyspace, path: &Path) -> Result<u64, String> {
+    let (entries, _) = read_live_entries(storage, path, keyspace.dbs.len() as u32)?;
     let count = entries.len() as u64;
     for (db, entry) in entries {
         keyspace.dbs[db as usize].insert(entry);
     }
     Ok(count)
+}
+
+// ---------------------------------------------------------------------------------------
+// The background snapshot.
+
+/// The part (0-based) that owns `slot` when there are `parts` parts: contiguous ranges,
+/// so parts hold disjoint slots and recovery can load them independently.
+pub fn part_of_slot(slot: usize, parts: usize) -> usize {
+    slot * parts / SLOT_COUNT
+}
+
+/// Background capture stops queueing once captures not yet written hold this much
+/// (capture before write never waits: it may go past it).
+const QUEUED_BYTES_MAX: u64 = 64 * 1024 * 1024;
+
+/// One captured slot on its way to a writer thread.
+struct Captured {
+    db: u32,
+    slot: Slot,
+    /// What `held_bytes` counts for it.
+    bytes: u64,
+}
+
+#[derive(Default)]
+struct Inbox {
+    items: VecDeque<Captured>,
+    /// No more captures will come: the writer finishes its file once the queue is empty.
+    closed: bool,
+}
+
+#[derive(Default)]
+struct PartQueue {
+    inbox: Mutex<Inbox>,
+    ready: Condvar,
+}
+
+/// What a finished job reports to the event loop.
+#[derive(Clone, Debug, Default)]
+pub struct JobOutcome {
+    /// Sizes of the part files, in part order.
+    pub part_bytes: Vec<u64>,
+    pub keys: u64,
+    pub seconds: f64,
+}
+
+/// State shared by the event loop, the writer threads and the job's thread.
+struct JobShared {
+    queues: Vec<PartQueue>,
+    /// Memory held by captures not yet written: the copied tables plus the payload they
+    /// reference (an upper bound: most of it is shared with the live dataset).
+    held_bytes: AtomicU64,
+    keys_written: AtomicU64,
+    bytes_written: AtomicU64,
+    cancelled: AtomicBool,
+    outcome: Mutex<Option<Result<JobOutcome, String>>>,
+}
+
+impl JobShared {
+    /// No more captures will come. After a cancellation, what is queued is dropped too.
+    fn close_all(&self) {
+        let cancelled = self.cancelled.load(Ordering::Acquire);
+        for queue in &self.queues {
+            let mut inbox = queue.inbox.lock().unwrap();
+            inbox.closed = true;
+            if cancelled {
+                inbox.items.clear();
+            }
+            queue.ready.notify_all();
+        }
+    }
+
+    /// The next capture for a writer; None when the queue is closed and empty, or the job
+    /// was cancelled.
+    fn next(&self, part: usize) -> Option<Captured> {
+        let queue = &self.queues[part];
+        let mut inbox = queue.inbox.lock().unwrap();
+        loop {
+            if self.cancelled.load(Ordering::Acquire) {
+                return None;
+            }
+            if let Some(item) = inbox.items.pop_front() {
+                return Some(item);
+            }
+            if inbox.closed {
+                return None;
+            }
+            inbox = queue.ready.wait(inbox).unwrap();
+        }
+    }
+}
+
+fn captured_bytes(slot: &Slot) -> u64 {
+    let table = slot.table.capacity() * (std::mem::size_of::<Entry>() + 1);
+    let payload: usize = slot
+        .iter()
+        .map(|e| {
+            e.key.len()
+                + match &e.value {
+                    crate::keyspace::Value::String(v) => v.len(),
+                }
+        })
+        .sum();
+    (table + payload) as u64
+}
+
+impl CaptureSink for JobShared {
+    fn accept(&self, db: u32, slot: usize, captured: Slot) {
+        if self.cancelled.load(Ordering::Acquire) {
+            return;
+        }
+        let bytes = captured_bytes(&captured);
+        self.held_bytes.fetch_add(bytes, Ordering::Relaxed);
+        let queue = &self.queues[part_of_slot(slot, self.queues.len())];
+        queue.inbox.lock().unwrap().items.push_back(Captured {
+            db,
+            slot: captured,
+            bytes,
+        });
+        queue.ready.notify_one();
+    }
+}
+
+/// What the job's thread does once every part file is written and synced: install them
+/// (a manifest commit, a rename). Gets the part sizes; its error fails the job.
+pub type Finisher = Box<dyn FnOnce(&[u64]) -> Result<(), String> + Send>;
+
+/// A description of the files of a background snapshot.
+pub struct JobSpec {
+    pub storage: Arc<dyn Storage>,
+    /// One path per part, in part order.
+    pub part_paths: Vec<PathBuf>,
+    pub options: RdbWriterOptions,
+    pub finisher: Finisher,
+    /// Wakes the event loop when the job is over.
+    pub notify: Box<dyn Fn() + Send>,
+}
+
+/// The event loop's handle on a background snapshot.
+pub struct SnapshotJob {
+    shared: Arc<JobShared>,
+    started: Instant,
+    capture_closed: bool,
+}
+
+impl SnapshotJob {
+    /// Starts the writer threads and begins the capture: the snapshot is the dataset as
+    /// it is now.
+    pub fn start(keyspace: &mut Keyspace, spec: JobSpec) -> SnapshotJob {
+        let parts = spec.part_paths.len();
+        assert!((1..=SLOT_COUNT).contains(&parts));
+        let shared = Arc::new(JobShared {
+            queues: (0..parts).map(|_| PartQueue::default()).collect(),
+            held_bytes: AtomicU64::new(0),
+            keys_written: AtomicU64::new(0),
+            bytes_written: AtomicU64::new(0),
+            cancelled: AtomicBool::new(false),
+            outcome: Mutex::new(None),
+        });
+        let hints = size_hints(keyspace, parts);
+        keyspace.begin_capture(shared.clone());
+        let thread_shared = shared.clone();
+        std::thread::Builder::new()
+            .name("snapshot".into())
+            .spawn(move || run_job(thread_shared, spec, hints))
+            .expect("spawn snapshot thread");
+        let mut job = SnapshotJob {
+            shared,
+            started: Instant::now(),
+            capture_closed: false,
+        };
+        job.close_if_captured(keyspace);
+        job
+    }
+
+    /// Background capture for one event-loop turn: a bounded batch of slots, while the
+    /// writers keep up. Returns true while there is capture work left for later turns.
+    pub fn step(&mut self, keyspace: &mut Keyspace, max_slots: usize) -> bool {
+        if self.capture_closed {
+            return false;
+        }
+        if self.shared.held_bytes.load(Ordering::Relaxed) < QUEUED_BYTES_MAX {
+            keyspace.capture_some(max_slots);
+        }
+        self.close_if_captured(keyspace);
+        !self.capture_closed
+    }
+
+    /// Whether slots remain to be captured.
+    pub fn capturing(&self) -> bool {
+        !self.capture_closed
+    }
+
+    /// Whether background capture is waiting for the writers to drain their queues.
+    pub fn throttled(&self) -> bool {
+        self.shared.held_bytes.load(Ordering::Relaxed) >= QUEUED_BYTES_MAX
+    }
+
+    fn close_if_captured(&mut self, keyspace: &Keyspace) {
+        if !self.capture_closed && keyspace.capture_remaining() == 0 {
+            self.capture_closed = true;
+            self.shared.close_all();
+        }
+    }
+
+    /// The outcome once the job is over (the finisher included).
+    pub fn outcome(&self) -> Option<Result<JobOutcome, String>> {
+        self.shared.outcome.lock().unwrap().clone()
+    }
+
+    /// Stops the job: the writers give up, the finisher does not run, the capture ends.
+    pub fn cancel(&mut self, keyspace: &mut Keyspace) {
+        keyspace.cancel_capture();
+        self.shared.cancelled.store(true, Ordering::Release);
+        self.shared.close_all();
+    }
+
+    pub fn held_bytes(&self) -> u64 {
+        self.shared.held_bytes.load(Ordering::Relaxed)
+    }
+
+    pub fn bytes_written(&self) -> u64 {
+        self.shared.bytes_written.load(Ordering::Relaxed)
+    }
+
+    pub fn keys_written(&self) -> u64 {
+        self.shared.keys_written.load(Ordering::Relaxed)
+    }
+
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+}
+
+/// Per part, per database: (keys, keys with an expiry) at the start, for RESIZEDB.
+fn size_hints(keyspace: &Keyspace, parts: usize) -> Vec<Vec<(u64, u64)>> {
+    let mut hints = vec![vec![(0u64, 0u64); keyspace.dbs.len()]; parts];
+    for (db_index, db) in keyspace.dbs.iter().enumerate() {
+        for (slot_index, slot) in db.slots().iter().enumerate() {
+            if !slot.is_empty() {
+                let hint = &mut hints[part_of_slot(slot_index, parts)][db_index];
+                hint.0 += slot.len() as u64;
+                hint.1 += slot.volatile_count as u64;
+            }
+        }
+    }
+    hints
+}
+
+/// The job's thread: runs one writer thread per part, then the finisher.
+fn run_job(shared: Arc<JobShared>, spec: JobSpec, hints: Vec<Vec<(u64, u64)>>) {
+    let started = Instant::now();
+    let storage = &*spec.storage;
+    let results: Vec<Result<u64, String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = spec
+            .part_paths
+            .iter()
+            .zip(hints)
+            .enumerate()
+            .map(|(part, (path, hints))| {
+                let shared = &shared;
+                let options = &spec.options;
+                std::thread::Builder::new()
+                    .name(format!("snapshot-part-{}", part + 1))
+                    .spawn_scoped(scope, move || {
+                        let result = write_part(shared, part, storage, path, options, &hints);
+                        if result.is_err() {
+                            // One part failed: the snapshot is lost, stop the others.
+                            shared.cancelled.store(true, Ordering::Release);
+                            shared.close_all();
+                        }
+                        result
+                    })
+                    .expect("spawn snapshot writer thread")
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("a snapshot writer thread panicked".into()))
+            })
+            .collect()
+    });
+    let mut outcome = if shared.cancelled.load(Ordering::Acquire) {
+        // Prefer the failure that caused the cancellation to the "cancelled" of the rest.
+        let error = results
+            .iter()
+            .find_map(|r| r.as_ref().err().filter(|e| *e != CANCELLED))
+            .cloned()
+            .unwrap_or_else(|| CANCELLED.to_string());
+        Err(error)
+    } else {
+        results.into_iter().collect::<Result<Vec<u64>, String>>()
+    };
+    if let Ok(part_bytes) = &outcome {
+        storage.checkpoint("snapshot-parts-written");
+        if let Err(e) = (spec.finisher)(part_bytes) {
+            outcome = Err(e);
+        }
+    }
+    if outcome.is_err() {
+        for path in &spec.part_paths {
+            let _ = storage.remove_file(path);
+        }
+    }
+    let outcome = outcome.map(|part_bytes| JobOutcome {
+        part_bytes,
+        keys: shared.keys_written.load(Ordering::Relaxed),
+        seconds: started.elapsed().as_secs_f64(),
+    });
+    *shared.outcome.lock().unwrap() = Some(outcome);
+    (spec.notify)();
+}
+
+const CANCELLED: &str = "cancelled";
+
+/// One writer thread: serialises the captures of its part into its file.
+fn write_part(
+    shared: &JobShared,
+    part: usize,
+    storage: &dyn Storage,
+    path: &Path,
+    options: &RdbWriterOptions,
+    hints: &[(u64, u64)],
+) -> Result<u64, String> {
+    let describe = |e: RdbError| format!("can't write {}: {e}", path.display());
+    let mut writer = create_part(storage, path, options)?;
+    let mut announced = vec![false; hints.len()];
+    let mut first = true;
+    while let Some(captured) = shared.next(part) {
+        if first {
+            storage.checkpoint("snapshot-first-capture-taken");
+            first = false;
+        }
+        let db = captured.db;
+        if !announced[db as usize] {
+            announced[db as usize] = true;
+            let (keys, expires) = hints[db as usize];
+            writer.select_db(db, keys, expires).map_err(describe)?;
+        }
+        // Keys already expired are left out: they are gone for every reader, and the
+        // loader would drop them anyway.
+        let now_ms = crate::clock::unix_ms();
+        let before = writer.bytes_written();
+        let mut keys = 0;
+        for entry in captured.slot.iter() {
+            if !entry.is_expired(now_ms) {
+                writer.write_entry(db, entry).map_err(describe)?;
+                keys += 1;
+            }
+        }
+        shared.keys_written.fetch_add(keys, Ordering::Relaxed);
+        shared
+            .bytes_written
+            .fetch_add(writer.bytes_written() - before, Ordering::Relaxed);
+        shared
+            .held_bytes
+            .fetch_sub(captured.bytes, Ordering::Relaxed);
+    }
+    if shared.cancelled.load(Ordering::Acquire) {
+        return Err(CANCELLED.into());
+    }
+    let size = finish_part(writer, path)?;
+    storage.checkpoint("snapshot-part-synced");
+    Ok(size)
 }

@@ -55,6 +55,22 @@ pub trait Storage: Send + Sync {
     fn sync_dir(&self, path: &Path) -> io::Result<()>;
     /// The names in a directory (files and directories), sorted.
     fn list_dir(&self, path: &Path) -> io::Result<Vec<String>>;
+    /// Marks a named step of a multi-step protocol (a compaction, a manifest commit), where
+    /// crash tests stop the world. See `RealStorage` and `SimulatedStorage::crash_at`.
+    fn checkpoint(&self, step: &str);
+}
+
+/// The environment variable naming the protocol step at which the process kills itself:
+/// `step` (its first occurrence) or `step:N` (its Nth).
+pub const CRASH_AT_ENV: &str = "TESSERA_CRASH_AT";
+
+fn parse_step(text: &str) -> (String, u64) {
+    match text.rsplit_once(':') {
+        Some((step, nth)) if nth.parse::<u64>().is_ok_and(|n| n >= 1) => {
+            (step.to_string(), nth.parse().unwrap_or(1))
+        }
+        _ => (text.to_string(), 1),
+    }
 }
 
 /// An open file. Writes only append: that is all the log and the snapshot writers need,
@@ -188,6 +204,31 @@ impl Storage for RealStorage {
         names.sort();
         Ok(names)
     }
+
+    /// A test hook: when `TESSERA_CRASH_AT` names this step, the process dies here by
+    /// SIGKILL, as `kill -9` at exactly this point would do (no cleanup; what was written
+    /// stays in the page cache). Read once; costs a comparison otherwise.
+    fn checkpoint(&self, step: &str) {
+        static CRASH_AT: std::sync::OnceLock<Option<(String, u64)>> = std::sync::OnceLock::new();
+        static REACHED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let target =
+            CRASH_AT.get_or_init(|| std::env::var(CRASH_AT_ENV).ok().map(|t| parse_step(&t)));
+        let Some((target, nth)) = target else {
+            return;
+        };
+        if target == step && REACHED.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1 == *nth
+        {
+            tracing::warn!("crashing at step '{step}' ({CRASH_AT_ENV} is set)");
+            // SAFETY: kill(2) with the process's own id has no memory-safety preconditions.
+            unsafe {
+                libc::kill(libc::getpid(), libc::SIGKILL);
+            }
+            // SIGKILL cannot be caught; wait for it to land.
+            loop {
+                std::thread::park();
+            }
+        }
+    }
 }
 
 impl StorageFile for RealFile {
@@ -293,6 +334,7 @@ struct State {
     generation: u64,
     counts: Counts,
     faults: Faults,
+    checkpoints: Vec<String>,
 }
 
 #[derive(Default)]
@@ -307,6 +349,8 @@ struct Faults {
     /// image: the run then continues to its end, and `power_loss` gives exactly the state
     /// of a crash just after this sync.
     durable_syncs_max: Option<u64>,
+    /// At this checkpoint every later operation starts failing (see `crash_at`).
+    crash_at: Option<(String, u64)>,
 }
 
 struct SimulatedFile {
@@ -378,6 +422,19 @@ impl SimulatedStorage {
         self.lock().faults.durable_syncs_max = Some(count);
     }
 
+    /// When the code under test reaches checkpoint `step`, the storage dies: every later
+    /// operation fails with EIO and changes nothing. A `power_loss` then gives the state
+    /// of a crash at exactly that step.
+    /// `step` is a name (its first occurrence) or `name:N` (its Nth).
+    pub fn crash_at(&self, step: &str) {
+        self.lock().faults.crash_at = Some(parse_step(step));
+    }
+
+    /// The checkpoints reached since creation or the last power loss, in order.
+    pub fn checkpoints(&self) -> Vec<String> {
+        self.lock().checkpoints.clone()
+    }
+
     pub fn clear_faults(&self) {
         self.lock().faults = Faults::default();
     }
@@ -425,6 +482,7 @@ impl SimulatedStorage {
         state.generation += 1;
         state.counts = Counts::default();
         state.faults = Faults::default();
+        state.checkpoints.clear();
     }
 }
 
@@ -696,6 +754,20 @@ impl Storage for SimulatedStorage {
             .collect();
         names.sort();
         Ok(names)
+    }
+
+    fn checkpoint(&self, step: &str) {
+        let mut state = self.lock();
+        state.checkpoints.push(step.to_string());
+        let reached = state.checkpoints.iter().filter(|s| *s == step).count() as u64;
+        if state
+            .faults
+            .crash_at
+            .as_ref()
+            .is_some_and(|(name, nth)| name == step && *nth == reached)
+        {
+            state.faults.operations_max = Some(state.counts.operations);
+        }
     }
 }
 

@@ -36,7 +36,11 @@ fn check_file(path: &Path) -> Result<FileCheck, String> {
     let size = std::fs::metadata(path)
         .map_err(|e| format!("Cannot open file {}: {e}", path.display()))?
         .len();
-    let result = scan_records(path, |_args, _offset| Ok(()));
+    let result = scan_records(
+        &tessera::storage::RealStorage::new(""),
+        path,
+        |_args, _offset| Ok(()),
+    );
     Ok(match result {
         Ok(end) => FileCheck {
             size,

@@ -59,6 +59,10 @@ pub enum Action {
         only_self: bool,
         ids: Option<Vec<u64>>,
     },
+    /// BGREWRITEAOF: start a compaction now (the reply is written).
+    StartRewrite,
+    /// BGSAVE: start a background snapshot to `dbfilename` now (the reply is written).
+    StartBackgroundSave,
 }
 
 pub struct CommandSpec {
@@ -118,14 +122,44 @@ pub struct ServerState {
     pub log_error: Option<String>,
     /// Persistence figures for INFO, refreshed by the server loop.
     pub persistence: PersistenceInfo,
+    /// Where files live (the real file system, or a simulated one in crash tests).
+    pub storage: std::sync::Arc<dyn crate::storage::Storage>,
 }
 
+/// INFO persistence figures kept by the server loop (Redis's names where they exist).
 #[derive(Default, Clone, Debug)]
 pub struct PersistenceInfo {
+    /// Base files plus every incremental file listed in the manifest.
     pub aof_current_size: u64,
-    pub aof_last_write_status_ok: bool,
+    pub aof_base_size: u64,
+    /// `aof_current_size` after the last compaction (or at start-up): the auto-rewrite
+    /// growth is measured from it.
+    pub aof_rewrite_base_size: u64,
     pub aof_pending_bytes: u64,
     pub aof_delayed_fsync: u64,
+    pub aof_rewrite_in_progress: bool,
+    pub aof_rewrite_scheduled: bool,
+    pub aof_rewrite_started: Option<std::time::Instant>,
+    pub aof_last_rewrite_seconds: Option<u64>,
+    pub aof_last_bgrewrite_failed: bool,
+    pub aof_rewrites: u64,
+    pub aof_rewrites_consecutive_failures: u64,
+    /// When the last compaction failed (for the automatic trigger's back-off).
+    pub aof_last_rewrite_failure: Option<std::time::Instant>,
+    pub aof_base_parts: usize,
+    pub aof_last_rewrite_bytes: u64,
+    pub aof_last_rewrite_keys: u64,
+    /// Memory held by captured slots not yet written by a running snapshot.
+    pub capture_held_bytes: u64,
+    pub rdb_bgsave_in_progress: bool,
+    pub rdb_bgsave_scheduled: bool,
+    pub rdb_bgsave_started: Option<std::time::Instant>,
+    pub rdb_last_bgsave_seconds: Option<u64>,
+    pub rdb_last_bgsave_failed: bool,
+    pub rdb_last_bgsave_failure: Option<std::time::Instant>,
+    pub rdb_saves: u64,
+    pub rdb_last_load_keys_loaded: u64,
+    pub rdb_last_load_keys_expired: u64,
     pub loading_seconds: f64,
     pub loaded_keys: u64,
 }

@@ -85,6 +85,15 @@ pub fn commands() -> Vec<CommandSpec> {
             "Asynchronously rewrites the append-only file to disk.",
             bgrewriteaof
         ),
+        command!(
+            "bgsave",
+            -1,
+            ADMIN,
+            (0, 0, 0),
+            "server",
+            "Asynchronously saves the database(s) to disk.",
+            bgsave
+        ),
     ]
 }
 
@@ -142,12 +151,18 @@ fn shutdown(ctx: &mut Ctx, args: &Args) -> Action {
 
 /// SAVE: writes `dbfilename` in `dir` on the event loop, blocking it, as Redis's SAVE does.
 fn save(ctx: &mut Ctx, _args: &Args) -> Action {
+    if ctx.server.persistence.rdb_bgsave_in_progress {
+        ctx.out.error("ERR Background save already in progress");
+        return Action::None;
+    }
     let config = &ctx.server.config;
-    match crate::snapshot::save(ctx.keyspace, &config.dir, &config.dbfilename) {
+    let storage = &*ctx.server.storage;
+    match crate::snapshot::save(storage, ctx.keyspace, &config.dir, &config.dbfilename) {
         Ok(size) => {
             tracing::info!("DB saved on disk ({size} bytes)");
             ctx.server.dirty = 0;
             ctx.server.last_save_unix_seconds = crate::clock::unix_seconds();
+            ctx.server.persistence.rdb_saves += 1;
             ctx.out.ok();
         }
         Err(e) => {
@@ -158,11 +173,61 @@ fn save(ctx: &mut Ctx, _args: &Args) -> Action {
     Action::None
 }
 
+/// BGREWRITEAOF, with Redis's replies: one compaction at a time; during a BGSAVE it is
+/// scheduled and starts when the BGSAVE ends.
 fn bgrewriteaof(ctx: &mut Ctx, _args: &Args) -> Action {
-    ctx.out.error(
-        "ERR Background append only file rewriting is not supported yet by this Tessera build",
-    );
-    Action::None
+    let persistence = &mut ctx.server.persistence;
+    if !ctx.server.config.appendonly {
+        // Redis would write a new log directory; Tessera compacts only a log it is keeping.
+        ctx.out
+            .error("ERR Tessera rewrites the append-only log only when appendonly is yes");
+        Action::None
+    } else if persistence.aof_rewrite_in_progress {
+        ctx.out
+            .error("ERR Background append only file rewriting already in progress");
+        Action::None
+    } else if persistence.rdb_bgsave_in_progress {
+        persistence.aof_rewrite_scheduled = true;
+        persistence.aof_rewrites_consecutive_failures = 0;
+        ctx.out
+            .simple("Background append only file rewriting scheduled");
+        Action::None
+    } else {
+        ctx.out
+            .simple("Background append only file rewriting started");
+        Action::StartRewrite
+    }
+}
+
+/// BGSAVE [SCHEDULE]: a forkless background snapshot to `dbfilename`.
+fn bgsave(ctx: &mut Ctx, args: &Args) -> Action {
+    let schedule = match args {
+        [_] => false,
+        [_, flag] if eq_ignore_case(flag, "schedule") => true,
+        _ => {
+            ctx.out.error(SYNTAX_ERROR);
+            return Action::None;
+        }
+    };
+    let persistence = &mut ctx.server.persistence;
+    if persistence.rdb_bgsave_in_progress {
+        ctx.out.error("ERR Background save already in progress");
+        Action::None
+    } else if persistence.aof_rewrite_in_progress {
+        if schedule {
+            persistence.rdb_bgsave_scheduled = true;
+            ctx.out.simple("Background saving scheduled");
+        } else {
+            ctx.out.error(
+                "ERR Another child process is active (AOF?): can't BGSAVE right now. \
+                 Use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible.",
+            );
+        }
+        Action::None
+    } else {
+        ctx.out.simple("Background saving started");
+        Action::StartBackgroundSave
+    }
 }
 
 const CONFIG_HELP: &[&str] = &[
@@ -264,6 +329,8 @@ fn config_set(ctx: &mut Ctx, pairs: &Args) -> Action {
             ctx.out.error(&fail(why));
             return Action::None;
         }
+        // CONFIG SET save replaces every point (a config file adds one per line).
+        updated.save_points_explicit = false;
         if let Err(reason) = (directive.set)(&mut updated, &[lossy(pair[1])]) {
             ctx.out.error(&fail(&reason));
             return Action::None;
@@ -541,6 +608,128 @@ fn kv(out: &mut String, name: &str, value: &dyn std::fmt::Display) {
     let _ = write!(out, "{name}:{value}\r\n");
 }
 
+/// Seconds since `started`, or -1 when nothing is running (Redis's convention).
+fn seconds_or_minus_one(started: Option<std::time::Instant>) -> i64 {
+    started.map_or(-1, |t| t.elapsed().as_secs() as i64)
+}
+
+fn ok_or_err(failed: bool) -> &'static str {
+    if failed { "err" } else { "ok" }
+}
+
+/// INFO persistence: Redis 7.0's fields in its order (fork and copy-on-write figures are
+/// 0: there is no fork), then Tessera's own.
+fn info_persistence(server: &crate::commands::ServerState, out: &mut String) {
+    let p = &server.persistence;
+    let config = &server.config;
+    out.push_str("# Persistence\r\n");
+    kv(out, "loading", &0);
+    kv(out, "async_loading", &0);
+    kv(out, "current_cow_peak", &0);
+    kv(out, "current_cow_size", &0);
+    kv(out, "current_cow_size_age", &0);
+    kv(out, "current_fork_perc", &"0.00");
+    kv(out, "current_save_keys_processed", &0);
+    kv(out, "current_save_keys_total", &0);
+    kv(out, "rdb_changes_since_last_save", &server.dirty);
+    kv(
+        out,
+        "rdb_bgsave_in_progress",
+        &(p.rdb_bgsave_in_progress as u8),
+    );
+    kv(out, "rdb_last_save_time", &server.last_save_unix_seconds);
+    kv(
+        out,
+        "rdb_last_bgsave_status",
+        &ok_or_err(p.rdb_last_bgsave_failed),
+    );
+    kv(
+        out,
+        "rdb_last_bgsave_time_sec",
+        &p.rdb_last_bgsave_seconds.map_or(-1, |s| s as i64),
+    );
+    kv(
+        out,
+        "rdb_current_bgsave_time_sec",
+        &seconds_or_minus_one(p.rdb_bgsave_started),
+    );
+    kv(out, "rdb_saves", &p.rdb_saves);
+    kv(out, "rdb_last_cow_size", &0);
+    kv(
+        out,
+        "rdb_last_load_keys_expired",
+        &p.rdb_last_load_keys_expired,
+    );
+    kv(
+        out,
+        "rdb_last_load_keys_loaded",
+        &p.rdb_last_load_keys_loaded,
+    );
+    kv(out, "aof_enabled", &(config.appendonly as u8));
+    kv(
+        out,
+        "aof_rewrite_in_progress",
+        &(p.aof_rewrite_in_progress as u8),
+    );
+    kv(
+        out,
+        "aof_rewrite_scheduled",
+        &(p.aof_rewrite_scheduled as u8),
+    );
+    kv(
+        out,
+        "aof_last_rewrite_time_sec",
+        &p.aof_last_rewrite_seconds.map_or(-1, |s| s as i64),
+    );
+    kv(
+        out,
+        "aof_current_rewrite_time_sec",
+        &seconds_or_minus_one(p.aof_rewrite_started),
+    );
+    kv(
+        out,
+        "aof_last_bgrewrite_status",
+        &ok_or_err(p.aof_last_bgrewrite_failed),
+    );
+    kv(out, "aof_rewrites", &p.aof_rewrites);
+    kv(
+        out,
+        "aof_rewrites_consecutive_failures",
+        &p.aof_rewrites_consecutive_failures,
+    );
+    kv(
+        out,
+        "aof_last_write_status",
+        &ok_or_err(server.log_error.is_some()),
+    );
+    kv(out, "aof_last_cow_size", &0);
+    kv(out, "module_fork_in_progress", &0);
+    kv(out, "module_fork_last_cow_size", &0);
+    if config.appendonly {
+        kv(out, "aof_current_size", &p.aof_current_size);
+        kv(out, "aof_base_size", &p.aof_base_size);
+        kv(out, "aof_pending_rewrite", &(p.aof_rewrite_scheduled as u8));
+        kv(out, "aof_buffer_length", &p.aof_pending_bytes);
+        kv(out, "aof_pending_bio_fsync", &0);
+        kv(out, "aof_delayed_fsync", &p.aof_delayed_fsync);
+    }
+    kv(out, "tessera_aof_base_parts", &p.aof_base_parts);
+    kv(
+        out,
+        "tessera_aof_rewrite_threads",
+        &config.aof_rewrite_threads(),
+    );
+    kv(out, "tessera_last_rewrite_bytes", &p.aof_last_rewrite_bytes);
+    kv(out, "tessera_last_rewrite_keys", &p.aof_last_rewrite_keys);
+    kv(out, "tessera_capture_held_bytes", &p.capture_held_bytes);
+    kv(
+        out,
+        "tessera_last_load_seconds",
+        &format!("{:.3}", p.loading_seconds),
+    );
+    kv(out, "tessera_last_load_keys", &p.loaded_keys);
+}
+
 fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
     let server = &*ctx.server;
     let config = &server.config;
@@ -589,49 +778,7 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
             kv(out, "maxmemory_policy", &"noeviction");
             kv(out, "mem_allocator", &"jemalloc");
         }
-        "persistence" => {
-            let p = &server.persistence;
-            out.push_str("# Persistence\r\n");
-            kv(out, "loading", &0);
-            kv(out, "async_loading", &0);
-            kv(out, "rdb_changes_since_last_save", &server.dirty);
-            kv(out, "rdb_bgsave_in_progress", &0);
-            kv(out, "rdb_last_save_time", &server.last_save_unix_seconds);
-            kv(out, "rdb_last_bgsave_status", &"ok");
-            kv(out, "rdb_last_bgsave_time_sec", &-1);
-            kv(out, "rdb_current_bgsave_time_sec", &-1);
-            kv(out, "rdb_saves", &0);
-            kv(out, "aof_enabled", &(config.appendonly as u8));
-            kv(out, "aof_rewrite_in_progress", &0);
-            kv(out, "aof_rewrite_scheduled", &0);
-            kv(out, "aof_last_rewrite_time_sec", &-1);
-            kv(out, "aof_current_rewrite_time_sec", &-1);
-            kv(out, "aof_last_bgrewrite_status", &"ok");
-            kv(out, "aof_rewrites", &0);
-            kv(
-                out,
-                "aof_last_write_status",
-                &if server.log_error.is_none() {
-                    "ok"
-                } else {
-                    "err"
-                },
-            );
-            if config.appendonly {
-                kv(out, "aof_current_size", &p.aof_current_size);
-                kv(out, "aof_base_size", &0);
-                kv(out, "aof_pending_rewrite", &0);
-                kv(out, "aof_buffer_length", &p.aof_pending_bytes);
-                kv(out, "aof_pending_bio_fsync", &0);
-                kv(out, "aof_delayed_fsync", &p.aof_delayed_fsync);
-            }
-            kv(
-                out,
-                "tessera_last_load_seconds",
-                &format!("{:.3}", p.loading_seconds),
-            );
-            kv(out, "tessera_last_load_keys", &p.loaded_keys);
-        }
+        "persistence" => info_persistence(server, out),
         "stats" => {
             let s = &server.stats;
             out.push_str("# Stats\r\n");

@@ -4,7 +4,7 @@
 //! then incremental files in order. It is replaced atomically: write a temp file, fsync,
 //! rename over the old one, fsync the directory. Files it does not list are garbage.
 
-use std::io::Write;
+use crate::storage::Storage;
 use std::path::Path;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,20 +117,23 @@ impl Manifest {
     }
 
     /// Writes the manifest atomically: temp file, fsync, rename, fsync of the directory.
-    pub fn commit(&self, dir: &Path, file_name: &str) -> std::io::Result<()> {
+    pub fn commit(
+        &self,
+        storage: &dyn Storage,
+        dir: &Path,
+        file_name: &str,
+    ) -> std::io::Result<()> {
         let temp = dir.join(format!("temp-{file_name}"));
         {
-            let mut file = std::fs::File::create(&temp)?;
-            file.write_all(self.to_text().as_bytes())?;
+            let mut file = storage.create(&temp)?;
+            file.append(self.to_text().as_bytes())?;
             file.sync_all()?;
         }
-        std::fs::rename(&temp, dir.join(file_name))?;
-        sync_dir(dir)
+        storage.checkpoint("manifest-temp-written");
+        storage.rename(&temp, &dir.join(file_name))?;
+        storage.checkpoint("manifest-renamed");
+        storage.sync_dir(dir)
     }
-}
-
-pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::File::open(dir)?.sync_all()
 }
 
 #[cfg(test)]

@@ -13,8 +13,8 @@ pub mod manifest;
 pub mod writer;
 
 use crate::config::Config;
+use crate::storage::Storage;
 use manifest::{FileKind, Manifest, ManifestEntry};
-use std::fs::OpenOptions;
 use std::path::PathBuf;
 
 pub use writer::{LogWriter, Notify};
@@ -46,32 +46,54 @@ impl LogPaths {
         format!("{}.{seq}.incr.aof", self.base_name)
     }
 
+    /// The name of snapshot part `part` (1-based) of base `seq`. A single part takes
+    /// Redis's own name, so that Redis 7.0 finds nothing unusual in the directory.
+    pub fn base_part_name(&self, seq: u64, part: usize, parts: usize) -> String {
+        if parts == 1 {
+            format!("{}.{seq}.base.rdb", self.base_name)
+        } else {
+            format!("{}.{seq}.base.{part}.rdb", self.base_name)
+        }
+    }
+
     pub fn file(&self, name: &str) -> PathBuf {
         self.dir.join(name)
     }
 
     /// Reads the manifest; Ok(None) when there is none yet (a fresh directory).
-    pub fn read_manifest(&self) -> Result<Option<Manifest>, String> {
+    pub fn read_manifest(&self, storage: &dyn Storage) -> Result<Option<Manifest>, String> {
         let path = self.manifest_path();
-        match std::fs::read_to_string(&path) {
-            Ok(text) => Manifest::parse(&text)
+        match storage.read(&path) {
+            Ok(bytes) => Manifest::parse(&String::from_utf8_lossy(&bytes))
                 .map(Some)
                 .map_err(|e| format!("{}: {e}", path.display())),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(format!("can't read {}: {e}", path.display())),
         }
     }
+
+    /// Commits `manifest` atomically (see `Manifest::commit`).
+    pub fn commit_manifest(
+        &self,
+        storage: &dyn Storage,
+        manifest: &Manifest,
+    ) -> std::io::Result<()> {
+        manifest.commit(storage, &self.dir, &self.manifest_name())
+    }
 }
 
 /// Creates the directory and a manifest with one empty incremental file (a fresh start).
-pub fn create_fresh(paths: &LogPaths) -> std::io::Result<Manifest> {
-    std::fs::create_dir_all(&paths.dir)?;
+pub fn create_fresh(storage: &dyn Storage, paths: &LogPaths) -> std::io::Result<Manifest> {
+    storage.create_dir_all(&paths.dir)?;
+    if let Some(parent) = paths.dir.parent() {
+        storage.sync_dir(if parent.as_os_str().is_empty() {
+            std::path::Path::new(".")
+        } else {
+            parent
+        })?;
+    }
     let name = paths.incremental_name(1);
-    let file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(paths.file(&name))?;
-    file.sync_all()?;
+    storage.create(&paths.file(&name))?.sync_all()?;
     let manifest = Manifest {
         entries: vec![ManifestEntry {
             name,
@@ -79,12 +101,14 @@ pub fn create_fresh(paths: &LogPaths) -> std::io::Result<Manifest> {
             kind: FileKind::Incremental,
         }],
     };
-    manifest.commit(&paths.dir, &paths.manifest_name())?;
+    // The manifest commit syncs the directory, which makes the new file's name durable.
+    paths.commit_manifest(storage, &manifest)?;
     Ok(manifest)
 }
 
 /// Opens the manifest's last incremental file for appending and starts the writer.
 pub fn open_writer(
+    storage: &std::sync::Arc<dyn Storage>,
     paths: &LogPaths,
     manifest: &Manifest,
     config: &Config,
@@ -93,27 +117,30 @@ pub fn open_writer(
     let last = manifest
         .last_incremental()
         .expect("a manifest always lists an incremental file");
-    let file = OpenOptions::new()
-        .append(true)
-        .open(paths.file(&last.name))?;
-    let size = file.metadata()?.len();
-    Ok(LogWriter::start(file, size, config.appendfsync, notify))
+    let file = storage.open_append(&paths.file(&last.name))?;
+    let size = file.len()?;
+    Ok(LogWriter::start(
+        storage.clone(),
+        file,
+        size,
+        config.appendfsync,
+        notify,
+    ))
 }
 
 /// Removes files of ours that the manifest does not list (left by a crash mid-change).
-pub fn remove_unlisted(paths: &LogPaths, manifest: &Manifest) {
-    let Ok(entries) = std::fs::read_dir(&paths.dir) else {
+pub fn remove_unlisted(storage: &dyn Storage, paths: &LogPaths, manifest: &Manifest) {
+    let Ok(names) = storage.list_dir(&paths.dir) else {
         return;
     };
     let prefix = format!("{}.", paths.base_name);
     let manifest_name = paths.manifest_name();
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
+    for name in names {
         let ours = name.starts_with(&prefix) || name.starts_with("temp-");
         let listed = name == manifest_name || manifest.entries.iter().any(|e| e.name == name);
         if ours && !listed {
             tracing::info!("removing {name}: not listed in the manifest");
-            let _ = std::fs::remove_file(entry.path());
+            let _ = storage.remove_file(&paths.file(&name));
         }
     }
 }

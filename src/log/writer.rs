@@ -11,9 +11,11 @@
 //! refuses writes (Redis's MISCONF). Bytes the disk may have lost are always rewritten
 //! from memory, never trusted to a second fsync (a failed fsync can drop dirty pages).
 
+use super::LogPaths;
+use super::manifest::Manifest;
 use crate::config::FsyncPolicy;
-use std::fs::File;
-use std::io::Write;
+use crate::storage::{Storage, StorageFile};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -27,6 +29,25 @@ struct Pending {
     /// Fsync at the next pass whatever the policy (SHUTDOWN).
     sync_requested: bool,
     stop: bool,
+    /// A switch to a new incremental file after the first `split` bytes of `bytes`.
+    rotation: Option<PendingRotation>,
+}
+
+/// Where a compaction starts: the log moves to a new incremental file, which a manifest
+/// commit makes part of the dataset before any record is written to it.
+pub struct Rotation {
+    pub paths: LogPaths,
+    /// The new file's name in the log directory.
+    pub file_name: String,
+    /// The manifest to commit: the current one with the new file appended.
+    pub manifest: Manifest,
+}
+
+struct PendingRotation {
+    split: usize,
+    /// The last batch that belongs to the old file.
+    seq_before: u64,
+    rotation: Rotation,
 }
 
 struct Shared {
@@ -44,6 +65,33 @@ struct Shared {
     /// The writer is waiting on `wake_writer`: only then does a submit need to signal it
     /// (a futex syscall per event-loop turn otherwise).
     writer_waiting: AtomicBool,
+    /// The outcome of the last rotation, once the writer has done it.
+    rotation_outcome: Mutex<Option<Result<(), String>>>,
+    rotation_done: Condvar,
+}
+
+/// Lets another thread (the compaction) wait for the outcome of a rotation.
+#[derive(Clone)]
+pub struct RotationWaiter {
+    shared: Arc<Shared>,
+}
+
+impl RotationWaiter {
+    /// Blocks until the writer has switched files (Ok) or given up (Err).
+    pub fn wait(&self) -> Result<(), String> {
+        let mut outcome = self.shared.rotation_outcome.lock().unwrap();
+        loop {
+            if let Some(result) = outcome.as_ref() {
+                return result.clone();
+            }
+            outcome = self.shared.rotation_done.wait(outcome).unwrap();
+        }
+    }
+
+    /// The outcome if the writer has done the rotation.
+    pub fn peek(&self) -> Option<Result<(), String>> {
+        self.shared.rotation_outcome.lock().unwrap().clone()
+    }
 }
 
 /// The event loop's side of the writer.
@@ -57,7 +105,13 @@ pub struct LogWriter {
 pub type Notify = Box<dyn Fn() + Send>;
 
 impl LogWriter {
-    pub fn start(file: File, file_bytes: u64, policy: FsyncPolicy, notify: Notify) -> LogWriter {
+    pub fn start(
+        storage: Arc<dyn Storage>,
+        file: Box<dyn StorageFile>,
+        file_bytes: u64,
+        policy: FsyncPolicy,
+        notify: Notify,
+    ) -> LogWriter {
         let shared = Arc::new(Shared {
             pending: Mutex::new(Pending {
                 bytes: Vec::new(),
@@ -65,6 +119,7 @@ impl LogWriter {
                 policy,
                 sync_requested: false,
                 stop: false,
+                rotation: None,
             }),
             wake_writer: Condvar::new(),
             written_seq: AtomicU64::new(0),
@@ -74,11 +129,15 @@ impl LogWriter {
             failed: AtomicBool::new(false),
             error: Mutex::new(None),
             writer_waiting: AtomicBool::new(false),
+            rotation_outcome: Mutex::new(None),
+            rotation_done: Condvar::new(),
         });
         let thread_shared = shared.clone();
         let thread = std::thread::Builder::new()
             .name("log-writer".into())
-            .spawn(move || WriterThread::new(thread_shared, file, file_bytes, notify).run())
+            .spawn(move || {
+                WriterThread::new(thread_shared, storage, file, file_bytes, notify).run()
+            })
             .expect("spawn log writer thread");
         LogWriter {
             shared,
@@ -110,6 +169,26 @@ impl LogWriter {
             self.shared.wake_writer.notify_one();
         }
         seq
+    }
+
+    /// Switches to a new incremental file after everything submitted so far (the start of
+    /// a compaction). Returns at once; the writer makes the old file durable, creates the
+    /// new one and commits the manifest off the event loop. Records submitted from now on
+    /// go to the new file, or, if the switch fails, stay in the old one.
+    pub fn rotate(&mut self, rotation: Rotation) -> RotationWaiter {
+        *self.shared.rotation_outcome.lock().unwrap() = None;
+        let mut pending = self.shared.pending.lock().unwrap();
+        assert!(pending.rotation.is_none(), "one rotation at a time");
+        pending.rotation = Some(PendingRotation {
+            split: pending.bytes.len(),
+            seq_before: self.next_seq - 1,
+            rotation,
+        });
+        drop(pending);
+        self.shared.wake_writer.notify_one();
+        RotationWaiter {
+            shared: self.shared.clone(),
+        }
     }
 
     pub fn last_submitted(&self) -> u64 {
@@ -176,7 +255,8 @@ impl Drop for LogWriter {
 
 struct WriterThread {
     shared: Arc<Shared>,
-    file: File,
+    storage: Arc<dyn Storage>,
+    file: Box<dyn StorageFile>,
     /// File length covered by the last successful fsync.
     durable_len: u64,
     /// Batches written (or to be written) since the last successful fsync, kept so that
@@ -190,9 +270,16 @@ struct WriterThread {
 }
 
 impl WriterThread {
-    fn new(shared: Arc<Shared>, file: File, file_bytes: u64, notify: Notify) -> WriterThread {
+    fn new(
+        shared: Arc<Shared>,
+        storage: Arc<dyn Storage>,
+        file: Box<dyn StorageFile>,
+        file_bytes: u64,
+        notify: Notify,
+    ) -> WriterThread {
         WriterThread {
             shared,
+            storage,
             file,
             durable_len: file_bytes,
             unsynced: Vec::new(),
@@ -205,7 +292,18 @@ impl WriterThread {
 
     fn run(mut self) {
         loop {
-            let (batch, seq, policy, sync_requested, stop) = self.take_pending();
+            let (mut batch, seq, policy, sync_requested, stop, rotation) = self.take_pending();
+            if let Some(pending_rotation) = rotation {
+                let after = batch.split_off(pending_rotation.split);
+                if !batch.is_empty() {
+                    self.unsynced.push(batch);
+                    self.unsynced_seq = pending_rotation.seq_before;
+                }
+                let outcome = self.rotate(pending_rotation.rotation);
+                *self.shared.rotation_outcome.lock().unwrap() = Some(outcome);
+                self.shared.rotation_done.notify_all();
+                batch = after;
+            }
             if !batch.is_empty() {
                 self.unsynced.push(batch);
                 self.unsynced_seq = seq;
@@ -239,12 +337,26 @@ impl WriterThread {
     }
 
     /// Waits for work (or the next everysec/retry tick) and takes all queued bytes.
-    fn take_pending(&mut self) -> (Vec<u8>, u64, FsyncPolicy, bool, bool) {
+    #[allow(clippy::type_complexity)]
+    fn take_pending(
+        &mut self,
+    ) -> (
+        Vec<u8>,
+        u64,
+        FsyncPolicy,
+        bool,
+        bool,
+        Option<PendingRotation>,
+    ) {
         let mut pending = self.shared.pending.lock().unwrap();
         loop {
             let failed = self.shared.failed.load(Ordering::Acquire);
             let has_unsynced = !self.unsynced.is_empty();
-            if !pending.bytes.is_empty() || pending.stop || pending.sync_requested {
+            if !pending.bytes.is_empty()
+                || pending.stop
+                || pending.sync_requested
+                || pending.rotation.is_some()
+            {
                 break;
             }
             let wait = if failed {
@@ -275,6 +387,7 @@ impl WriterThread {
             pending.policy,
             sync_requested,
             pending.stop,
+            pending.rotation.take(),
         )
     }
 
@@ -285,7 +398,7 @@ impl WriterThread {
             let end = offset + batch.len() as u64;
             if end > self.unsynced_written {
                 let start = (self.unsynced_written - offset) as usize;
-                if let Err(e) = self.file.write_all(&batch[start..]) {
+                if let Err(e) = self.file.append(&batch[start..]) {
                     self.fail("write", e);
                     return Err(());
                 }
@@ -333,6 +446,40 @@ impl WriterThread {
             );
         }
         *self.shared.error.lock().unwrap() = Some(error.to_string());
+    }
+
+    /// Makes the old file durable, then creates the new one and commits the manifest that
+    /// lists it. On failure the writer stays on the old file (nothing of the new one is
+    /// listed anywhere) and the compaction that asked is abandoned.
+    fn rotate(&mut self, rotation: Rotation) -> Result<(), String> {
+        if self.shared.failed.load(Ordering::Acquire) {
+            self.recover();
+        } else if self.write_unwritten().is_ok() {
+            let _ = self.fsync();
+        }
+        if let Some(error) = self.shared.error.lock().unwrap().clone()
+            && self.shared.failed.load(Ordering::Acquire)
+        {
+            return Err(format!("the append-only log can't be written: {error}"));
+        }
+        let storage = self.storage.clone();
+        let path: PathBuf = rotation.paths.file(&rotation.file_name);
+        let mut file = storage
+            .create(&path)
+            .and_then(|mut file| file.sync_all().map(|()| file))
+            .map_err(|e| format!("can't create {}: {e}", path.display()))?;
+        storage.checkpoint("rewrite-incr-created");
+        rotation
+            .paths
+            .commit_manifest(&*storage, &rotation.manifest)
+            .map_err(|e| format!("can't commit the manifest: {e}"))?;
+        storage.checkpoint("rewrite-incr-committed");
+        std::mem::swap(&mut self.file, &mut file);
+        self.durable_len = 0;
+        self.unsynced_written = 0;
+        self.shared.file_bytes.store(0, Ordering::Relaxed);
+        tracing::info!("append-only log continues in {}", rotation.file_name);
+        Ok(())
     }
 
     /// After a failure: cut the file back to its durable length, rewrite everything since

@@ -1,0 +1,174 @@
+//! Log compaction (`BGREWRITEAOF`): the split, forkless rewrite of the PAOF/LEAST papers.
+//!
+//! The protocol, each step a named checkpoint that the crash tests stop at:
+//!
+//! 1. Start (event loop, at one instant): the log writer is told to switch to a new
+//!    incremental file after everything logged so far, and every database begins a
+//!    capture (`snapshot::SnapshotJob`). Nothing is written twice: records after this
+//!    point go only to the new file, and there is no rewrite buffer.
+//! 2. The writer makes the old file durable, creates the new one and commits manifest
+//!    M1 = old base + old incremental files + the new one (`rewrite-incr-created`,
+//!    `rewrite-incr-committed`).
+//! 3. K writer threads write the parts `<name>.<seq>.base.<i>.rdb` and fsync them
+//!    (`snapshot-first-capture-taken`, `snapshot-part-synced`, `snapshot-parts-written`);
+//!    the directory is fsynced so their names are durable (`rewrite-parts-durable`).
+//! 4. One manifest commit makes M2 = the new parts + the new incremental file the dataset
+//!    (`manifest-temp-written`, `manifest-renamed`, `rewrite-committed`).
+//! 5. The files M2 does not list are deleted (`rewrite-deleted-one`, `rewrite-deleted-all`).
+//!
+//! A crash before step 4's rename leaves M1 (or the manifest before it), whose files are
+//! all still there; after it, M2, whose files are all durable. Files a manifest does not
+//! list are removed at start-up. A failure at any step leaves the last committed manifest
+//! in force and is reported in INFO and the log.
+
+use crate::log::manifest::{FileKind, Manifest, ManifestEntry};
+use crate::log::writer::{Rotation, RotationWaiter};
+use crate::log::{LogPaths, LogWriter};
+use crate::rdb::RdbWriterOptions;
+use crate::snapshot::{JobOutcome, JobSpec, SnapshotJob};
+use crate::storage::Storage;
+use std::sync::Arc;
+
+/// A compaction in progress, as the event loop sees it.
+pub struct Compaction {
+    pub job: SnapshotJob,
+    rotation: RotationWaiter,
+    /// The manifest in force if the rotation succeeded and the compaction did not.
+    after_rotation: Manifest,
+    /// The manifest in force once the compaction succeeds.
+    after_commit: Manifest,
+    pub parts: usize,
+}
+
+/// How a compaction ended: the manifest now in force, and the job's figures or error.
+pub struct Finished {
+    pub manifest: Manifest,
+    pub result: Result<JobOutcome, String>,
+}
+
+impl Compaction {
+    /// Starts a compaction of `keyspace` with `parts` writer threads. Everything logged
+    /// before this call must already be submitted to `writer`. `manifest` is the one in
+    /// force; `notify` wakes the event loop when the compaction ends.
+    pub fn start(
+        keyspace: &mut crate::keyspace::Keyspace,
+        writer: &mut LogWriter,
+        storage: Arc<dyn Storage>,
+        paths: &LogPaths,
+        manifest: &Manifest,
+        parts: usize,
+        notify: Box<dyn Fn() + Send>,
+    ) -> Compaction {
+        let parts = parts.clamp(1, crate::keyspace::SLOT_COUNT);
+        let incr_seq = manifest.last_incremental().map_or(1, |e| e.seq + 1);
+        let base_seq = manifest.base().map(|e| e.seq).max().unwrap_or(0) + 1;
+        let incr = ManifestEntry {
+            name: paths.incremental_name(incr_seq),
+            seq: incr_seq,
+            kind: FileKind::Incremental,
+        };
+        let mut after_rotation = manifest.clone();
+        after_rotation.entries.push(incr.clone());
+        let part_names: Vec<String> = (1..=parts)
+            .map(|part| paths.base_part_name(base_seq, part, parts))
+            .collect();
+        let mut after_commit = Manifest {
+            entries: part_names
+                .iter()
+                .map(|name| ManifestEntry {
+                    name: name.clone(),
+                    seq: base_seq,
+                    kind: FileKind::Base,
+                })
+                .collect(),
+        };
+        after_commit.entries.push(incr.clone());
+        let rotation = writer.rotate(Rotation {
+            paths: paths.clone(),
+            file_name: incr.name.clone(),
+            manifest: after_rotation.clone(),
+        });
+        tracing::info!(
+            "background append-only log rewrite started: {parts} part(s) of base {base_seq}, new records go to {}",
+            incr.name
+        );
+        let obsolete: Vec<String> = after_rotation
+            .entries
+            .iter()
+            .filter(|e| !after_commit.entries.contains(e))
+            .map(|e| e.name.clone())
+            .collect();
+        let finisher = {
+            let storage = storage.clone();
+            let paths = paths.clone();
+            let rotation = rotation.clone();
+            let after_commit = after_commit.clone();
+            Box::new(move |_sizes: &[u64]| {
+                install(&*storage, &paths, &rotation, &after_commit, &obsolete)
+            })
+        };
+        let job = SnapshotJob::start(
+            keyspace,
+            JobSpec {
+                storage,
+                part_paths: part_names.iter().map(|n| paths.file(n)).collect(),
+                options: RdbWriterOptions {
+                    aof_base: true,
+                    ..RdbWriterOptions::default()
+                },
+                finisher,
+                notify,
+            },
+        );
+        Compaction {
+            job,
+            rotation,
+            after_rotation,
+            after_commit,
+            parts,
+        }
+    }
+
+    /// The outcome once both the snapshot job and the log rotation are over.
+    pub fn poll(&self, before: &Manifest) -> Option<Finished> {
+        let result = self.job.outcome()?;
+        let rotated = self.rotation.peek()?;
+        let manifest = match (&result, rotated) {
+            (Ok(_), _) => self.after_commit.clone(),
+            (Err(_), Ok(())) => self.after_rotation.clone(),
+            (Err(_), Err(_)) => before.clone(),
+        };
+        Some(Finished { manifest, result })
+    }
+}
+
+/// Steps 3 (end) to 5, on the snapshot job's thread once every part is written and synced.
+fn install(
+    storage: &dyn Storage,
+    paths: &LogPaths,
+    rotation: &RotationWaiter,
+    after_commit: &Manifest,
+    obsolete: &[String],
+) -> Result<(), String> {
+    // The parts describe the dataset at the switch: useless if the switch failed.
+    rotation
+        .wait()
+        .map_err(|e| format!("can't switch to a new incremental file: {e}"))?;
+    storage
+        .sync_dir(&paths.dir)
+        .map_err(|e| format!("can't fsync {}: {e}", paths.dir.display()))?;
+    storage.checkpoint("rewrite-parts-durable");
+    paths
+        .commit_manifest(storage, after_commit)
+        .map_err(|e| format!("can't commit the manifest: {e}"))?;
+    storage.checkpoint("rewrite-committed");
+    for name in obsolete {
+        // Unlisted now: a file left behind by a failure here is removed at start-up.
+        if let Err(e) = storage.remove_file(&paths.file(name)) {
+            tracing::warn!("can't remove {name}: {e}");
+        }
+        storage.checkpoint("rewrite-deleted-one");
+    }
+    storage.checkpoint("rewrite-deleted-all");
+    Ok(())
+}
