@@ -57,6 +57,7 @@ impl Compaction {
         paths: &LogPaths,
         manifest: &Manifest,
         parts: usize,
+        key_delay_us: u64,
         notify: Box<dyn Fn() + Send>,
     ) -> Compaction {
         let parts = parts.clamp(1, crate::keyspace::SLOT_COUNT);
@@ -117,6 +118,7 @@ impl Compaction {
                     ..RdbWriterOptions::default()
                 },
                 finisher,
+                key_delay_us,
                 notify,
             },
         );

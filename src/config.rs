@@ -55,6 +55,9 @@ pub struct Config {
     /// A `save` line has been read from the current source: later lines add points
     /// (redis.conf lists one point per line), the first replaces the defaults.
     pub save_points_explicit: bool,
+    /// Redis's `rdb-key-save-delay`: microseconds a snapshot writer sleeps after each key
+    /// (a testing aid that makes background snapshots slow on purpose; 0 in production).
+    pub rdb_key_save_delay_us: u64,
 }
 
 impl Config {
@@ -135,6 +138,7 @@ impl Default for Config {
             // Redis 7's built-in default.
             save_points: vec![(3600, 1), (300, 100), (60, 10000)],
             save_points_explicit: false,
+            rdb_key_save_delay_us: 0,
         }
     }
 }
@@ -337,6 +341,12 @@ pub static DIRECTIVES: &[Directive] = &[
         }
         c.loglevel = level
     }),
+    directive!(
+        "rdb-key-save-delay",
+        true,
+        |c| c.rdb_key_save_delay_us.to_string(),
+        |c, a| c.rdb_key_save_delay_us = parse_int_in(a, 0, i32::MAX as i64)? as u64
+    ),
     directive!("logfile", false, |c| c.logfile.clone(), |c, a| c.logfile =
         one(a)?.to_string()),
     directive!("hz", true, |c| c.hz.to_string(), |c, a| c.hz =

@@ -958,6 +958,7 @@ impl Server {
             paths,
             manifest,
             self.state.config.aof_rewrite_threads(),
+            self.state.config.rdb_key_save_delay_us,
             notify,
         );
         // The new file starts empty: the next record needs its SELECT.
@@ -966,6 +967,7 @@ impl Server {
         let p = &mut self.state.persistence;
         p.aof_rewrite_scheduled = false;
         p.aof_rewrite_in_progress = true;
+        p.aof_rewrites += 1; // counted at the start, as Redis does
         p.aof_rewrite_started = Some(Instant::now());
     }
 
@@ -985,7 +987,6 @@ impl Server {
                     outcome.seconds
                 );
                 p.aof_last_bgrewrite_failed = false;
-                p.aof_rewrites += 1;
                 p.aof_rewrites_consecutive_failures = 0;
                 p.aof_last_rewrite_failure = None;
                 p.aof_last_rewrite_bytes = bytes;
@@ -1038,6 +1039,7 @@ impl Server {
                 part_paths: vec![temp],
                 options: crate::rdb::RdbWriterOptions::default(),
                 finisher,
+                key_delay_us: self.state.config.rdb_key_save_delay_us,
                 notify,
             },
         );
@@ -1046,6 +1048,7 @@ impl Server {
         let p = &mut self.state.persistence;
         p.rdb_bgsave_scheduled = false;
         p.rdb_bgsave_in_progress = true;
+        p.rdb_saves += 1; // counted at the start, as Redis does
         p.rdb_bgsave_started = Some(Instant::now());
     }
 
@@ -1067,7 +1070,6 @@ impl Server {
                 );
                 p.rdb_last_bgsave_failed = false;
                 p.rdb_last_bgsave_failure = None;
-                p.rdb_saves += 1;
                 self.state.dirty = self.state.dirty.saturating_sub(dirty_at_start);
                 self.state.last_save_unix_seconds = crate::clock::unix_seconds();
             }

@@ -263,6 +263,8 @@ pub struct JobSpec {
     pub part_paths: Vec<PathBuf>,
     pub options: RdbWriterOptions,
     pub finisher: Finisher,
+    /// `rdb-key-save-delay`: microseconds to sleep after each key (tests only).
+    pub key_delay_us: u64,
     /// Wakes the event loop when the job is over.
     pub notify: Box<dyn Fn() + Send>,
 }
@@ -391,10 +393,12 @@ fn run_job(shared: Arc<JobShared>, spec: JobSpec, hints: Vec<Vec<(u64, u64)>>) {
             .map(|(part, (path, hints))| {
                 let shared = &shared;
                 let options = &spec.options;
+                let delay = spec.key_delay_us;
                 std::thread::Builder::new()
                     .name(format!("snapshot-part-{}", part + 1))
                     .spawn_scoped(scope, move || {
-                        let result = write_part(shared, part, storage, path, options, &hints);
+                        let result =
+                            write_part(shared, part, storage, path, options, &hints, delay);
                         if result.is_err() {
                             // One part failed: the snapshot is lost, stop the others.
                             shared.cancelled.store(true, Ordering::Release);
@@ -454,6 +458,7 @@ fn write_part(
     path: &Path,
     options: &RdbWriterOptions,
     hints: &[(u64, u64)],
+    key_delay_us: u64,
 ) -> Result<u64, String> {
     let describe = |e: RdbError| format!("can't write {}: {e}", path.display());
     let mut writer = create_part(storage, path, options)?;
@@ -479,6 +484,12 @@ fn write_part(
             if !entry.is_expired(now_ms) {
                 writer.write_entry(db, entry).map_err(describe)?;
                 keys += 1;
+                if key_delay_us > 0 {
+                    std::thread::sleep(std::time::Duration::from_micros(key_delay_us));
+                    if shared.cancelled.load(Ordering::Acquire) {
+                        break;
+                    }
+                }
             }
         }
         shared.keys_written.fetch_add(keys, Ordering::Relaxed);

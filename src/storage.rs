@@ -425,6 +425,13 @@ impl SimulatedStorage {
     /// When the code under test reaches checkpoint `step`, the storage dies: every later
     /// operation fails with EIO and changes nothing. A `power_loss` then gives the state
     /// of a crash at exactly that step.
+    /// The storage dies now: every later operation fails with EIO and changes nothing
+    /// (a crash at a moment chosen by the test, e.g. a random one).
+    pub fn crash_now(&self) {
+        let mut state = self.lock();
+        state.faults.operations_max = Some(state.counts.operations);
+    }
+
     /// `step` is a name (its first occurrence) or `name:N` (its Nth).
     pub fn crash_at(&self, step: &str) {
         self.lock().faults.crash_at = Some(parse_step(step));

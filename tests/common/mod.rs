@@ -2,6 +2,8 @@
 //! port (never assuming 6379) and talk to it with the `redis` crate or raw sockets.
 #![allow(dead_code)]
 
+pub mod model;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -337,4 +339,39 @@ impl Drop for RedisOracle {
 
 pub fn dbsize(conn: &mut redis::Connection) -> usize {
     redis::cmd("DBSIZE").query(conn).unwrap()
+}
+
+/// One field of INFO (all sections), as text; None if absent.
+pub fn info_field(conn: &mut redis::Connection, name: &str) -> Option<String> {
+    let info: String = redis::cmd("INFO").arg("everything").query(conn).unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+        .map(|v| v.trim().to_string())
+}
+
+/// Waits until no compaction or background save is running or scheduled.
+pub fn wait_for_background_jobs(conn: &mut redis::Connection) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let busy = [
+            "aof_rewrite_in_progress",
+            "aof_rewrite_scheduled",
+            "rdb_bgsave_in_progress",
+        ]
+        .iter()
+        .any(|field| info_field(conn, field).as_deref() == Some("1"));
+        if !busy {
+            return;
+        }
+        assert!(Instant::now() < deadline, "background jobs did not finish");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The file names listed in the manifest of `aof_dir`.
+pub fn manifest_files(aof_dir: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(aof_dir.join("appendonly.aof.manifest")).unwrap();
+    text.lines()
+        .filter_map(|l| l.split_whitespace().nth(1).map(str::to_string))
+        .collect()
 }

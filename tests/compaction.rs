@@ -1,0 +1,481 @@
+//! Compaction (BGREWRITEAOF) and background snapshots (BGSAVE) with the real server
+//! process: data kept under load, Redis's replies, RDB parts Redis accepts, point-in-time
+//! snapshots, and a crash (SIGKILL) at every step of the compaction protocol.
+
+mod common;
+
+use common::model::{join_load, spawn_load};
+use common::*;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+fn cmd_str(conn: &mut redis::Connection, args: &[&str]) -> redis::RedisResult<String> {
+    let mut command = redis::cmd(args[0]);
+    for arg in &args[1..] {
+        command.arg(*arg);
+    }
+    command.query(conn)
+}
+
+fn error_text(result: redis::RedisResult<String>) -> String {
+    match result {
+        Ok(v) => panic!("expected an error, got {v}"),
+        Err(e) => {
+            // The redis crate splits "ERR text" into a kind and a detail.
+            let detail = e.detail().unwrap_or("").to_string();
+            format!("{} {detail}", e.code().unwrap_or("?"))
+        }
+    }
+}
+
+fn files_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn back_to_back_rewrites_under_load_keep_every_acknowledged_write() {
+    let dir = temp_dir();
+    let mut server = start_server(
+        dir.path(),
+        &[
+            "--appendfsync",
+            "always",
+            "--aof-rewrite-threads",
+            "3",
+            "--save",
+            "",
+        ],
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = spawn_load(&server.url(), 6, 11, &stop, usize::MAX);
+    let mut conn = server.connection();
+    let mut rewrites = 0;
+    let deadline = Instant::now() + Duration::from_secs(4);
+    while Instant::now() < deadline || rewrites < 3 {
+        let reply = cmd_str(&mut conn, &["BGREWRITEAOF"]).unwrap();
+        assert_eq!(reply, "Background append only file rewriting started");
+        wait_for_background_jobs(&mut conn);
+        rewrites += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let model = join_load(load);
+    assert!(model.acked_count() > 100, "the load made progress");
+    assert_eq!(
+        info_field(&mut conn, "aof_rewrites").unwrap(),
+        rewrites.to_string()
+    );
+    assert_eq!(
+        info_field(&mut conn, "aof_last_bgrewrite_status").unwrap(),
+        "ok"
+    );
+    assert_eq!(
+        info_field(&mut conn, "tessera_aof_base_parts").unwrap(),
+        "3"
+    );
+    // Only the files of the manifest remain: three parts, one incremental file.
+    let listed = manifest_files(&server.aof_dir());
+    let mut expected: Vec<String> = listed.clone();
+    expected.push("appendonly.aof.manifest".into());
+    expected.sort();
+    assert_eq!(files_in(&server.aof_dir()), expected);
+    assert_eq!(listed.iter().filter(|n| n.ends_with(".rdb")).count(), 3);
+    assert_eq!(
+        listed.iter().filter(|n| n.ends_with(".incr.aof")).count(),
+        1
+    );
+    server.kill9();
+    let server = start_server(dir.path(), &["--save", ""]);
+    let problems = model.verify(&mut server.connection());
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+/// Fills databases 0 and 3 with strings of every encoding: small integers, short strings,
+/// long compressible ones (LZF), long random ones, some with an expiry.
+fn populate_varied(conn: &mut redis::Connection, count: usize) {
+    let mut pipe = redis::pipe();
+    for i in 0..count {
+        let db = if i % 2 == 0 { 0 } else { 3 };
+        pipe.cmd("SELECT").arg(db).ignore();
+        let key = format!("key:{i}");
+        match i % 5 {
+            0 => pipe.cmd("SET").arg(&key).arg(i as i64 - 500).ignore(),
+            1 => pipe.cmd("SET").arg(&key).arg(format!("v{i}")).ignore(),
+            2 => pipe
+                .cmd("SET")
+                .arg(&key)
+                .arg("z".repeat(200 + i % 50))
+                .ignore(),
+            3 => {
+                let noise: String = (0..300)
+                    .map(|j| char::from(b'!' + ((i * 31 + j * 17) % 90) as u8))
+                    .collect();
+                pipe.cmd("SET").arg(&key).arg(noise).ignore()
+            }
+            _ => pipe
+                .cmd("SET")
+                .arg(&key)
+                .arg(format!("expiring {i}"))
+                .arg("PX")
+                .arg(3_600_000)
+                .ignore(),
+        };
+    }
+    pipe.cmd("SELECT").arg(0).ignore();
+    let _: () = pipe.query(conn).unwrap();
+}
+
+/// Every key of databases 0..16 with its value and whether it has an expiry.
+fn dump_dataset(conn: &mut redis::Connection) -> Vec<(i64, String, Vec<u8>, bool)> {
+    let mut all = Vec::new();
+    for db in 0..16 {
+        let _: () = redis::cmd("SELECT").arg(db).query(conn).unwrap();
+        let mut keys: Vec<String> = redis::cmd("KEYS").arg("*").query(conn).unwrap();
+        keys.sort();
+        for key in keys {
+            let value: Vec<u8> = redis::cmd("GET").arg(&key).query(conn).unwrap();
+            let ttl: i64 = redis::cmd("PTTL").arg(&key).query(conn).unwrap();
+            all.push((db, key, value, ttl > 0));
+        }
+    }
+    let _: () = redis::cmd("SELECT").arg(0).query(conn).unwrap();
+    all
+}
+
+#[test]
+fn every_part_passes_redis_check_rdb_and_redis_loads_a_single_part_directory() {
+    let Some(redis_server) = require_redis_or_skip("redis_loads_compacted_dir") else {
+        return;
+    };
+    let check_rdb = redis_server.with_file_name("redis-check-rdb");
+    let dir = temp_dir();
+    let mut server = start_server(dir.path(), &["--aof-rewrite-threads", "4", "--save", ""]);
+    let mut conn = server.connection();
+    populate_varied(&mut conn, 4000);
+    assert_eq!(
+        cmd_str(&mut conn, &["BGREWRITEAOF"]).unwrap(),
+        "Background append only file rewriting started"
+    );
+    wait_for_background_jobs(&mut conn);
+    let parts: Vec<String> = manifest_files(&server.aof_dir())
+        .into_iter()
+        .filter(|n| n.ends_with(".rdb"))
+        .collect();
+    assert_eq!(parts.len(), 4);
+    for part in &parts {
+        let output = std::process::Command::new(&check_rdb)
+            .arg(server.aof_dir().join(part))
+            .output()
+            .expect("run redis-check-rdb");
+        let text = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success() && text.contains("RDB looks OK!"),
+            "{part}: {text}"
+        );
+    }
+    // Writes after the compaction go to the new incremental file.
+    let _: () = redis::cmd("SET")
+        .arg("after")
+        .arg("rewrite")
+        .query(&mut conn)
+        .unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("aof-rewrite-threads")
+        .arg(1)
+        .query(&mut conn)
+        .unwrap();
+    cmd_str(&mut conn, &["BGREWRITEAOF"]).unwrap();
+    wait_for_background_jobs(&mut conn);
+    let _: () = redis::cmd("SET")
+        .arg("after")
+        .arg("second")
+        .query(&mut conn)
+        .unwrap();
+    let expected = dump_dataset(&mut conn);
+    assert_eq!(expected.len(), 4001);
+    server.shutdown();
+    assert_eq!(
+        manifest_files(&dir.path().join("appendonlydir")),
+        vec![
+            "appendonly.aof.2.base.rdb".to_string(),
+            "appendonly.aof.3.incr.aof".to_string()
+        ]
+    );
+    // Redis 7.0 on a copy of the directory: the same dataset.
+    let copy = temp_dir();
+    let copied_aof = copy.path().join("appendonlydir");
+    std::fs::create_dir_all(&copied_aof).unwrap();
+    for name in files_in(&dir.path().join("appendonlydir")) {
+        std::fs::copy(
+            dir.path().join("appendonlydir").join(&name),
+            copied_aof.join(&name),
+        )
+        .unwrap();
+    }
+    let redis = RedisOracle::start_with(&redis_server, copy.path(), &["--appendonly", "yes"]);
+    assert_eq!(dump_dataset(&mut redis.connection()), expected);
+}
+
+#[test]
+fn concurrent_jobs_answer_as_redis_and_scheduled_ones_run_after() {
+    let dir = temp_dir();
+    let mut server = start_server(
+        dir.path(),
+        &[
+            "--aof-rewrite-threads",
+            "1",
+            "--rdb-key-save-delay",
+            "1000",
+            "--save",
+            "",
+        ],
+    );
+    let mut conn = server.connection();
+    populate_varied(&mut conn, 1000);
+    assert_eq!(
+        cmd_str(&mut conn, &["BGREWRITEAOF"]).unwrap(),
+        "Background append only file rewriting started"
+    );
+    assert_eq!(
+        info_field(&mut conn, "aof_rewrite_in_progress").unwrap(),
+        "1"
+    );
+    assert_eq!(
+        error_text(cmd_str(&mut conn, &["BGREWRITEAOF"])),
+        "ERR Background append only file rewriting already in progress"
+    );
+    assert_eq!(
+        error_text(cmd_str(&mut conn, &["BGSAVE"])),
+        "ERR Another child process is active (AOF?): can't BGSAVE right now. Use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible."
+    );
+    assert_eq!(
+        cmd_str(&mut conn, &["BGSAVE", "SCHEDULE"]).unwrap(),
+        "Background saving scheduled"
+    );
+    assert_eq!(
+        error_text(cmd_str(&mut conn, &["BGSAVE", "FOO"])),
+        "ERR syntax error"
+    );
+    // Clients are served throughout.
+    let value: String = redis::cmd("GET").arg("key:0").query(&mut conn).unwrap();
+    assert_eq!(value, "-500");
+    let held: u64 = info_field(&mut conn, "tessera_capture_held_bytes")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(held < 1 << 30);
+    wait_for_background_jobs(&mut conn);
+    // The scheduled BGSAVE ran after the rewrite.
+    assert_eq!(info_field(&mut conn, "rdb_saves").unwrap(), "1");
+    assert_eq!(
+        info_field(&mut conn, "rdb_last_bgsave_status").unwrap(),
+        "ok"
+    );
+    assert!(dir.path().join("dump.rdb").exists());
+
+    // During a BGSAVE: BGREWRITEAOF is scheduled, SAVE and BGSAVE refused.
+    assert_eq!(
+        cmd_str(&mut conn, &["BGSAVE"]).unwrap(),
+        "Background saving started"
+    );
+    assert_eq!(
+        cmd_str(&mut conn, &["BGREWRITEAOF"]).unwrap(),
+        "Background append only file rewriting scheduled"
+    );
+    assert_eq!(info_field(&mut conn, "aof_rewrite_scheduled").unwrap(), "1");
+    assert_eq!(
+        error_text(cmd_str(&mut conn, &["SAVE"])),
+        "ERR Background save already in progress"
+    );
+    assert_eq!(
+        error_text(cmd_str(&mut conn, &["BGSAVE", "SCHEDULE"])),
+        "ERR Background save already in progress"
+    );
+    wait_for_background_jobs(&mut conn);
+    assert_eq!(info_field(&mut conn, "aof_rewrites").unwrap(), "2");
+    assert_eq!(info_field(&mut conn, "rdb_saves").unwrap(), "2");
+    let expected = dump_dataset(&mut conn);
+    server.kill9();
+    let server = start_server(dir.path(), &["--save", ""]);
+    assert_eq!(dump_dataset(&mut server.connection()), expected);
+}
+
+#[test]
+fn background_snapshots_are_point_in_time() {
+    // BGSAVE with slow writers while every key is overwritten and some deleted: the dump
+    // holds the values of the moment BGSAVE was called. The same capture serves compaction.
+    let dir = temp_dir();
+    let mut server = start_server(
+        dir.path(),
+        &[
+            "--rdb-key-save-delay",
+            "500",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
+    );
+    let mut conn = server.connection();
+    populate_varied(&mut conn, 2000);
+    let before = dump_dataset(&mut conn);
+    assert_eq!(
+        cmd_str(&mut conn, &["BGSAVE"]).unwrap(),
+        "Background saving started"
+    );
+    let mut pipe = redis::pipe();
+    for i in 0..2000 {
+        pipe.cmd("SELECT")
+            .arg(if i % 2 == 0 { 0 } else { 3 })
+            .ignore();
+        if i % 7 == 0 {
+            pipe.cmd("DEL").arg(format!("key:{i}")).ignore();
+        } else {
+            pipe.cmd("SET")
+                .arg(format!("key:{i}"))
+                .arg("overwritten")
+                .ignore();
+        }
+    }
+    pipe.cmd("FLUSHDB").ignore(); // db 3, whole: its tables are moved to the capture
+    pipe.cmd("SELECT").arg(0).ignore();
+    pipe.cmd("SWAPDB").arg(0).arg(5).ignore();
+    let _: () = pipe.query(&mut conn).unwrap();
+    assert_eq!(
+        info_field(&mut conn, "rdb_bgsave_in_progress").unwrap(),
+        "1"
+    );
+    wait_for_background_jobs(&mut conn);
+    assert_eq!(
+        info_field(&mut conn, "rdb_last_bgsave_status").unwrap(),
+        "ok"
+    );
+    server.kill9();
+    let server = start_server(dir.path(), &["--save", "", "--appendonly", "no"]);
+    assert_eq!(dump_dataset(&mut server.connection()), before);
+}
+
+#[test]
+fn the_log_is_compacted_automatically_when_it_doubles() {
+    let dir = temp_dir();
+    let server = start_server(
+        dir.path(),
+        &[
+            "--auto-aof-rewrite-min-size",
+            "1mb",
+            "--auto-aof-rewrite-percentage",
+            "100",
+            "--save",
+            "",
+        ],
+    );
+    let mut conn = server.connection();
+    let value = "v".repeat(1000);
+    // 200 keys rewritten 15 times: about 3 MB of log for 200 KB of data.
+    for _round in 0..15 {
+        let mut pipe = redis::pipe();
+        for i in 0..200 {
+            pipe.cmd("SET").arg(format!("k{i}")).arg(&value).ignore();
+        }
+        let _: () = pipe.query(&mut conn).unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while info_field(&mut conn, "aof_rewrites").unwrap() == "0" {
+        assert!(Instant::now() < deadline, "no automatic rewrite");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    wait_for_background_jobs(&mut conn);
+    let size: u64 = info_field(&mut conn, "aof_current_size")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(size < 1_000_000, "compacted to {size} bytes");
+    assert!(server.log().contains("automatic append-only log rewrite"));
+}
+
+/// Steps of the compaction protocol (see `compaction.rs`); `name:N` is the Nth time the
+/// step is reached (the manifest commit happens at creation, rotation and installation).
+pub const PROTOCOL_STEPS: &[&str] = &[
+    "rewrite-incr-created",
+    "manifest-temp-written:2",
+    "manifest-renamed:2",
+    "rewrite-incr-committed",
+    "snapshot-first-capture-taken",
+    "snapshot-part-synced",
+    "snapshot-parts-written",
+    "rewrite-parts-durable",
+    "manifest-temp-written:3",
+    "manifest-renamed:3",
+    "rewrite-committed",
+    "rewrite-deleted-one",
+    "rewrite-deleted-all",
+];
+
+#[test]
+fn sigkill_at_every_step_of_the_compaction_keeps_the_dataset() {
+    for step in PROTOCOL_STEPS {
+        let dir = temp_dir();
+        let mut server = try_start_server_with(
+            dir.path(),
+            &[
+                "--aof-rewrite-threads",
+                "2",
+                "--save",
+                "",
+                "--appendfsync",
+                "always",
+            ],
+            |command| {
+                command.env("TESSERA_CRASH_AT", step);
+            },
+        )
+        .unwrap();
+        let mut conn = server.connection();
+        populate_varied(&mut conn, 500);
+        let _: () = redis::cmd("DEL").arg("key:2").query(&mut conn).unwrap();
+        let expected = dump_dataset(&mut conn);
+        let _ = cmd_str(&mut conn, &["BGREWRITEAOF"]);
+        // The process kills itself at the step.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let child = server.child.as_mut().unwrap();
+        while child.try_wait().unwrap().is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "{step}: the crash point was not reached"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(
+            server.log().contains(&format!(
+                "crashing at step '{}'",
+                step.split(':').next().unwrap()
+            )),
+            "{step}: {}",
+            server.log()
+        );
+        server.child = None;
+        let restarted = start_server(dir.path(), &["--save", ""]);
+        assert_eq!(
+            dump_dataset(&mut restarted.connection()),
+            expected,
+            "{step}"
+        );
+        // And a compaction after the crash completes.
+        let mut conn = restarted.connection();
+        cmd_str(&mut conn, &["BGREWRITEAOF"]).unwrap();
+        wait_for_background_jobs(&mut conn);
+        assert_eq!(
+            info_field(&mut conn, "aof_last_bgrewrite_status").unwrap(),
+            "ok",
+            "{step}"
+        );
+        assert_eq!(dump_dataset(&mut conn), expected, "{step}");
+    }
+}
