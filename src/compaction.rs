@@ -29,6 +29,14 @@ use crate::snapshot::{JobOutcome, JobSpec, SnapshotJob};
 use crate::storage::Storage;
 use std::sync::Arc;
 
+/// How a compaction runs.
+pub struct Settings {
+    /// Writer threads, one snapshot part each (`aof-rewrite-threads`).
+    pub parts: usize,
+    /// `rdb-key-save-delay` (tests only).
+    pub key_delay_us: u64,
+}
+
 /// A compaction in progress, as the event loop sees it.
 pub struct Compaction {
     pub job: SnapshotJob,
@@ -56,10 +64,13 @@ impl Compaction {
         storage: Arc<dyn Storage>,
         paths: &LogPaths,
         manifest: &Manifest,
-        parts: usize,
-        key_delay_us: u64,
+        settings: Settings,
         notify: Box<dyn Fn() + Send>,
     ) -> Compaction {
+        let Settings {
+            parts,
+            key_delay_us,
+        } = settings;
         let parts = parts.clamp(1, crate::keyspace::SLOT_COUNT);
         let incr_seq = manifest.last_incremental().map_or(1, |e| e.seq + 1);
         let base_seq = manifest.base().map(|e| e.seq).max().unwrap_or(0) + 1;

@@ -957,8 +957,10 @@ impl Server {
             self.storage.clone(),
             paths,
             manifest,
-            self.state.config.aof_rewrite_threads(),
-            self.state.config.rdb_key_save_delay_us,
+            crate::compaction::Settings {
+                parts: self.state.config.aof_rewrite_threads(),
+                key_delay_us: self.state.config.rdb_key_save_delay_us,
+            },
             notify,
         );
         // The new file starts empty: the next record needs its SELECT.

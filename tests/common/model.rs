@@ -8,6 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+/// A write, as the state it leaves the key in (APPEND is recorded as the value it makes,
+/// so a write applied twice, say by a replay, shows as a value never written).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
     Set(Vec<u8>),
@@ -89,8 +91,8 @@ impl Model {
 }
 
 /// One client's write load: SET (some with a far expiry, values of many sizes, some long
-/// and compressible), and DEL, on its own keys in database `db`, until `stop` or the first
-/// error (an unanswered request counts as attempted, not acknowledged).
+/// and compressible), APPEND and DEL, on its own keys in database `db`, until `stop` or
+/// the first error (an unanswered request counts as attempted, not acknowledged).
 pub fn write_load(
     url: &str,
     client: usize,
@@ -114,8 +116,20 @@ pub fn write_load(
         }
         let key = format!("c{client}:k{}", rng.random_range(0..40u32));
         let choice = rng.random_range(0..100u32);
+        let current = model
+            .keys
+            .get(&(db, key.clone()))
+            .and_then(|h| match h.ops.last() {
+                Some(Op::Set(value)) => Some(value.clone()),
+                _ => None,
+            });
+        let suffix = format!("+{n}");
         let op = if choice < 12 {
             Op::Del
+        } else if choice < 30 {
+            let mut value = current.unwrap_or_default();
+            value.extend_from_slice(suffix.as_bytes());
+            Op::Set(value)
         } else {
             let size = [8usize, 30, 100, 700, 3000][rng.random_range(0..5usize)];
             let mut value = format!("c{client}-{n}-").into_bytes();
@@ -132,7 +146,10 @@ pub fn write_load(
         let index = history.ops.len() - 1;
         let result: redis::RedisResult<redis::Value> = match &op {
             Op::Del => redis::cmd("DEL").arg(&key).query(&mut conn),
-            Op::Set(value) if choice < 30 => redis::cmd("SET")
+            Op::Set(_) if choice < 30 => {
+                redis::cmd("APPEND").arg(&key).arg(&suffix).query(&mut conn)
+            }
+            Op::Set(value) if choice < 45 => redis::cmd("SET")
                 .arg(&key)
                 .arg(value)
                 .arg("PX")

@@ -1,0 +1,355 @@
+//! Power loss, not only process death: the server runs in-process on a simulated disk
+//! that keeps apart what was written and what was made durable. A crash stops the disk
+//! (every later operation fails and changes nothing), the server is halted, and
+//! `power_loss` keeps only the durable image (optionally with a torn prefix of unsynced
+//! appends). A new server then starts on what is left, and its dataset is checked.
+//!
+//! Crash moments: every named step of the compaction protocol, every fsync of a
+//! compaction, a failed fsync, and random moments under load with compactions running
+//! back to back (`TESSERA_CRASH_SEEDS=N` runs N seeds instead of the default).
+
+mod common;
+
+use common::model::{Model, join_load, spawn_load};
+use common::{info_field, wait_for_background_jobs};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use tessera::config::Config;
+use tessera::server::Server;
+use tessera::storage::{Fault, SimulatedStorage, TornWrites};
+
+/// A server running on a thread of the test process.
+struct InProcess {
+    port: u16,
+    halt: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<Result<(), String>>>,
+}
+
+impl InProcess {
+    fn start(storage: &SimulatedStorage, settings: &str) -> InProcess {
+        let mut config = Config::default();
+        config
+            .apply_text(
+                &format!("port 0\nbind 127.0.0.1\nsave \"\"\ndir .\n{settings}"),
+                false,
+            )
+            .unwrap();
+        let server = Server::start_with_storage(config, String::new(), Arc::new(storage.clone()))
+            .unwrap_or_else(|e| panic!("start-up failed: {e}"));
+        let port = server.port();
+        let halt = server.halt_handle();
+        let thread = std::thread::spawn(move || server.run());
+        InProcess {
+            port,
+            halt,
+            thread: Some(thread),
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    fn connection(&self) -> redis::Connection {
+        let mut conn = redis::Client::open(self.url())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        conn
+    }
+
+    /// Stops the event loop where it is: nothing is saved or synced.
+    fn halt(mut self) {
+        self.halt.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for InProcess {
+    fn drop(&mut self) {
+        self.halt.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Every key of the first databases with its value.
+fn dump(conn: &mut redis::Connection) -> Vec<(i64, String, Vec<u8>)> {
+    let mut all = Vec::new();
+    for db in 0..4 {
+        let _: () = redis::cmd("SELECT").arg(db).query(conn).unwrap();
+        let mut keys: Vec<String> = redis::cmd("KEYS").arg("*").query(conn).unwrap();
+        keys.sort();
+        for key in keys {
+            let value: Vec<u8> = redis::cmd("GET").arg(&key).query(conn).unwrap();
+            all.push((db, key, value));
+        }
+    }
+    let _: () = redis::cmd("SELECT").arg(0).query(conn).unwrap();
+    all
+}
+
+fn populate(conn: &mut redis::Connection, count: usize) {
+    let mut pipe = redis::pipe();
+    for i in 0..count {
+        pipe.cmd("SELECT").arg(i % 3).ignore();
+        let value = match i % 3 {
+            0 => format!("{i}"),
+            1 => format!("value {i} {}", "q".repeat(i % 300)),
+            _ => format!("{i}").repeat(40),
+        };
+        pipe.cmd("SET").arg(format!("key:{i}")).arg(value).ignore();
+    }
+    pipe.cmd("SELECT").arg(0).ignore();
+    let _: () = pipe.query(conn).unwrap();
+}
+
+fn wait_for_checkpoint(storage: &SimulatedStorage, step: &str) {
+    let (name, nth) = match step.split_once(':') {
+        Some((name, nth)) => (name, nth.parse::<usize>().unwrap()),
+        None => (step, 1),
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while storage.checkpoints().iter().filter(|s| *s == name).count() < nth {
+        assert!(
+            Instant::now() < deadline,
+            "{step} not reached; reached: {:?}",
+            storage.checkpoints()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The compaction protocol's steps; `name:N` is the Nth time (the manifest is committed
+/// at creation, at the switch to the new incremental file, and at installation).
+const PROTOCOL_STEPS: &[&str] = &[
+    "rewrite-incr-created",
+    "manifest-temp-written:2",
+    "manifest-renamed:2",
+    "rewrite-incr-committed",
+    "snapshot-first-capture-taken",
+    "snapshot-part-synced",
+    "snapshot-parts-written",
+    "rewrite-parts-durable",
+    "manifest-temp-written:3",
+    "manifest-renamed:3",
+    "rewrite-committed",
+    "rewrite-deleted-one",
+    "rewrite-deleted-all",
+];
+
+#[test]
+fn power_loss_at_every_step_of_the_compaction_keeps_every_acknowledged_write() {
+    for (index, step) in PROTOCOL_STEPS.iter().enumerate() {
+        for torn in [TornWrites::None, TornWrites::Seeded(index as u64 + 1)] {
+            let storage = SimulatedStorage::new();
+            let server = InProcess::start(&storage, "appendfsync always\naof-rewrite-threads 2");
+            let mut conn = server.connection();
+            populate(&mut conn, 600);
+            let expected = dump(&mut conn);
+            storage.crash_at(step);
+            let reply: String = redis::cmd("BGREWRITEAOF").query(&mut conn).unwrap();
+            assert_eq!(reply, "Background append only file rewriting started");
+            // A write after the start goes to the new incremental file: if acknowledged,
+            // it must survive.
+            let post: redis::RedisResult<()> =
+                redis::cmd("SET").arg("post").arg("write").query(&mut conn);
+            wait_for_checkpoint(&storage, step);
+            server.halt();
+            storage.power_loss(torn);
+            let restarted = InProcess::start(&storage, "");
+            let mut conn = restarted.connection();
+            let mut actual = dump(&mut conn);
+            let post_value = actual
+                .iter()
+                .position(|(db, key, _)| *db == 0 && key == "post")
+                .map(|i| actual.remove(i).2);
+            if post.is_ok() {
+                assert_eq!(
+                    post_value.as_deref(),
+                    Some(&b"write"[..]),
+                    "{step} {torn:?}"
+                );
+            }
+            assert_eq!(actual, expected, "{step} {torn:?}");
+            // The directory is sound: a compaction completes and changes nothing.
+            let _: String = redis::cmd("BGREWRITEAOF").query(&mut conn).unwrap();
+            wait_for_background_jobs(&mut conn);
+            assert_eq!(
+                info_field(&mut conn, "aof_last_bgrewrite_status").unwrap(),
+                "ok"
+            );
+            restarted.halt();
+        }
+    }
+}
+
+#[test]
+fn power_loss_after_every_fsync_of_a_compaction_keeps_the_dataset() {
+    // A dry run counts the fsyncs of one compaction; then, for each N, durability
+    // freezes after the Nth of them and the power goes once the compaction is over.
+    let count_syncs = || {
+        let storage = SimulatedStorage::new();
+        let server = InProcess::start(&storage, "aof-rewrite-threads 3");
+        let mut conn = server.connection();
+        populate(&mut conn, 300);
+        let before = storage.counts().syncs;
+        let _: String = redis::cmd("BGREWRITEAOF").query(&mut conn).unwrap();
+        wait_for_background_jobs(&mut conn);
+        let syncs = storage.counts().syncs - before;
+        server.halt();
+        syncs
+    };
+    let syncs = count_syncs();
+    assert!(
+        syncs >= 8,
+        "a compaction makes at least 8 fsyncs, saw {syncs}"
+    );
+    for n in 0..=syncs {
+        let storage = SimulatedStorage::new();
+        let server = InProcess::start(&storage, "aof-rewrite-threads 3");
+        let mut conn = server.connection();
+        populate(&mut conn, 300);
+        let expected = dump(&mut conn);
+        // Make the data durable before the experiment (everysec would sync it later).
+        let _: () = redis::cmd("SET")
+            .arg("sync")
+            .arg("point")
+            .query(&mut conn)
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(1100));
+        let mut expected_with_sync = expected.clone();
+        expected_with_sync.push((0, "sync".into(), b"point".to_vec()));
+        expected_with_sync.sort();
+        storage.freeze_durability_after_syncs(storage.counts().syncs + n);
+        let _: String = redis::cmd("BGREWRITEAOF").query(&mut conn).unwrap();
+        wait_for_background_jobs(&mut conn);
+        server.halt();
+        storage.power_loss(TornWrites::Seeded(n));
+        let restarted = InProcess::start(&storage, "");
+        let mut actual = dump(&mut restarted.connection());
+        actual.sort();
+        assert_eq!(
+            actual, expected_with_sync,
+            "power loss after fsync {n} of {syncs}"
+        );
+        restarted.halt();
+    }
+}
+
+#[test]
+fn a_failed_compaction_leaves_the_previous_state_and_is_reported() {
+    for fault in [Fault::NoSpace, Fault::Io] {
+        let storage = SimulatedStorage::new();
+        let server = InProcess::start(&storage, "aof-rewrite-threads 2");
+        let mut conn = server.connection();
+        populate(&mut conn, 400);
+        // Let everysec make it durable, so that no log fsync comes between.
+        std::thread::sleep(Duration::from_millis(1100));
+        // Fail the fsync of a part: the 5th sync of the compaction (the first four switch
+        // to the new incremental file).
+        storage.fail_sync(storage.counts().syncs + 5, fault);
+        let _: String = redis::cmd("BGREWRITEAOF").query(&mut conn).unwrap();
+        wait_for_background_jobs(&mut conn);
+        assert_eq!(
+            info_field(&mut conn, "aof_last_bgrewrite_status").unwrap(),
+            "err",
+            "{fault:?}"
+        );
+        assert_eq!(
+            info_field(&mut conn, "aof_rewrites_consecutive_failures").unwrap(),
+            "1"
+        );
+        assert_eq!(
+            info_field(&mut conn, "tessera_aof_base_parts").unwrap(),
+            "0"
+        );
+        // Writes go on; the next compaction succeeds.
+        let _: () = redis::cmd("SET")
+            .arg("after")
+            .arg("failure")
+            .query(&mut conn)
+            .unwrap();
+        let expected = dump(&mut conn);
+        let _: String = redis::cmd("BGREWRITEAOF").query(&mut conn).unwrap();
+        wait_for_background_jobs(&mut conn);
+        assert_eq!(
+            info_field(&mut conn, "aof_last_bgrewrite_status").unwrap(),
+            "ok"
+        );
+        assert_eq!(
+            info_field(&mut conn, "tessera_aof_base_parts").unwrap(),
+            "2"
+        );
+        // everysec makes the last write durable within a second.
+        std::thread::sleep(Duration::from_millis(1100));
+        server.halt();
+        storage.power_loss(TornWrites::None);
+        let restarted = InProcess::start(&storage, "");
+        assert_eq!(dump(&mut restarted.connection()), expected, "{fault:?}");
+        restarted.halt();
+    }
+}
+
+fn seeds() -> u64 {
+    std::env::var("TESSERA_CRASH_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10)
+}
+
+#[test]
+fn random_power_loss_under_load_with_back_to_back_compactions() {
+    for seed in 0..seeds() {
+        let threads = 1 + seed % 4;
+        let storage = SimulatedStorage::new();
+        let server = InProcess::start(
+            &storage,
+            &format!("appendfsync always\naof-rewrite-threads {threads}"),
+        );
+        let stop = Arc::new(AtomicBool::new(false));
+        let load = spawn_load(&server.url(), 4, seed, &stop, usize::MAX);
+        let compactor = {
+            let url = server.url();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let Ok(mut conn) = redis::Client::open(url).and_then(|c| c.get_connection()) else {
+                    return 0;
+                };
+                let _ = conn.set_read_timeout(Some(Duration::from_secs(1)));
+                let mut started = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    match redis::cmd("BGREWRITEAOF").query::<String>(&mut conn) {
+                        Ok(reply) if reply.ends_with("started") => started += 1,
+                        Ok(_) => {}
+                        Err(e) if e.is_timeout() || e.is_io_error() => break,
+                        Err(_) => {} // already in progress
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                started
+            })
+        };
+        let run_for = 150 + (seed * 7919 % 500);
+        std::thread::sleep(Duration::from_millis(run_for));
+        storage.crash_now();
+        server.halt();
+        stop.store(true, Ordering::Relaxed);
+        let model: Model = join_load(load);
+        let compactions = compactor.join().unwrap();
+        storage.power_loss(TornWrites::Seeded(seed));
+        let restarted = InProcess::start(&storage, "");
+        let problems = model.verify(&mut restarted.connection());
+        assert!(
+            problems.is_empty(),
+            "seed {seed} ({threads} threads, {compactions} compactions, crash after {run_for} ms): {problems:#?}"
+        );
+        assert!(
+            model.acked_count() > 0,
+            "seed {seed}: the load made progress"
+        );
+        restarted.halt();
+    }
+}
