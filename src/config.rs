@@ -58,6 +58,9 @@ pub struct Config {
     /// Redis's `rdb-key-save-delay`: microseconds a snapshot writer sleeps after each key
     /// (a testing aid that makes background snapshots slow on purpose; 0 in production).
     pub rdb_key_save_delay_us: u64,
+    /// Redis's `key-load-delay`: microseconds start-up loading sleeps after each key or
+    /// record (a testing aid that makes loading slow on purpose; 0 in production).
+    pub key_load_delay_us: u64,
 }
 
 impl Config {
@@ -139,6 +142,7 @@ impl Default for Config {
             save_points: vec![(3600, 1), (300, 100), (60, 10000)],
             save_points_explicit: false,
             rdb_key_save_delay_us: 0,
+            key_load_delay_us: 0,
         }
     }
 }
@@ -341,6 +345,12 @@ pub static DIRECTIVES: &[Directive] = &[
         }
         c.loglevel = level
     }),
+    directive!(
+        "key-load-delay",
+        true,
+        |c| c.key_load_delay_us.to_string(),
+        |c, a| c.key_load_delay_us = parse_int_in(a, 0, i32::MAX as i64)? as u64
+    ),
     directive!(
         "rdb-key-save-delay",
         true,

@@ -7,6 +7,7 @@
 //! Anything else that does not parse is damage: start-up stops and names file and offset.
 
 use crate::commands::{ClientState, Ctx, Propagation, Registry, ServerState};
+use crate::config::Config;
 use crate::keyspace::Keyspace;
 use crate::log::{LogPaths, manifest::Manifest};
 use crate::resp::{Parse, ParseLimits, Progress, ReplyWriter, parse_request};
@@ -14,6 +15,8 @@ use crate::storage::{Storage, StorageReader};
 use std::io::Read;
 use std::ops::Range;
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 /// Why a log file could not be loaded.
@@ -153,6 +156,102 @@ fn classify_incomplete_tail(tail: &[u8], offset: u64) -> LogDamage {
     LogDamage::Truncated { offset }
 }
 
+/// How far a start-up load is, shared with the event loop (INFO `loading_*`).
+#[derive(Debug, Default)]
+pub struct LoadProgress {
+    pub total_bytes: AtomicU64,
+    pub loaded_bytes: AtomicU64,
+}
+
+/// The dataset loaded at start-up, and the manifest in force (when the log is on).
+pub struct Loaded {
+    pub keyspace: Keyspace,
+    pub manifest: Option<Manifest>,
+    pub keys: u64,
+    pub seconds: f64,
+}
+
+/// Start-up: loads the log directory (or `dbfilename` with the log off) into a new
+/// keyspace. Runs on its own thread while the event loop answers `-LOADING`.
+pub fn load_dataset(
+    config: &Config,
+    storage: Arc<dyn Storage>,
+    progress: &LoadProgress,
+) -> Result<Loaded, String> {
+    let started = Instant::now();
+    let mut keyspace = Keyspace::new(config.databases);
+    if !config.appendonly {
+        // With the log off, the dataset is the last snapshot, as in Redis.
+        let path = config.dir.join(&config.dbfilename);
+        let mut keys = 0;
+        if let Ok(size) = storage.len(&path) {
+            progress.total_bytes.store(size, Ordering::Relaxed);
+            keys = crate::snapshot::load(&*storage, &mut keyspace, &path)?;
+            progress.loaded_bytes.store(size, Ordering::Relaxed);
+            let seconds = started.elapsed().as_secs_f64();
+            tracing::info!(
+                "DB loaded from disk: {} ({keys} keys, {:.1} MB) in {seconds:.3}s ({:.0} keys/s, {:.1} MB/s)",
+                path.display(),
+                size as f64 / 1e6,
+                keys as f64 / seconds.max(1e-9),
+                size as f64 / 1e6 / seconds.max(1e-9)
+            );
+        }
+        return Ok(Loaded {
+            keyspace,
+            manifest: None,
+            keys,
+            seconds: started.elapsed().as_secs_f64(),
+        });
+    }
+    let paths = LogPaths::from_config(config);
+    let manifest = match paths.read_manifest(&*storage)? {
+        Some(manifest) => {
+            tracing::info!("loading the append-only log from {}", paths.dir.display());
+            let total: u64 = manifest
+                .entries
+                .iter()
+                .map(|e| storage.len(&paths.file(&e.name)).unwrap_or(0))
+                .sum();
+            progress.total_bytes.store(total, Ordering::Relaxed);
+            let mut state = ServerState::new(config.clone(), String::new(), storage.clone());
+            let registry = Registry::new();
+            let report = replay_log(
+                &*storage,
+                &paths,
+                &manifest,
+                &mut keyspace,
+                &mut state,
+                &registry,
+                progress,
+            )?;
+            let keys = keyspace.total_keys();
+            tracing::info!(
+                "DB loaded from append only file: {keys} keys from {} files ({} records, {:.1} MB) in {:.3}s ({:.0} keys/s, {:.1} MB/s)",
+                report.files,
+                report.records,
+                report.bytes as f64 / 1e6,
+                report.seconds,
+                keys as f64 / report.seconds.max(1e-9),
+                report.bytes as f64 / 1e6 / report.seconds.max(1e-9)
+            );
+            manifest
+        }
+        None => {
+            tracing::info!("creating a new append-only log in {}", paths.dir.display());
+            crate::log::create_fresh(&*storage, &paths)
+                .map_err(|e| format!("can't create {}: {e}", paths.dir.display()))?
+        }
+    };
+    crate::log::remove_unlisted(&*storage, &paths, &manifest);
+    Ok(Loaded {
+        keys: keyspace.total_keys() as u64,
+        keyspace,
+        manifest: Some(manifest),
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
 /// What loading found, for the log lines and INFO.
 #[derive(Debug, Default, Clone)]
 pub struct LoadReport {
@@ -171,15 +270,18 @@ pub fn replay_log(
     keyspace: &mut Keyspace,
     server: &mut ServerState,
     registry: &Registry,
+    progress: &LoadProgress,
 ) -> Result<LoadReport, String> {
     let started = Instant::now();
     let mut report = LoadReport::default();
     let bases: Vec<_> = manifest.base().collect();
     if !bases.is_empty() {
-        let (keys, bytes) = load_base_parts(storage, paths, &bases, keyspace)?;
+        let delay = server.config.key_load_delay_us;
+        let (keys, bytes) = load_base_parts(storage, paths, &bases, keyspace, delay)?;
         report.files += bases.len();
         report.bytes += bytes;
         report.records += keys;
+        progress.loaded_bytes.store(bytes, Ordering::Relaxed);
     }
     let incremental: Vec<_> = manifest.incremental().collect();
     let mut client = ClientState {
@@ -193,8 +295,17 @@ pub fn replay_log(
         let path = paths.file(&entry.name);
         let file_started = Instant::now();
         let mut records = 0u64;
-        let result = scan_records(storage, &path, |args, _offset| {
+        let done_before = report.bytes;
+        let result = scan_records(storage, &path, |args, offset| {
             records += 1;
+            if server.config.key_load_delay_us > 0 {
+                std::thread::sleep(std::time::Duration::from_micros(
+                    server.config.key_load_delay_us,
+                ));
+            }
+            progress
+                .loaded_bytes
+                .store(done_before + offset, Ordering::Relaxed);
             replay_one(
                 args,
                 keyspace,
@@ -272,6 +383,7 @@ fn load_base_parts(
     paths: &LogPaths,
     bases: &[&crate::log::manifest::ManifestEntry],
     keyspace: &mut Keyspace,
+    key_delay_us: u64,
 ) -> Result<(u64, u64), String> {
     let databases = keyspace.dbs.len() as u32;
     let parts: Vec<Result<LoadedPart, String>> = std::thread::scope(|scope| {
@@ -279,7 +391,7 @@ fn load_base_parts(
             .iter()
             .map(|base| {
                 let path = paths.file(&base.name);
-                scope.spawn(move || load_base_part(storage, &path, databases))
+                scope.spawn(move || load_base_part(storage, &path, databases, key_delay_us))
             })
             .collect();
         handles
@@ -318,6 +430,7 @@ fn load_base_part(
     storage: &dyn Storage,
     path: &Path,
     databases: u32,
+    key_delay_us: u64,
 ) -> Result<LoadedPart, String> {
     let started = Instant::now();
     if path.extension().is_none_or(|e| e != "rdb") {
@@ -326,7 +439,8 @@ fn load_base_part(
             path.display()
         ));
     }
-    let (entries, bytes) = crate::snapshot::read_live_entries(storage, path, databases)?;
+    let (entries, bytes) =
+        crate::snapshot::read_live_entries(storage, path, databases, key_delay_us)?;
     Ok(LoadedPart {
         entries,
         bytes,

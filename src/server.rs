@@ -8,9 +8,7 @@
 //! the writer reports that batch fsynced (group commit); the loop keeps serving meanwhile.
 //! Under `everysec` and `no` a reply waits only until its batch is written to the file.
 
-use crate::commands::{
-    Action, ClientState, Ctx, PersistenceInfo, Propagation, Registry, ServerState, flags,
-};
+use crate::commands::{Action, ClientState, Ctx, Propagation, Registry, ServerState, flags};
 use crate::compaction::Compaction;
 use crate::config::{Config, FsyncPolicy};
 use crate::keyspace::{Keyspace, SLOT_COUNT};
@@ -18,7 +16,6 @@ use crate::log::manifest::Manifest;
 use crate::log::{self, LogPaths, LogWriter};
 use crate::resp::{Parse, ParseLimits, Progress, ReplyWriter, parse_request};
 use crate::snapshot::SnapshotJob;
-use crate::stats::Stats;
 use crate::storage::{RealStorage, Storage};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -151,6 +148,8 @@ pub struct Server {
     /// The manifest in force (the log writer and compactions change it; this is the
     /// event loop's record of their outcomes).
     manifest: Option<Manifest>,
+    /// The start-up load, until it is over (clients get -LOADING meanwhile).
+    loading: Option<std::thread::JoinHandle<Result<crate::recovery::Loaded, String>>>,
     compaction: Option<Compaction>,
     /// A BGSAVE in progress, and `dirty` when it started.
     background_save: Option<(SnapshotJob, u64)>,
@@ -205,91 +204,10 @@ impl Server {
         let waker = Arc::new(
             Waker::new(poll.registry(), WAKER).map_err(|e| format!("can't create waker: {e}"))?,
         );
-        let now = crate::clock::unix_seconds();
-        let mut state = ServerState {
-            stats: Stats::default(),
-            dirty: 0,
-            started_at: Instant::now(),
-            start_unix_seconds: now,
-            last_save_unix_seconds: now,
-            connected_clients: 0,
-            run_id: (0..40)
-                .map(|_| format!("{:x}", rand::random::<u8>() % 16))
-                .collect(),
-            tcp_port: config.port,
-            executable: std::env::current_exe()
-                .map(|p| p.display().to_string())
-                .unwrap_or_default(),
-            config_file,
-            log_error: None,
-            persistence: PersistenceInfo::default(),
-            storage: storage.clone(),
-            config,
-        };
+        let mut state = ServerState::new(config, config_file, storage.clone());
         let registry = Registry::new();
-        let mut keyspace = Keyspace::new(state.config.databases);
-        let mut propagation = Propagation::default();
-        let (log_writer, log_paths, manifest) = if state.config.appendonly {
-            let paths = LogPaths::from_config(&state.config);
-            let manifest = match paths.read_manifest(&*storage)? {
-                Some(manifest) => {
-                    tracing::info!("loading the append-only log from {}", paths.dir.display());
-                    let report = crate::recovery::replay_log(
-                        &*storage,
-                        &paths,
-                        &manifest,
-                        &mut keyspace,
-                        &mut state,
-                        &registry,
-                    )?;
-                    let keys = keyspace.total_keys();
-                    tracing::info!(
-                        "dataset loaded: {keys} keys from {} files ({} records, {:.1} MB) in {:.3}s ({:.0} keys/s)",
-                        report.files,
-                        report.records,
-                        report.bytes as f64 / 1e6,
-                        report.seconds,
-                        keys as f64 / report.seconds.max(1e-9)
-                    );
-                    state.persistence.loading_seconds = report.seconds;
-                    state.persistence.loaded_keys = keys as u64;
-                    manifest
-                }
-                None => {
-                    tracing::info!("creating a new append-only log in {}", paths.dir.display());
-                    log::create_fresh(&*storage, &paths)
-                        .map_err(|e| format!("can't create {}: {e}", paths.dir.display()))?
-                }
-            };
-            log::remove_unlisted(&*storage, &paths, &manifest);
-            let notify_waker = waker.clone();
-            let writer = log::open_writer(
-                &storage,
-                &paths,
-                &manifest,
-                &state.config,
-                Box::new(move || {
-                    let _ = notify_waker.wake();
-                }),
-            )
-            .map_err(|e| format!("can't open the append-only log: {e}"))?;
-            propagation.enabled = true;
-            (Some(writer), Some(paths), Some(manifest))
-        } else {
-            // With the log off, the dataset is the last snapshot, as in Redis.
-            let path = state.config.dir.join(&state.config.dbfilename);
-            if storage.len(&path).is_ok() {
-                let started = Instant::now();
-                let keys = crate::snapshot::load(&*storage, &mut keyspace, &path)?;
-                let seconds = started.elapsed().as_secs_f64();
-                tracing::info!("loaded {} ({keys} keys) in {seconds:.3}s", path.display());
-                state.persistence.loading_seconds = seconds;
-                state.persistence.loaded_keys = keys;
-                state.persistence.rdb_last_load_keys_loaded = keys;
-            }
-            (None, None, None)
-        };
-        state.dirty = 0;
+        let keyspace = Keyspace::new(state.config.databases);
+        let propagation = Propagation::default();
         let mut listeners = Vec::new();
         for (address, optional) in bind_addresses(&state.config) {
             let text = if address.contains(':') {
@@ -331,8 +249,28 @@ impl Server {
             signal_hook::flag::register(signal, shutdown_flag.clone())
                 .map_err(|e| format!("can't install signal handler: {e}"))?;
         }
+        // The dataset loads on its own thread; meanwhile clients get -LOADING.
+        let progress = Arc::new(crate::recovery::LoadProgress::default());
+        state.persistence.loading = Some(crate::commands::LoadingStatus {
+            start_unix_seconds: crate::clock::unix_seconds(),
+            started: Instant::now(),
+            progress: progress.clone(),
+        });
+        let loading = {
+            let config = state.config.clone();
+            let storage = storage.clone();
+            let waker = waker.clone();
+            std::thread::Builder::new()
+                .name("loading".into())
+                .spawn(move || {
+                    let loaded = crate::recovery::load_dataset(&config, storage, &progress);
+                    let _ = waker.wake();
+                    loaded
+                })
+                .map_err(|e| format!("can't start loading: {e}"))?
+        };
         let databases = state.config.databases;
-        let mut server = Server {
+        let server = Server {
             poll,
             listeners,
             clients: Sessions::default(),
@@ -342,9 +280,10 @@ impl Server {
             state,
             registry,
             propagation,
-            log_writer,
-            log_paths,
-            manifest,
+            log_writer: None,
+            log_paths: None,
+            manifest: None,
+            loading: Some(loading),
             compaction: None,
             background_save: None,
             storage,
@@ -356,10 +295,46 @@ impl Server {
             shutdown_flag,
             expire_cursor: vec![0; databases],
         };
-        server.refresh_log_sizes();
-        let p = &mut server.state.persistence;
-        p.aof_rewrite_base_size = p.aof_current_size;
         Ok(server)
+    }
+
+    /// Adopts the dataset the loading thread built and opens the log for appending.
+    fn finish_loading(&mut self) -> Result<(), String> {
+        let thread = self.loading.take().expect("loading in progress");
+        let loaded = thread
+            .join()
+            .unwrap_or_else(|_| Err("the loading thread panicked".into()))?;
+        self.keyspace = loaded.keyspace;
+        if let Some(manifest) = loaded.manifest {
+            let paths = LogPaths::from_config(&self.state.config);
+            let writer = log::open_writer(
+                &self.storage,
+                &paths,
+                &manifest,
+                &self.state.config,
+                self.waker_notify(),
+            )
+            .map_err(|e| format!("can't open the append-only log: {e}"))?;
+            self.log_writer = Some(writer);
+            self.log_paths = Some(paths);
+            self.manifest = Some(manifest);
+            self.propagation.enabled = true;
+        }
+        self.refresh_log_sizes();
+        let p = &mut self.state.persistence;
+        p.aof_rewrite_base_size = p.aof_current_size;
+        p.loading = None;
+        p.loading_seconds = loaded.seconds;
+        p.loaded_keys = loaded.keys;
+        if !self.state.config.appendonly {
+            p.rdb_last_load_keys_loaded = loaded.keys;
+        }
+        self.state.dirty = 0;
+        tracing::info!(
+            "ready to accept connections on port {}",
+            self.state.tcp_port
+        );
+        Ok(())
     }
 
     /// The port the server listens on (the bound one when configured with port 0).
@@ -377,11 +352,10 @@ impl Server {
     pub fn run(mut self) -> Result<(), String> {
         let mut events = Events::with_capacity(1024);
         let mut next_cron = Instant::now();
-        tracing::info!(
-            "ready to accept connections on port {}",
-            self.state.tcp_port
-        );
         loop {
+            if self.loading.as_ref().is_some_and(|t| t.is_finished()) {
+                self.finish_loading()?;
+            }
             if self.halt_flag.load(Ordering::Relaxed) {
                 tracing::warn!("halted");
                 return Ok(());
@@ -699,6 +673,8 @@ impl Server {
             ))
         } else if self.auth_required(client) && !spec.has(flags::NO_AUTH) {
             Some("NOAUTH Authentication required.".to_string())
+        } else if self.loading.is_some() && !spec.has(flags::LOADING) {
+            Some("LOADING Redis is loading the dataset in memory".to_string())
         } else if spec.has(flags::WRITE)
             && let Some(error) = &self.state.log_error
         {

@@ -95,10 +95,12 @@ fn write_rdb(storage: &dyn Storage, keyspace: &Keyspace, path: &Path) -> Result<
 
 /// Reads the live keys of an RDB file: keys already expired are dropped, as Redis does at
 /// start-up. Returns them with their database, and the bytes read.
+/// `key_delay_us` is `key-load-delay` (tests only).
 pub fn read_live_entries(
     storage: &dyn Storage,
     path: &Path,
     databases: u32,
+    key_delay_us: u64,
 ) -> Result<(Vec<(u32, Entry)>, u64), String> {
     let file = storage
         .open_read(path)
@@ -114,6 +116,9 @@ pub fn read_live_entries(
         if !entry.is_expired(now_ms) {
             entries.push((db, entry));
         }
+        if key_delay_us > 0 {
+            std::thread::sleep(std::time::Duration::from_micros(key_delay_us));
+        }
         Ok(())
     };
     let reader = std::io::BufReader::with_capacity(1 << 20, StorageReader::new(file));
@@ -124,7 +129,7 @@ pub fn read_live_entries(
 
 /// Loads an RDB file into `keyspace` (start-up with the log off); returns the keys loaded.
 pub fn load(storage: &dyn Storage, keyspace: &mut Keyspace, path: &Path) -> Result<u64, String> {
-    let (entries, _) = read_live_entries(storage, path, keyspace.dbs.len() as u32)?;
+    let (entries, _) = read_live_entries(storage, path, keyspace.dbs.len() as u32, 0)?;
     let count = entries.len() as u64;
     for (db, entry) in entries {
         keyspace.dbs[db as usize].insert(entry);

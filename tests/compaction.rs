@@ -452,14 +452,13 @@ fn sigkill_at_every_step_of_the_compaction_keeps_the_dataset() {
             );
             std::thread::sleep(Duration::from_millis(10));
         }
-        assert!(
-            server.log().contains(&format!(
-                "crashing at step '{}'",
-                step.split(':').next().unwrap()
-            )),
-            "{step}: {}",
-            server.log()
-        );
+        // The log is copied from the process's pipe by a thread: give it a moment.
+        let line = format!("crashing at step '{}'", step.split(':').next().unwrap());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !server.log().contains(&line) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(server.log().contains(&line), "{step}: {}", server.log());
         server.child = None;
         let restarted = start_server(dir.path(), &["--save", ""]);
         assert_eq!(
@@ -478,4 +477,100 @@ fn sigkill_at_every_step_of_the_compaction_keeps_the_dataset() {
         );
         assert_eq!(dump_dataset(&mut conn), expected, "{step}");
     }
+}
+
+#[test]
+fn clients_get_loading_while_the_dataset_loads_and_info_shows_progress() {
+    let dir = temp_dir();
+    let mut server = start_server(dir.path(), &["--aof-rewrite-threads", "2", "--save", ""]);
+    let mut conn = server.connection();
+    populate_varied(&mut conn, 3000);
+    cmd_str(&mut conn, &["BGREWRITEAOF"]).unwrap();
+    wait_for_background_jobs(&mut conn);
+    // Some records in the incremental file too.
+    for i in 0..200 {
+        let _: () = redis::cmd("SET")
+            .arg(format!("late:{i}"))
+            .arg(i)
+            .query(&mut conn)
+            .unwrap();
+    }
+    server.shutdown();
+    // Restart on a known port with a slow load (key-load-delay, as in Redis's tests).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = std::process::Command::new(SERVER_BIN)
+        .args([
+            "--port",
+            &port.to_string(),
+            "--save",
+            "",
+            "--key-load-delay",
+            "2000",
+        ])
+        .arg("--dir")
+        .arg(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut stream = loop {
+        if let Ok(stream) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            break stream;
+        }
+        assert!(Instant::now() < deadline, "the server did not listen");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let wait = Duration::from_millis(300);
+    let loading = b"-LOADING Redis is loading the dataset in memory\r\n".to_vec();
+    assert_eq!(raw_exchange(&mut stream, b"PING\r\n", wait), loading);
+    assert_eq!(raw_exchange(&mut stream, b"GET key:0\r\n", wait), loading);
+    assert_eq!(raw_exchange(&mut stream, b"SET a b\r\n", wait), loading);
+    assert_eq!(raw_exchange(&mut stream, b"DBSIZE\r\n", wait), loading);
+    assert_eq!(raw_exchange(&mut stream, b"SELECT 1\r\n", wait), b"+OK\r\n");
+    assert_eq!(
+        raw_exchange(&mut stream, b"CONFIG GET port\r\n", wait),
+        format!(
+            "*2\r\n$4\r\nport\r\n${}\r\n{port}\r\n",
+            port.to_string().len()
+        )
+        .into_bytes()
+    );
+    let info = String::from_utf8(raw_exchange(&mut stream, b"INFO persistence\r\n", wait)).unwrap();
+    assert!(info.contains("loading:1\r\n"), "{info}");
+    assert!(info.contains("aof_enabled:0\r\n"), "{info}");
+    let field = |name: &str| -> u64 {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .unwrap_or_else(|| panic!("{name} missing: {info}"))
+            .trim()
+            .parse::<f64>()
+            .unwrap() as u64
+    };
+    assert!(field("loading_total_bytes") > 100_000);
+    assert!(field("loading_loaded_bytes") <= field("loading_total_bytes"));
+    assert!(field("loading_start_time") > 1_700_000_000);
+    // Then loading ends and everything is there.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while raw_exchange(&mut stream, b"PING\r\n", wait) != b"+PONG\r\n" {
+        assert!(Instant::now() < deadline, "loading did not finish");
+    }
+    let info = String::from_utf8(raw_exchange(&mut stream, b"INFO persistence\r\n", wait)).unwrap();
+    assert!(
+        info.contains("loading:0\r\n") && info.contains("aof_enabled:1\r\n"),
+        "{info}"
+    );
+    assert_eq!(
+        raw_exchange(&mut stream, b"SELECT 0\r\nDBSIZE\r\n", wait),
+        b"+OK\r\n:1700\r\n"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
 }

@@ -40,11 +40,19 @@ impl InProcess {
         let port = server.port();
         let halt = server.halt_handle();
         let thread = std::thread::spawn(move || server.run());
-        InProcess {
+        let started = InProcess {
             port,
             halt,
             thread: Some(thread),
+        };
+        // Ready once loading is over (PING answers -LOADING until then).
+        let mut conn = started.connection();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while redis::cmd("PING").query::<String>(&mut conn).is_err() {
+            assert!(Instant::now() < deadline, "loading did not finish");
+            std::thread::sleep(Duration::from_millis(5));
         }
+        started
     }
 
     fn url(&self) -> String {
@@ -52,7 +60,7 @@ impl InProcess {
     }
 
     fn connection(&self) -> redis::Connection {
-        let mut conn = redis::Client::open(self.url())
+        let conn = redis::Client::open(self.url())
             .unwrap()
             .get_connection()
             .unwrap();

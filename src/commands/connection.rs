@@ -24,7 +24,7 @@ pub fn commands() -> Vec<CommandSpec> {
         command!(
             "echo",
             2,
-            FAST,
+            LOADING | STALE | FAST,
             (0, 0, 0),
             "connection",
             "Returns the given string.",

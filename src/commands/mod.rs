@@ -126,6 +126,44 @@ pub struct ServerState {
     pub storage: std::sync::Arc<dyn crate::storage::Storage>,
 }
 
+impl ServerState {
+    pub fn new(
+        config: Config,
+        config_file: String,
+        storage: std::sync::Arc<dyn crate::storage::Storage>,
+    ) -> ServerState {
+        let now = crate::clock::unix_seconds();
+        ServerState {
+            stats: Stats::default(),
+            dirty: 0,
+            started_at: std::time::Instant::now(),
+            start_unix_seconds: now,
+            last_save_unix_seconds: now,
+            connected_clients: 0,
+            run_id: (0..40)
+                .map(|_| format!("{:x}", rand::random::<u8>() % 16))
+                .collect(),
+            tcp_port: config.port,
+            executable: std::env::current_exe()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            config_file,
+            log_error: None,
+            persistence: PersistenceInfo::default(),
+            storage,
+            config,
+        }
+    }
+}
+
+/// A start-up load in progress, for INFO's `loading_*` fields.
+#[derive(Clone, Debug)]
+pub struct LoadingStatus {
+    pub start_unix_seconds: i64,
+    pub started: std::time::Instant,
+    pub progress: std::sync::Arc<crate::recovery::LoadProgress>,
+}
+
 /// INFO persistence figures kept by the server loop (Redis's names where they exist).
 #[derive(Default, Clone, Debug)]
 pub struct PersistenceInfo {
@@ -162,6 +200,8 @@ pub struct PersistenceInfo {
     pub rdb_last_load_keys_expired: u64,
     pub loading_seconds: f64,
     pub loaded_keys: u64,
+    /// Set while the dataset is loading at start-up.
+    pub loading: Option<LoadingStatus>,
 }
 
 /// Where a command's log records go.

@@ -623,7 +623,7 @@ fn info_persistence(server: &crate::commands::ServerState, out: &mut String) {
     let p = &server.persistence;
     let config = &server.config;
     out.push_str("# Persistence\r\n");
-    kv(out, "loading", &0);
+    kv(out, "loading", &(p.loading.is_some() as u8));
     kv(out, "async_loading", &0);
     kv(out, "current_cow_peak", &0);
     kv(out, "current_cow_size", &0);
@@ -665,7 +665,12 @@ fn info_persistence(server: &crate::commands::ServerState, out: &mut String) {
         "rdb_last_load_keys_loaded",
         &p.rdb_last_load_keys_loaded,
     );
-    kv(out, "aof_enabled", &(config.appendonly as u8));
+    // As in Redis, the log counts as enabled once it is loaded and being appended to.
+    kv(
+        out,
+        "aof_enabled",
+        &((config.appendonly && p.loading.is_none()) as u8),
+    );
     kv(
         out,
         "aof_rewrite_in_progress",
@@ -712,6 +717,36 @@ fn info_persistence(server: &crate::commands::ServerState, out: &mut String) {
         kv(out, "aof_buffer_length", &p.aof_pending_bytes);
         kv(out, "aof_pending_bio_fsync", &0);
         kv(out, "aof_delayed_fsync", &p.aof_delayed_fsync);
+    }
+    if let Some(loading) = &p.loading {
+        use std::sync::atomic::Ordering;
+        let total = loading.progress.total_bytes.load(Ordering::Relaxed);
+        let loaded = loading
+            .progress
+            .loaded_bytes
+            .load(Ordering::Relaxed)
+            .min(total);
+        let elapsed = loading.started.elapsed().as_secs_f64();
+        let fraction = if total == 0 {
+            0.0
+        } else {
+            loaded as f64 / total as f64
+        };
+        let eta = if loaded == 0 {
+            1
+        } else {
+            ((total - loaded) as f64 * elapsed / loaded as f64) as u64
+        };
+        kv(out, "loading_start_time", &loading.start_unix_seconds);
+        kv(out, "loading_total_bytes", &total);
+        kv(out, "loading_rdb_used_mem", &0);
+        kv(out, "loading_loaded_bytes", &loaded);
+        kv(
+            out,
+            "loading_loaded_perc",
+            &format!("{:.2}", fraction * 100.0),
+        );
+        kv(out, "loading_eta_seconds", &eta);
     }
     kv(out, "tessera_aof_base_parts", &p.aof_base_parts);
     kv(
