@@ -308,6 +308,37 @@ impl Db {
         *self = Db::default();
     }
 
+    /// Moves every key of `other` into this database: a whole table for each slot empty
+    /// here (parallel loading: snapshot parts hold disjoint slots, so adopting a part
+    /// costs one move per slot), key by key where both have keys.
+    pub fn absorb(&mut self, other: Db) {
+        assert!(
+            self.capture.is_none() && other.capture.is_none(),
+            "no snapshot while loading"
+        );
+        if other.key_count == 0 {
+            return;
+        }
+        if self.key_count == 0 {
+            *self = other;
+            return;
+        }
+        for (index, slot) in other.slots.into_iter().enumerate() {
+            if slot.is_empty() {
+                continue;
+            }
+            if self.slots[index].is_empty() {
+                self.key_count += slot.len();
+                self.volatile_count += slot.volatile_count;
+                self.slots[index] = slot;
+            } else {
+                for entry in slot.table {
+                    self.insert(entry);
+                }
+            }
+        }
+    }
+
     /// Starts capturing this database for a snapshot: from now on every slot is handed to
     /// `sink` as it is at this moment, either just before its first change or by
     /// `capture_some`. `db` is the index the snapshot records.
@@ -444,6 +475,31 @@ mod tests {
         assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"user1000"));
         assert_eq!(key_slot(b"foo{}{bar}"), key_slot(b"foo{}{bar}"));
         assert_eq!(key_slot(b"foo{{bar}}zap"), key_slot(b"{bar"));
+    }
+
+    #[test]
+    fn absorb_moves_disjoint_slots_and_merges_shared_ones() {
+        let entry = |k: &str, exp: i64| Entry {
+            key: Bytes::copy_from_slice(k.as_bytes()),
+            value: Value::String(Bytes::copy_from_slice(k.as_bytes())),
+            expire_at_ms: exp,
+        };
+        let mut target = Db::default();
+        let mut part = Db::default();
+        // "{a}x" and "{a}y" share a slot; "b" is elsewhere.
+        target.insert(entry("{a}x", NO_EXPIRY));
+        part.insert(entry("{a}y", 100));
+        part.insert(entry("b", 200));
+        target.absorb(part);
+        assert_eq!((target.len(), target.volatile_len()), (3, 2));
+        for key in ["{a}x", "{a}y", "b"] {
+            assert!(target.get(key.as_bytes()).is_some(), "{key}");
+        }
+        let mut empty = Db::default();
+        let mut single = Db::default();
+        single.insert(entry("c", NO_EXPIRY));
+        empty.absorb(single);
+        assert_eq!(empty.len(), 1);
     }
 
     #[test]

@@ -370,14 +370,15 @@ pub fn replay_log(
 
 /// What one base file held: its live keys (with their database), bytes read, seconds taken.
 struct LoadedPart {
-    entries: Vec<(u32, crate::keyspace::Entry)>,
+    dbs: Vec<crate::keyspace::Db>,
+    keys: u64,
     bytes: u64,
     seconds: f64,
 }
 
-/// Loads the base snapshot files (RDB) in parallel, one thread per file, then inserts
-/// what they hold (keys already expired are dropped by `snapshot::read_live_entries`).
-/// Returns (keys loaded, bytes read).
+/// Loads the base snapshot files (RDB) in parallel, one thread per file, each building
+/// tables of its own; then adopts them, a table move per slot (parts hold disjoint
+/// slots). Keys already expired are dropped. Returns (keys loaded, bytes read).
 fn load_base_parts(
     storage: &dyn Storage,
     paths: &LogPaths,
@@ -385,7 +386,7 @@ fn load_base_parts(
     keyspace: &mut Keyspace,
     key_delay_us: u64,
 ) -> Result<(u64, u64), String> {
-    let databases = keyspace.dbs.len() as u32;
+    let databases = keyspace.dbs.len();
     let parts: Vec<Result<LoadedPart, String>> = std::thread::scope(|scope| {
         let handles: Vec<_> = bases
             .iter()
@@ -405,22 +406,22 @@ fn load_base_parts(
     let (mut keys, mut bytes) = (0u64, 0u64);
     for (base, part) in bases.iter().zip(parts) {
         let LoadedPart {
-            entries,
+            dbs,
+            keys: part_keys,
             bytes: part_bytes,
             seconds,
         } = part?;
         tracing::info!(
-            "loaded {}: {} keys, {:.1} MB in {seconds:.3}s ({:.0} keys/s, {:.1} MB/s)",
+            "loaded {}: {part_keys} keys, {:.1} MB in {seconds:.3}s ({:.0} keys/s, {:.1} MB/s)",
             base.name,
-            entries.len(),
             part_bytes as f64 / 1e6,
-            entries.len() as f64 / seconds.max(1e-9),
+            part_keys as f64 / seconds.max(1e-9),
             part_bytes as f64 / 1e6 / seconds.max(1e-9)
         );
-        keys += entries.len() as u64;
+        keys += part_keys;
         bytes += part_bytes;
-        for (db, entry) in entries {
-            keyspace.dbs[db as usize].insert(entry);
+        for (target, db) in keyspace.dbs.iter_mut().zip(dbs) {
+            target.absorb(db);
         }
     }
     Ok((keys, bytes))
@@ -429,7 +430,7 @@ fn load_base_parts(
 fn load_base_part(
     storage: &dyn Storage,
     path: &Path,
-    databases: u32,
+    databases: usize,
     key_delay_us: u64,
 ) -> Result<LoadedPart, String> {
     let started = Instant::now();
@@ -439,10 +440,11 @@ fn load_base_part(
             path.display()
         ));
     }
-    let (entries, bytes) =
-        crate::snapshot::read_live_entries(storage, path, databases, key_delay_us)?;
+    let (dbs, keys, bytes) =
+        crate::snapshot::read_into_dbs(storage, path, databases, key_delay_us)?;
     Ok(LoadedPart {
-        entries,
+        dbs,
+        keys,
         bytes,
         seconds: started.elapsed().as_secs_f64(),
     })

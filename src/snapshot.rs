@@ -12,7 +12,7 @@
 //! When the writers are done, a finisher runs on the job's own thread (the manifest
 //! commit of a compaction, the rename of a `BGSAVE`), then the event loop is woken.
 
-use crate::keyspace::{CaptureSink, Entry, Keyspace, SLOT_COUNT, Slot};
+use crate::keyspace::{CaptureSink, Db, Entry, Keyspace, SLOT_COUNT, Slot};
 use crate::rdb::{RdbError, RdbWriter, RdbWriterOptions};
 use crate::storage::{Storage, StorageFile, StorageReader};
 use std::collections::VecDeque;
@@ -93,28 +93,30 @@ fn write_rdb(storage: &dyn Storage, keyspace: &Keyspace, path: &Path) -> Result<
     finish_part(writer, path)
 }
 
-/// Reads the live keys of an RDB file: keys already expired are dropped, as Redis does at
-/// start-up. Returns them with their database, and the bytes read.
-/// `key_delay_us` is `key-load-delay` (tests only).
-pub fn read_live_entries(
+/// Reads the live keys of an RDB file into databases of its own (keys already expired
+/// are dropped, as Redis does at start-up). Returns them, the keys kept and the bytes
+/// read. `key_delay_us` is `key-load-delay` (tests only).
+pub fn read_into_dbs(
     storage: &dyn Storage,
     path: &Path,
-    databases: u32,
+    databases: usize,
     key_delay_us: u64,
-) -> Result<(Vec<(u32, Entry)>, u64), String> {
+) -> Result<(Vec<Db>, u64, u64), String> {
     let file = storage
         .open_read(path)
         .map_err(|e| format!("can't open {}: {e}", path.display()))?;
     let now_ms = crate::clock::unix_ms();
-    let mut entries = Vec::new();
+    let mut dbs: Vec<Db> = (0..databases).map(|_| Db::default()).collect();
+    let mut keys = 0u64;
     let mut visitor = |db: u32, entry: Entry| {
-        if db >= databases {
+        let Some(target) = dbs.get_mut(db as usize) else {
             return Err(format!(
                 "database {db} is out of range (databases {databases})"
             ));
-        }
+        };
         if !entry.is_expired(now_ms) {
-            entries.push((db, entry));
+            target.insert(entry);
+            keys += 1;
         }
         if key_delay_us > 0 {
             std::thread::sleep(std::time::Duration::from_micros(key_delay_us));
@@ -124,17 +126,16 @@ pub fn read_live_entries(
     let reader = std::io::BufReader::with_capacity(1 << 20, StorageReader::new(file));
     let summary = crate::rdb::load(reader, &mut visitor)
         .map_err(|e| format!("Bad snapshot file {}: {e}", path.display()))?;
-    Ok((entries, summary.bytes))
+    Ok((dbs, keys, summary.bytes))
 }
 
 /// Loads an RDB file into `keyspace` (start-up with the log off); returns the keys loaded.
 pub fn load(storage: &dyn Storage, keyspace: &mut Keyspace, path: &Path) -> Result<u64, String> {
-    let (entries, _) = read_live_entries(storage, path, keyspace.dbs.len() as u32, 0)?;
-    let count = entries.len() as u64;
-    for (db, entry) in entries {
-        keyspace.dbs[db as usize].insert(entry);
+    let (dbs, keys, _) = read_into_dbs(storage, path, keyspace.dbs.len(), 0)?;
+    for (target, db) in keyspace.dbs.iter_mut().zip(dbs) {
+        target.absorb(db);
     }
-    Ok(count)
+    Ok(keys)
 }
 
 // ---------------------------------------------------------------------------------------
