@@ -897,6 +897,16 @@ impl Server {
                 .as_ref()
                 .map_or(0, |(job, _)| job.held_bytes());
         self.state.persistence.capture_held_bytes = held;
+        let job = self
+            .compaction
+            .as_ref()
+            .map(|c| &c.job)
+            .or(self.background_save.as_ref().map(|(job, _)| job));
+        let p = &mut self.state.persistence;
+        match job {
+            Some(job) => p.current_save_keys_processed = job.keys_written(),
+            None => (p.current_save_keys_processed, p.current_save_keys_total) = (0, 0),
+        }
     }
 
     fn waker_notify(&self) -> Box<dyn Fn() + Send> {
@@ -939,6 +949,7 @@ impl Server {
             },
             notify,
         );
+        self.state.persistence.current_save_keys_total = self.keyspace.total_keys() as u64;
         // The new file starts empty: the next record needs its SELECT.
         self.propagation.selected_db = None;
         self.compaction = Some(compaction);
@@ -1022,6 +1033,7 @@ impl Server {
             },
         );
         tracing::info!("background saving started");
+        self.state.persistence.current_save_keys_total = self.keyspace.total_keys() as u64;
         self.background_save = Some((job, self.state.dirty));
         let p = &mut self.state.persistence;
         p.rdb_bgsave_scheduled = false;

@@ -574,3 +574,39 @@ fn clients_get_loading_while_the_dataset_loads_and_info_shows_progress() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[test]
+fn a_due_save_point_writes_dump_rdb_in_the_background() {
+    let dir = temp_dir();
+    let mut server = start_server(dir.path(), &["--appendonly", "no", "--save", "1 2"]);
+    let mut conn = server.connection();
+    assert_eq!(info_field(&mut conn, "rdb_saves").unwrap(), "0");
+    let _: () = redis::cmd("SET")
+        .arg("a")
+        .arg("1")
+        .query(&mut conn)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("b")
+        .arg("2")
+        .query(&mut conn)
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while info_field(&mut conn, "rdb_saves").unwrap() == "0" {
+        assert!(Instant::now() < deadline, "the save point did not fire");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    wait_for_background_jobs(&mut conn);
+    assert_eq!(
+        info_field(&mut conn, "rdb_last_bgsave_status").unwrap(),
+        "ok"
+    );
+    assert_eq!(
+        info_field(&mut conn, "rdb_changes_since_last_save").unwrap(),
+        "0"
+    );
+    server.kill9();
+    let server = start_server(dir.path(), &["--appendonly", "no", "--save", ""]);
+    let mut conn = server.connection();
+    assert_eq!(dbsize(&mut conn), 2);
+}

@@ -189,6 +189,9 @@ pub struct PersistenceInfo {
     pub aof_last_rewrite_keys: u64,
     /// Memory held by captured slots not yet written by a running snapshot.
     pub capture_held_bytes: u64,
+    /// Keys written so far by the running snapshot, and the keys when it started.
+    pub current_save_keys_processed: u64,
+    pub current_save_keys_total: u64,
     pub rdb_bgsave_in_progress: bool,
     pub rdb_bgsave_scheduled: bool,
     pub rdb_bgsave_started: Option<std::time::Instant>,

@@ -629,8 +629,12 @@ fn info_persistence(server: &crate::commands::ServerState, out: &mut String) {
     kv(out, "current_cow_size", &0);
     kv(out, "current_cow_size_age", &0);
     kv(out, "current_fork_perc", &"0.00");
-    kv(out, "current_save_keys_processed", &0);
-    kv(out, "current_save_keys_total", &0);
+    kv(
+        out,
+        "current_save_keys_processed",
+        &p.current_save_keys_processed,
+    );
+    kv(out, "current_save_keys_total", &p.current_save_keys_total);
     kv(out, "rdb_changes_since_last_save", &server.dirty);
     kv(
         out,
