@@ -21,7 +21,7 @@
 //! list are removed at start-up. A failure at any step leaves the last committed manifest
 //! in force and is reported in INFO and the log.
 
-use crate::log::manifest::{FileKind, Manifest, ManifestEntry};
+use crate::log::manifest::{CommitError, FileKind, Manifest, ManifestEntry};
 use crate::log::writer::{Rotation, RotationWaiter};
 use crate::log::{LogPaths, LogWriter};
 use crate::rdb::RdbWriterOptions;
@@ -171,9 +171,21 @@ fn install(
         .sync_dir(&paths.dir)
         .map_err(|e| format!("can't fsync {}: {e}", paths.dir.display()))?;
     storage.checkpoint("rewrite-parts-durable");
-    paths
-        .commit_manifest(storage, after_commit)
-        .map_err(|e| format!("can't commit the manifest: {e}"))?;
+    match paths.commit_manifest(storage, after_commit) {
+        Ok(()) => {}
+        Err(CommitError::NotCommitted(e)) => {
+            return Err(format!("can't commit the manifest: {e}"));
+        }
+        Err(CommitError::NotDurable(e)) => {
+            // The new manifest is in force, but a power loss may bring back the previous
+            // one: keep its files (they are removed at the next start-up).
+            tracing::warn!(
+                "the new manifest is in place but the directory fsync failed ({e}); \
+                 keeping the previous files until the next start-up"
+            );
+            return Ok(());
+        }
+    }
     storage.checkpoint("rewrite-committed");
     for name in obsolete {
         // Unlisted now: a file left behind by a failure here is removed at start-up.

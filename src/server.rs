@@ -357,7 +357,18 @@ impl Server {
                 self.finish_loading()?;
             }
             if self.halt_flag.load(Ordering::Relaxed) {
+                // As a process that dies: no file is touched from now on, so background
+                // threads must be gone before `run` returns (a test then cuts the power).
                 tracing::warn!("halted");
+                if let Some(mut compaction) = self.compaction.take() {
+                    compaction.job.cancel_and_wait(&mut self.keyspace);
+                }
+                if let Some((mut job, _)) = self.background_save.take() {
+                    job.cancel_and_wait(&mut self.keyspace);
+                }
+                if let Some(thread) = self.loading.take() {
+                    let _ = thread.join();
+                }
                 return Ok(());
             }
             let mut timeout = next_cron.saturating_duration_since(Instant::now());

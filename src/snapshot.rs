@@ -280,6 +280,7 @@ pub struct SnapshotJob {
     shared: Arc<JobShared>,
     started: Instant,
     capture_closed: bool,
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl SnapshotJob {
@@ -299,7 +300,7 @@ impl SnapshotJob {
         let hints = size_hints(keyspace, parts);
         keyspace.begin_capture(shared.clone());
         let thread_shared = shared.clone();
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("snapshot".into())
             .spawn(move || run_job(thread_shared, spec, hints))
             .expect("spawn snapshot thread");
@@ -307,6 +308,7 @@ impl SnapshotJob {
             shared,
             started: Instant::now(),
             capture_closed: false,
+            thread: Some(thread),
         };
         job.close_if_captured(keyspace);
         job
@@ -352,6 +354,14 @@ impl SnapshotJob {
         keyspace.cancel_capture();
         self.shared.cancelled.store(true, Ordering::Release);
         self.shared.close_all();
+    }
+
+    /// Cancels the job and waits until its threads are gone (they touch no file after).
+    pub fn cancel_and_wait(&mut self, keyspace: &mut Keyspace) {
+        self.cancel(keyspace);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
     }
 
     pub fn held_bytes(&self) -> u64 {

@@ -351,6 +351,8 @@ struct Faults {
     durable_syncs_max: Option<u64>,
     /// At this checkpoint every later operation starts failing (see `crash_at`).
     crash_at: Option<(String, u64)>,
+    /// At this checkpoint the next sync is made to fail (see `fail_sync_after`).
+    sync_after: Option<((String, u64), Fault)>,
 }
 
 struct SimulatedFile {
@@ -435,6 +437,11 @@ impl SimulatedStorage {
     /// `step` is a name (its first occurrence) or `name:N` (its Nth).
     pub fn crash_at(&self, step: &str) {
         self.lock().faults.crash_at = Some(parse_step(step));
+    }
+
+    /// The first sync after checkpoint `step` (`name` or `name:N`) fails with `fault`.
+    pub fn fail_sync_after(&self, step: &str, fault: Fault) {
+        self.lock().faults.sync_after = Some((parse_step(step), fault));
     }
 
     /// The checkpoints reached since creation or the last power loss, in order.
@@ -774,6 +781,13 @@ impl Storage for SimulatedStorage {
             .is_some_and(|(name, nth)| name == step && *nth == reached)
         {
             state.faults.operations_max = Some(state.counts.operations);
+        }
+        if let Some(((name, nth), fault)) = state.faults.sync_after.clone()
+            && name == step
+            && nth == reached
+        {
+            let next = state.counts.syncs + 1;
+            state.faults.syncs.insert(next, fault);
         }
     }
 }

@@ -122,17 +122,47 @@ impl Manifest {
         storage: &dyn Storage,
         dir: &Path,
         file_name: &str,
-    ) -> std::io::Result<()> {
+    ) -> Result<(), CommitError> {
         let temp = dir.join(format!("temp-{file_name}"));
-        {
+        let write = || -> std::io::Result<()> {
             let mut file = storage.create(&temp)?;
             file.append(self.to_text().as_bytes())?;
             file.sync_all()?;
-        }
-        storage.checkpoint("manifest-temp-written");
-        storage.rename(&temp, &dir.join(file_name))?;
+            storage.checkpoint("manifest-temp-written");
+            storage.rename(&temp, &dir.join(file_name))
+        };
+        write().map_err(CommitError::NotCommitted)?;
         storage.checkpoint("manifest-renamed");
-        storage.sync_dir(dir)
+        storage.sync_dir(dir).map_err(CommitError::NotDurable)
+    }
+}
+
+/// How a manifest commit failed.
+#[derive(Debug)]
+pub enum CommitError {
+    /// Before the rename: the previous manifest is still the one in force.
+    NotCommitted(std::io::Error),
+    /// The rename was done but the directory fsync failed: the new manifest is the one in
+    /// force for this process and after a restart, but a power loss may bring back the
+    /// previous one. Everything both of them list must be kept until a directory fsync
+    /// succeeds.
+    NotDurable(std::io::Error),
+}
+
+impl std::fmt::Display for CommitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CommitError::NotCommitted(e) => write!(f, "{e}"),
+            CommitError::NotDurable(e) => write!(f, "directory fsync after the rename: {e}"),
+        }
+    }
+}
+
+impl From<CommitError> for std::io::Error {
+    fn from(error: CommitError) -> std::io::Error {
+        match error {
+            CommitError::NotCommitted(e) | CommitError::NotDurable(e) => e,
+        }
     }
 }
 

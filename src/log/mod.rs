@@ -77,7 +77,7 @@ impl LogPaths {
         &self,
         storage: &dyn Storage,
         manifest: &Manifest,
-    ) -> std::io::Result<()> {
+    ) -> Result<(), manifest::CommitError> {
         manifest.commit(storage, &self.dir, &self.manifest_name())
     }
 }

@@ -12,7 +12,7 @@
 //! from memory, never trusted to a second fsync (a failed fsync can drop dirty pages).
 
 use super::LogPaths;
-use super::manifest::Manifest;
+use super::manifest::{CommitError, Manifest};
 use crate::config::FsyncPolicy;
 use crate::storage::{Storage, StorageFile};
 use std::path::PathBuf;
@@ -267,6 +267,9 @@ struct WriterThread {
     unsynced_seq: u64,
     last_fsync: Instant,
     notify: Notify,
+    /// A directory whose entries must be made durable before anything more is: set when
+    /// the manifest of a rotation was renamed into place but the directory fsync failed.
+    dir_to_sync: Option<PathBuf>,
 }
 
 impl WriterThread {
@@ -287,6 +290,7 @@ impl WriterThread {
             unsynced_seq: 0,
             last_fsync: Instant::now(),
             notify,
+            dir_to_sync: None,
         }
     }
 
@@ -415,6 +419,13 @@ impl WriterThread {
     }
 
     fn fsync(&mut self) -> Result<(), ()> {
+        if let Some(dir) = &self.dir_to_sync {
+            if let Err(e) = self.storage.sync_dir(dir) {
+                self.fail("directory fsync", e);
+                return Err(());
+            }
+            self.dir_to_sync = None;
+        }
         if let Err(e) = self.file.sync_data() {
             self.fail("fsync", e);
             return Err(());
@@ -469,10 +480,22 @@ impl WriterThread {
             .and_then(|mut file| file.sync_all().map(|()| file))
             .map_err(|e| format!("can't create {}: {e}", path.display()))?;
         storage.checkpoint("rewrite-incr-created");
-        rotation
+        match rotation
             .paths
             .commit_manifest(&*storage, &rotation.manifest)
-            .map_err(|e| format!("can't commit the manifest: {e}"))?;
+        {
+            Ok(()) => {}
+            Err(CommitError::NotCommitted(e)) => {
+                return Err(format!("can't commit the manifest: {e}"));
+            }
+            Err(CommitError::NotDurable(e)) => {
+                // The new manifest is in force, but its directory entry may not survive a
+                // power loss: nothing written to the new file is acknowledged until a
+                // directory fsync succeeds (the failure path retries it).
+                self.dir_to_sync = Some(rotation.paths.dir.clone());
+                self.fail("directory fsync", e);
+            }
+        }
         storage.checkpoint("rewrite-incr-committed");
         std::mem::swap(&mut self.file, &mut file);
         self.durable_len = 0;
