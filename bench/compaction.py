@@ -281,6 +281,26 @@ def dir_bytes(d: Path) -> int:
     return total
 
 
+def aof_files_bytes(d: Path) -> tuple[int, int]:
+    """(base files, incremental files) in an appendonlydir, by the multi-part AOF names
+    (`*.base.rdb`, `*.base.N.rdb`, `*.incr.aof`)."""
+    base = incr = 0
+    try:
+        with os.scandir(d) as it:
+            for e in it:
+                try:
+                    size = e.stat(follow_symlinks=False).st_size
+                except OSError:
+                    continue
+                if ".base." in e.name or e.name.endswith(".base.rdb"):
+                    base += size
+                elif ".incr." in e.name:
+                    incr += size
+    except OSError:
+        pass
+    return base, incr
+
+
 def kernel_folds_child_io(base: Path) -> bool | None:
     """Does the kernel add a reaped child's /proc/PID/io write_bytes to its parent's?
     (Linux does, in wait_task_zombie.) None when write accounting is unavailable."""
@@ -732,7 +752,8 @@ def run_once(args, servers: Servers, folds, name: str, size: int, threads, phase
         loader = None
         pers = parse_info(mon.conn.call("INFO", "persistence"))
         run.m["rewrite_status"] = pers.get("aof_last_bgrewrite_status", "?")
-        run.m["base_mb"] = (num(pers, "aof_base_size") or 0) / MB
+        base, incr = aof_files_bytes(srv.aof_dir)
+        run.m["base_mb"], run.m["incr_mb"] = base / MB, incr / MB
         run.m["base_parts"] = num(pers, "tessera_aof_base_parts")
         run.m["rewrite_bytes_mb"] = (num(pers, "tessera_last_rewrite_bytes") or 0) / MB if name == "tessera" else None
         run.m["final_dir_mb"] = dir_bytes(srv.aof_dir) / MB
@@ -775,6 +796,8 @@ def compute_metrics(run: Run, i_steady: int) -> None:
         m["mem_mean_mb"] = statistics.mean(pss) / MB
         m["mem_peak_ratio"] = max(pss) / before.pss
         m["mem_mean_ratio"] = statistics.mean(pss) / before.pss
+        after = [s.pss for s in ss[run.i_before + 1:] if s.pss is not None]
+        m["mem_peak_all_ratio"] = max(after) / before.pss if after else None
     steady_start = ss[i_steady]
     first_pss = next((s for s in ss[i_steady:run.i_before] if s.pss), None)
     if first_pss and before.pss:
@@ -871,7 +894,7 @@ def plot_sweep(plt, runs: list[Run], path: Path) -> None:
         color = cmap(i / max(1, len(runs) - 1) * 0.9)
         for ax, attr, scale in ((axes[0], "ops", 1e3), (axes[1], "pss", MB)):
             xs, ys = run_series(run, attr, scale)
-            ax.plot(xs, ys, color=color, lw=1.2, label=f"{run.threads} threads")
+            ax.plot(xs, ys, color=color, lw=1.2, label=f"{run.threads} thread{'s' if run.threads != 1 else ''}")
             ax.axvspan(0, run.m.get("comp_s", 0), color=color, alpha=0.08)
     axes[0].set_ylabel("ops/s (thousands)")
     axes[1].set_ylabel("PSS (MB)")
@@ -967,7 +990,8 @@ def render(args, ctx: dict, main_runs: list[Run], sweep_runs: list[Run], charts:
         f"- Machine: {os.cpu_count()} CPUs (os.cpu_count()); the server, redis-benchmark and "
         "the sampler share them, so absolute numbers swing from run to run.",
         f"- Date: {dt.datetime.now().astimezone().isoformat(timespec='seconds')}; status: {status}; "
-        f"wall time {wall / 60:.1f} min",
+        f"wall time {wall / 60:.1f} min; load average (1 min) at start {ctx['load_start']:.2f}, "
+        f"at end {os.getloadavg()[0]:.2f}",
         f"- Versions: `{ctx['redis_version']}`; `{ctx['redis_benchmark_version']}`; "
         f"`{ctx['tessera_version']}` (git {ctx['tessera_git']})",
         f"- Mode: {'QUICK smoke run (numbers are not meaningful)' if args.quick else 'full'}; "
@@ -1022,10 +1046,11 @@ def render(args, ctx: dict, main_runs: list[Run], sweep_runs: list[Run], charts:
     L += ["", "## Memory during the compaction", "",
           "Before = PSS of the sample just before BGREWRITEAOF; peak / mean over the compaction. "
           f"Target: peak <= {TARGET_MEMORY} x before with {TARGET_MEMORY_SIZE}-byte values (other "
-          "sizes shown in parentheses for information). Steady growth = PSS change over the steady "
-          "period (new keys keep arriving: the preload does not fill the whole key space).", "",
-          "| Value | Server | Before MB | Peak MB | Mean MB | Peak / before | Mean / before | Target ≤ 1.15 | Steady growth | Tessera capture held, peak MB |",
-          "|---:|---|---:|---:|---:|---:|---:|---|---:|---:|"]
+          "sizes shown in parentheses for information). Peak incl. tail = highest PSS from "
+          "BGREWRITEAOF to the end of the run (compaction + tail). Steady growth = PSS change over "
+          "the steady period (new keys keep arriving: the preload does not fill the whole key space).", "",
+          "| Value | Server | Before MB | Peak MB | Mean MB | Peak / before | Mean / before | Target ≤ 1.15 | Peak incl. tail / before | Steady growth | Tessera capture held, peak MB |",
+          "|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
     for size in args.sizes:
         for name in SERVERS:
             g = group(name, size)
@@ -1036,6 +1061,7 @@ def render(args, ctx: dict, main_runs: list[Run], sweep_runs: list[Run], charts:
                 v = "(pass)" if ok else "(fail)"
             L.append(f"| {size} B | {name} | {f_num(med(g, 'mem_before_mb'), 0)} | {f_num(med(g, 'mem_peak_mb'), 0)} "
                      f"| {f_num(med(g, 'mem_mean_mb'), 0)} | {f_num(pr)} | {f_num(med(g, 'mem_mean_ratio'))} | {v} "
+                     f"| {f_num(med(g, 'mem_peak_all_ratio'))} "
                      f"| {f_num(med(g, 'steady_mem_growth_pct'), 1, ' %')} "
                      f"| {f_num(med(g, 'held_peak_mb'), 0) if name == 'tessera' else '-'} |")
 
@@ -1044,17 +1070,20 @@ def render(args, ctx: dict, main_runs: list[Run], sweep_runs: list[Run], charts:
           "Duration = BGREWRITEAOF sent -> first sample with aof_rewrite_in_progress:0 "
           f"(resolution {args.interval * 1000:.0f} ms). Written = disk write bytes of the server "
           "(and children) during the compaction, including the log appends of the ongoing load "
-          "(steady log rate given for comparison). New base = INFO aof_base_size after the "
-          "compaction; dir = appendonlydir at the end of the run (base + the log since the rewrite).", "",
-          "| Value | Server | Duration s | Written MB | Steady log MB/s | New base MB | Base parts | Dir before MB | Final dir MB |",
-          "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+          "(steady log rate given for comparison). New base = the `*.base.*` files in appendonlydir "
+          "at the end of the run (INFO aof_base_size is not comparable: Redis counts its incremental "
+          "file in it); log = the `*.incr.*` files (everything written since BGREWRITEAOF); final "
+          "dir = all of appendonlydir at the end of the run.", "",
+          "| Value | Server | Duration s | Written MB | Steady log MB/s | New base MB | Base parts | Log MB | Dir before MB | Final dir MB |",
+          "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for size in args.sizes:
         for name in SERVERS:
             g = group(name, size)
             parts = med(g, "base_parts")
             L.append(f"| {size} B | {name} | {f_num(med(g, 'comp_s'))} | {f_num(med(g, 'comp_written_mb'), 0)} "
                      f"| {f_num(med(g, 'steady_write_mbps'), 0)} | {f_num(med(g, 'base_mb'), 0)} "
-                     f"| {'1' if name == 'redis' else f_num(parts, 0)} | {f_num(med(g, 'aof_dir_before_mb'), 0)} "
+                     f"| {'1' if name == 'redis' else f_num(parts, 0)} | {f_num(med(g, 'incr_mb'), 0)} "
+                     f"| {f_num(med(g, 'aof_dir_before_mb'), 0)} "
                      f"| {f_num(med(g, 'final_dir_mb'), 0)} |")
 
     # ---- recovery
@@ -1237,6 +1266,7 @@ def main() -> int:
         "tessera_version": command_output([args.tessera, "--version"]),
         "tessera_git": binary_git(Path(shutil.which(args.tessera))),
         "order": [],
+        "load_start": os.getloadavg()[0],
     }
     servers = Servers(args)
     main_runs: list[Run] = []

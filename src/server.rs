@@ -38,6 +38,11 @@ const ARGUMENTS_KEEP: usize = 1024;
 const EXPIRE_CYCLE_BUDGET: Duration = Duration::from_millis(25);
 /// Slots a background snapshot captures per event-loop turn (a table copy each).
 const CAPTURE_SLOTS_PER_TURN: usize = 32;
+/// Bytes read from one client in one turn, at most (then others get their turn).
+const READ_PER_TURN_BYTES: usize = 4 * 1024 * 1024;
+/// Log bytes waiting for the writer beyond which the loop stops reading from clients
+/// (TCP then slows the senders down) until the writer catches up.
+const LOG_BACKLOG_BYTES: u64 = 64 * 1024 * 1024;
 /// Redis's CONFIG_BGSAVE_RETRY_DELAY: after a failed BGSAVE, save points wait this long.
 const BGSAVE_RETRY_DELAY: Duration = Duration::from_secs(5);
 
@@ -159,6 +164,9 @@ pub struct Server {
     halt_flag: Arc<AtomicBool>,
     /// Bytes of the listed log files other than the one being appended to.
     closed_log_bytes: u64,
+    /// Readable clients not read yet because the log writer is behind (events are
+    /// edge-triggered: they must be remembered). The flag: the peer has closed its side.
+    deferred_reads: Vec<(usize, bool)>,
     /// Clients whose output is waiting for a log batch to become durable.
     held: Vec<usize>,
     /// Clients that produced output this turn.
@@ -290,6 +298,7 @@ impl Server {
             waker,
             halt_flag: Arc::new(AtomicBool::new(false)),
             closed_log_bytes: 0,
+            deferred_reads: Vec::new(),
             held: Vec::new(),
             touched: Vec::new(),
             shutdown_flag,
@@ -372,6 +381,9 @@ impl Server {
                 return Ok(());
             }
             let mut timeout = next_cron.saturating_duration_since(Instant::now());
+            if !self.deferred_reads.is_empty() && !self.log_backlogged() {
+                timeout = Duration::ZERO; // clients put aside can be read now
+            }
             if let Some(throttled) = self.capture_pending() {
                 // Keep capturing between events; poll briefly while the writers catch up.
                 timeout = timeout.min(if throttled {
@@ -387,6 +399,9 @@ impl Server {
             }
             let mut shutdown: Option<Option<bool>> = None;
             let mut requester: Option<usize> = None;
+            if !self.deferred_reads.is_empty() && !self.log_backlogged() {
+                (shutdown, requester) = self.read_deferred();
+            }
             for event in events.iter() {
                 let token = event.token().0;
                 if token == WAKER.0 {
@@ -399,7 +414,9 @@ impl Server {
                 } else {
                     if event.is_readable() || event.is_read_closed() {
                         let until_eof = event.is_read_closed();
-                        if let Some(request) = self.read_and_execute(token, until_eof) {
+                        if self.log_backlogged() {
+                            self.deferred_reads.push((token, until_eof));
+                        } else if let Some(request) = self.read_and_execute(token, until_eof) {
                             shutdown = Some(request);
                             requester = Some(token);
                         }
@@ -518,6 +535,8 @@ impl Server {
         // The peer sent EOF: it may have half-closed, so its replies still go out.
         let mut peer_done = false;
         let mut closed = false;
+        let mut more_to_read = false;
+        let mut read_now = 0usize;
         {
             let client = self.clients.get_mut(&token)?;
             if client.close_after_reply {
@@ -536,6 +555,14 @@ impl Server {
                         // say WouldBlock (bytes arriving later raise a new edge event).
                         let drained = n < self.read_buffer.len() && !until_eof;
                         if drained || client.input.len() > limit {
+                            break;
+                        }
+                        read_now += n;
+                        if read_now >= READ_PER_TURN_BYTES {
+                            // A fast sender is not read to exhaustion in one go: the rest
+                            // waits for the next turn (events are edge-triggered, so the
+                            // client is remembered).
+                            more_to_read = true;
                             break;
                         }
                     }
@@ -572,6 +599,8 @@ impl Server {
         }
         if closed {
             self.close_client(token);
+        } else if more_to_read {
+            self.deferred_reads.push((token, until_eof));
         }
         shutdown
     }
@@ -775,6 +804,8 @@ impl Server {
         if let Some(writer) = &mut self.log_writer {
             if !self.propagation.buffer.is_empty() {
                 writer.submit(&mut self.propagation.buffer);
+                let p = &mut self.state.persistence;
+                p.aof_pending_peak_bytes = p.aof_pending_peak_bytes.max(writer.pending_bytes());
             }
             let durable = release_watermark(writer, self.state.config.appendfsync);
             let required = writer.last_submitted();
@@ -868,6 +899,39 @@ impl Server {
             let _ = self.poll.registry().deregister(&mut client.stream);
         }
         self.state.connected_clients = self.clients.len();
+    }
+
+    /// The log writer is this far behind: stop taking new requests.
+    fn log_backlogged(&self) -> bool {
+        self.log_writer.as_ref().is_some_and(|writer| {
+            writer.pending_bytes() + self.propagation.buffer.len() as u64 > LOG_BACKLOG_BYTES
+        })
+    }
+
+    /// Reads the clients put aside while the log writer was behind, until it is behind
+    /// again. Returns a SHUTDOWN request and its client, if one came.
+    fn read_deferred(&mut self) -> (Option<Option<bool>>, Option<usize>) {
+        let mut deferred = std::mem::take(&mut self.deferred_reads);
+        deferred.sort_unstable();
+        deferred.dedup_by(|later, earlier| {
+            let same = later.0 == earlier.0;
+            if same {
+                earlier.1 |= later.1;
+            }
+            same
+        });
+        let mut pending = deferred.into_iter();
+        while let Some((token, until_eof)) = pending.next() {
+            if let Some(request) = self.read_and_execute(token, until_eof) {
+                self.deferred_reads.extend(pending);
+                return (Some(request), Some(token));
+            }
+            if self.log_backlogged() {
+                self.deferred_reads.extend(pending);
+                break;
+            }
+        }
+        (None, None)
     }
 
     /// Some(throttled) while a background snapshot still has slots to capture.

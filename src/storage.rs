@@ -335,6 +335,8 @@ struct State {
     counts: Counts,
     faults: Faults,
     checkpoints: Vec<String>,
+    /// How long each file sync takes (a slow disk).
+    sync_delay: std::time::Duration,
 }
 
 #[derive(Default)]
@@ -437,6 +439,11 @@ impl SimulatedStorage {
     /// `step` is a name (its first occurrence) or `name:N` (its Nth).
     pub fn crash_at(&self, step: &str) {
         self.lock().faults.crash_at = Some(parse_step(step));
+    }
+
+    /// Every file sync takes this long from now on (a slow disk).
+    pub fn set_sync_delay(&self, delay: std::time::Duration) {
+        self.lock().sync_delay = delay;
     }
 
     /// The first sync after checkpoint `step` (`name` or `name:N`) fails with `fault`.
@@ -807,6 +814,16 @@ impl SimulatedFile {
     }
 
     fn sync(&mut self) -> io::Result<()> {
+        // A slow disk: the delay passes without holding the lock, as a real fsync blocks
+        // only its caller.
+        let delay = self
+            .state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .sync_delay;
+        if !delay.is_zero() {
+            std::thread::sleep(delay);
+        }
         let mut state = match self.begin(Kind::Sync) {
             Ok(state) => state,
             Err(error) => {

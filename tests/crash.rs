@@ -452,3 +452,69 @@ fn a_failed_directory_fsync_after_a_manifest_rename_loses_nothing() {
         }
     }
 }
+
+#[test]
+fn a_slow_disk_makes_the_server_stop_reading_instead_of_queueing_without_bound() {
+    // Each fsync takes 500 ms; one client pipelines 160 MB of writes under `always`
+    // without reading replies. The log bytes waiting for the writer stay near the 64 MB
+    // backlog bound (TCP slows the sender down), and every write is applied.
+    let storage = SimulatedStorage::new();
+    let server = InProcess::start(&storage, "appendfsync always");
+    storage.set_sync_delay(Duration::from_millis(500));
+    let count = 160_000;
+    let value = "v".repeat(1000);
+    let url_port = server.port;
+    let sender = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", url_port)).unwrap();
+        let reader_stream = stream.try_clone().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut reader_stream = reader_stream;
+            let mut seen = 0usize;
+            let mut buf = vec![0u8; 1 << 16];
+            while seen < count * 5 {
+                let n = reader_stream.read(&mut buf).unwrap();
+                assert!(n > 0, "connection closed after {seen} bytes");
+                seen += n;
+            }
+            seen
+        });
+        let mut batch = Vec::new();
+        for i in 0..count {
+            let key = format!("key:{i}");
+            batch.extend_from_slice(
+                format!(
+                    "*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n${}\r\n{value}\r\n",
+                    key.len(),
+                    value.len()
+                )
+                .as_bytes(),
+            );
+            if batch.len() > 1 << 20 {
+                stream.write_all(&batch).unwrap();
+                batch.clear();
+            }
+        }
+        stream.write_all(&batch).unwrap();
+        reader.join().unwrap()
+    });
+    let replies = sender.join().unwrap();
+    assert_eq!(replies, count * 5, "every SET answered +OK");
+    let mut conn = server.connection();
+    assert_eq!(common::dbsize(&mut conn), count);
+    let peak: u64 = info_field(&mut conn, "tessera_aof_buffer_peak")
+        .unwrap()
+        .parse()
+        .unwrap();
+    eprintln!("log backlog peak: {peak} bytes");
+    assert!(
+        peak > 1_000_000,
+        "the writer fell behind at all ({peak} bytes)"
+    );
+    assert!(
+        peak < 64 * 1024 * 1024 + 32 * 1024 * 1024,
+        "log backlog peaked at {peak} bytes"
+    );
+    storage.set_sync_delay(Duration::ZERO);
+    server.halt();
+}

@@ -174,6 +174,8 @@ pub struct PersistenceInfo {
     /// growth is measured from it.
     pub aof_rewrite_base_size: u64,
     pub aof_pending_bytes: u64,
+    /// The most log bytes ever waiting for the writer (bounded by the read backpressure).
+    pub aof_pending_peak_bytes: u64,
     pub aof_delayed_fsync: u64,
     pub aof_rewrite_in_progress: bool,
     pub aof_rewrite_scheduled: bool,

@@ -752,6 +752,7 @@ fn info_persistence(server: &crate::commands::ServerState, out: &mut String) {
         );
         kv(out, "loading_eta_seconds", &eta);
     }
+    kv(out, "tessera_aof_buffer_peak", &p.aof_pending_peak_bytes);
     kv(out, "tessera_aof_base_parts", &p.aof_base_parts);
     kv(
         out,
