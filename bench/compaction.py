@@ -53,8 +53,8 @@ Targets shown as pass/fail columns:
   - Tessera's recovery >= 2x faster than Redis's.
 
 Usage (from the repository root, after `cargo build --release`):
-    python3 bench/compaction.py                    # full run, about 10-15 min
-    python3 bench/compaction.py --quick            # smoke run, about 2 min
+    python3 bench/compaction.py                    # full run, about 6-10 min on 2 cores
+    python3 bench/compaction.py --quick            # smoke run, about 2-3 min
     python3 bench/compaction.py --sizes 1024 --threads '' --repeat 3
     python3 bench/compaction.py --tessera path/to/tessera-server --redis path/to/redis-server
 
