@@ -296,7 +296,7 @@ pub fn replay_log(
         let file_started = Instant::now();
         let mut records = 0u64;
         let done_before = report.bytes;
-        let result = scan_records(storage, &path, |args, offset| {
+        let result = replay_file(storage, &path, |item| {
             records += 1;
             if server.config.key_load_delay_us > 0 {
                 std::thread::sleep(std::time::Duration::from_micros(
@@ -305,16 +305,34 @@ pub fn replay_log(
             }
             progress
                 .loaded_bytes
-                .store(done_before + offset, Ordering::Relaxed);
-            replay_one(
-                args,
-                keyspace,
-                &mut client,
-                server,
-                registry,
-                &mut propagation,
-                &mut scratch,
-            )
+                .store(done_before + item.offset(), Ordering::Relaxed);
+            match item {
+                Replayed::Set {
+                    key,
+                    value,
+                    expire_at_ms,
+                    ..
+                } => {
+                    keyspace.dbs[client.db].insert(crate::keyspace::Entry {
+                        key,
+                        value: crate::keyspace::Value::String(value),
+                        expire_at_ms,
+                    });
+                    Ok(())
+                }
+                Replayed::Other { args, .. } => {
+                    let args: Vec<&[u8]> = args.iter().map(|a| a.as_ref()).collect();
+                    replay_one(
+                        &args,
+                        keyspace,
+                        &mut client,
+                        server,
+                        registry,
+                        &mut propagation,
+                        &mut scratch,
+                    )
+                }
+            }
         });
         let loaded_bytes = match result {
             Ok(bytes) => bytes,
@@ -366,6 +384,125 @@ pub fn replay_log(
     }
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// One record of an incremental file, parsed off the applying thread. The records that
+/// make up nearly every log — `SET k v` and `SET k v PXAT t`, the forms Tessera logs — come
+/// with their key and value already copied; anything else (`SELECT` included) goes through
+/// the command table, in order, on the applying thread.
+enum Replayed {
+    Set {
+        key: bytes::Bytes,
+        value: bytes::Bytes,
+        expire_at_ms: i64,
+        offset: u64,
+    },
+    Other {
+        args: Vec<bytes::Bytes>,
+        offset: u64,
+    },
+}
+
+impl Replayed {
+    fn offset(&self) -> u64 {
+        match self {
+            Replayed::Set { offset, .. } | Replayed::Other { offset, .. } => *offset,
+        }
+    }
+}
+
+/// Records handed from the parsing thread to the applying one at a time.
+const REPLAY_BATCH: usize = 512;
+
+/// Turns a record into a `Replayed`. The fast forms are exactly those whose effect during
+/// loading is a plain insert into the selected database: a `SET` without options, or with
+/// a valid `PXAT` (nothing expires while loading, as in Redis).
+fn classify(args: &[&[u8]], offset: u64) -> Replayed {
+    use crate::commands::eq_ignore_case;
+    let copy = bytes::Bytes::copy_from_slice;
+    if (args.len() == 3 || args.len() == 5) && eq_ignore_case(args[0], "set") {
+        let expire_at_ms = if args.len() == 3 {
+            Some(crate::keyspace::NO_EXPIRY)
+        } else if eq_ignore_case(args[3], "pxat") {
+            crate::resp::parse_i64(args[4])
+                .and_then(|at| crate::commands::absolute_expiry(at, 1, true, 0))
+        } else {
+            None
+        };
+        if let Some(expire_at_ms) = expire_at_ms {
+            return Replayed::Set {
+                key: copy(args[1]),
+                value: copy(args[2]),
+                expire_at_ms,
+                offset,
+            };
+        }
+    }
+    Replayed::Other {
+        args: args.iter().map(|a| copy(a)).collect(),
+        offset,
+    }
+}
+
+/// Replays one incremental file with two threads: this one applies, a second one reads,
+/// parses and copies (so parsing overlaps applying). Records reach `apply` in file order;
+/// its error stops the replay and is reported at the record's offset.
+fn replay_file(
+    storage: &dyn Storage,
+    path: &Path,
+    mut apply: impl FnMut(Replayed) -> Result<(), String>,
+) -> Result<u64, (LogDamage, Option<String>)> {
+    let (sender, receiver) = std::sync::mpsc::sync_channel::<Vec<Replayed>>(16);
+    std::thread::scope(|scope| {
+        let parser = scope.spawn(move || {
+            let mut batch = Vec::with_capacity(REPLAY_BATCH);
+            let result = scan_records(storage, path, |args, offset| {
+                batch.push(classify(args, offset));
+                if batch.len() == REPLAY_BATCH {
+                    let full = std::mem::replace(&mut batch, Vec::with_capacity(REPLAY_BATCH));
+                    // The applying side stopped on an error: it reports it.
+                    sender
+                        .send(full)
+                        .map_err(|_| String::from("replay stopped"))?;
+                }
+                Ok(())
+            });
+            if !batch.is_empty() {
+                let _ = sender.send(batch);
+            }
+            result
+        });
+        let mut failure = None;
+        'batches: for batch in receiver.iter() {
+            for item in batch {
+                let offset = item.offset();
+                if let Err(message) = apply(item) {
+                    failure = Some((
+                        LogDamage::Corrupt {
+                            offset,
+                            reason: message.clone(),
+                        },
+                        Some(message),
+                    ));
+                    break 'batches;
+                }
+            }
+        }
+        drop(receiver); // unblocks a parser waiting to send
+        let result = parser.join().unwrap_or_else(|_| {
+            Err((
+                LogDamage::Corrupt {
+                    offset: 0,
+                    reason: "the parsing thread panicked".into(),
+                },
+                None,
+            ))
+        });
+        match failure {
+            Some(failure) => Err(failure),
+            None => result,
+        }
+    })
 }
 
 /// What one base file held: its live keys (with their database), bytes read, seconds taken.
@@ -493,4 +630,37 @@ fn replay_one(
     };
     (spec.handler)(&mut ctx, args);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(args: &[&str]) -> &'static str {
+        let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        match classify(&args, 7) {
+            Replayed::Set { expire_at_ms, .. } if expire_at_ms == crate::keyspace::NO_EXPIRY => {
+                "set"
+            }
+            Replayed::Set { .. } => "set-pxat",
+            Replayed::Other { .. } => "other",
+        }
+    }
+
+    #[test]
+    fn only_plain_inserts_take_the_fast_path() {
+        assert_eq!(kind(&["SET", "k", "v"]), "set");
+        assert_eq!(
+            kind(&["set", "k", "v", "pxat", "1700000000000"]),
+            "set-pxat"
+        );
+        // Anything whose effect is not a plain insert goes through the command table.
+        assert_eq!(kind(&["SET", "k", "v", "PXAT", "0"]), "other"); // invalid expire time
+        assert_eq!(kind(&["SET", "k", "v", "PXAT", "12x"]), "other");
+        assert_eq!(kind(&["SET", "k", "v", "KEEPTTL"]), "other");
+        assert_eq!(kind(&["SET", "k", "v", "EX", "10"]), "other");
+        assert_eq!(kind(&["SET", "k", "v", "NX", "GET"]), "other");
+        assert_eq!(kind(&["SELECT", "1"]), "other");
+        assert_eq!(kind(&["DEL", "k"]), "other");
+    }
 }
