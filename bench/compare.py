@@ -574,7 +574,8 @@ def render(args, info, results: list[Result], started: float, status: str,
         "The `SET, distinct values` case uses a custom command, `SET key:__rand_int__ val:__rand_int__x8` (100 bytes); "
         "redis-benchmark replaces each placeholder independently with a 12-digit zero-padded random number < 1000000, "
         "so values differ per request but are digit strings.",
-        "  - Tessera has no AOF rewrite; Redis may rewrite its AOF (fork) during large SET runs. "
+        "  - Both servers may rewrite their AOF automatically during large SET runs (Redis by fork, Tessera "
+        "by its forkless compaction; auto-aof-rewrite at its defaults on both). "
         "The `AOF rewrites` column in the details shows how often that happened.",
         "  - On a 2-core machine the client and the server compete for CPU; treat ratios as more robust than absolute numbers.",
         "",
