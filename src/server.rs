@@ -197,7 +197,8 @@ fn release_watermark(writer: &LogWriter, policy: FsyncPolicy) -> u64 {
 }
 
 impl Server {
-    /// Loads the data, opens the log and binds the listeners.
+    /// Binds the listeners and starts loading the data on a thread of its own; `run`
+    /// answers -LOADING until the data is in, then opens the log for appending.
     pub fn start(config: Config, config_file: String) -> Result<Server, String> {
         Server::start_with_storage(config, config_file, Arc::new(RealStorage::new("")))
     }
