@@ -35,6 +35,8 @@ pub struct Settings {
     pub parts: usize,
     /// `rdb-key-save-delay` (tests only).
     pub key_delay_us: u64,
+    /// `rdbcompression`.
+    pub compression: bool,
 }
 
 /// A compaction in progress, as the event loop sees it.
@@ -70,6 +72,7 @@ impl Compaction {
         let Settings {
             parts,
             key_delay_us,
+            compression,
         } = settings;
         let parts = parts.clamp(1, crate::keyspace::SLOT_COUNT);
         let incr_seq = manifest.last_incremental().map_or(1, |e| e.seq + 1);
@@ -126,6 +129,7 @@ impl Compaction {
                 part_paths: part_names.iter().map(|n| paths.file(n)).collect(),
                 options: RdbWriterOptions {
                     aof_base: true,
+                    compression,
                     ..RdbWriterOptions::default()
                 },
                 finisher,

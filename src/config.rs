@@ -61,6 +61,8 @@ pub struct Config {
     /// Redis's `key-load-delay`: microseconds start-up loading sleeps after each key or
     /// record (a testing aid that makes loading slow on purpose; 0 in production).
     pub key_load_delay_us: u64,
+    /// `rdbcompression`: LZF for long strings in snapshots.
+    pub rdbcompression: bool,
 }
 
 impl Config {
@@ -143,6 +145,7 @@ impl Default for Config {
             save_points_explicit: false,
             rdb_key_save_delay_us: 0,
             key_load_delay_us: 0,
+            rdbcompression: true,
         }
     }
 }
@@ -344,6 +347,21 @@ pub static DIRECTIVES: &[Directive] = &[
             );
         }
         c.loglevel = level
+    }),
+    directive!(
+        "rdbcompression",
+        true,
+        |c| yes_no(c.rdbcompression),
+        |c, a| c.rdbcompression = parse_bool(a)?
+    ),
+    // Tessera's log base is always RDB; accepted so that redis.conf files load unchanged.
+    directive!("aof-use-rdb-preamble", true, |_c| yes_no(true), |_c, a| {
+        if !parse_bool(a)? {
+            return Err(
+                "Tessera writes the base of the log in RDB form only (aof-use-rdb-preamble yes)"
+                    .into(),
+            );
+        }
     }),
     directive!(
         "key-load-delay",

@@ -1022,6 +1022,7 @@ impl Server {
             crate::compaction::Settings {
                 parts: self.state.config.aof_rewrite_threads(),
                 key_delay_us: self.state.config.rdb_key_save_delay_us,
+                compression: self.state.config.rdbcompression,
             },
             notify,
         );
@@ -1102,7 +1103,10 @@ impl Server {
             crate::snapshot::JobSpec {
                 storage,
                 part_paths: vec![temp],
-                options: crate::rdb::RdbWriterOptions::default(),
+                options: crate::rdb::RdbWriterOptions {
+                    compression: self.state.config.rdbcompression,
+                    ..crate::rdb::RdbWriterOptions::default()
+                },
                 finisher,
                 key_delay_us: self.state.config.rdb_key_save_delay_us,
                 notify,
@@ -1323,6 +1327,7 @@ impl Server {
                 &self.keyspace,
                 &config.dir,
                 &config.dbfilename,
+                config.rdbcompression,
             )?;
         }
         if let Some(writer) = &self.log_writer {

@@ -29,9 +29,10 @@ pub fn save(
     keyspace: &Keyspace,
     dir: &Path,
     file_name: &str,
+    compression: bool,
 ) -> Result<u64, String> {
     let temp = dir.join(format!("temp-{}.rdb", std::process::id()));
-    let result = write_rdb(storage, keyspace, &temp).and_then(|size| {
+    let result = write_rdb(storage, keyspace, &temp, compression).and_then(|size| {
         install_file(storage, &temp, dir, file_name)?;
         Ok(size)
     });
@@ -73,9 +74,18 @@ fn finish_part(writer: PartWriter, path: &Path) -> Result<u64, String> {
     Ok(size)
 }
 
-fn write_rdb(storage: &dyn Storage, keyspace: &Keyspace, path: &Path) -> Result<u64, String> {
+fn write_rdb(
+    storage: &dyn Storage,
+    keyspace: &Keyspace,
+    path: &Path,
+    compression: bool,
+) -> Result<u64, String> {
     let describe = |e: RdbError| format!("can't write {}: {e}", path.display());
-    let mut writer = create_part(storage, path, &RdbWriterOptions::default())?;
+    let options = RdbWriterOptions {
+        compression,
+        ..RdbWriterOptions::default()
+    };
+    let mut writer = create_part(storage, path, &options)?;
     for (index, db) in keyspace.dbs.iter().enumerate() {
         if db.is_empty() {
             continue;

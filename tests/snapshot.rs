@@ -118,3 +118,39 @@ fn redis_checks_and_loads_a_tessera_dump() {
     let oracle = RedisOracle::start_with(&redis_binary, redis_dir.path(), &["--appendonly", "no"]);
     check(&mut oracle.connection());
 }
+
+#[test]
+fn rdbcompression_no_writes_strings_as_they_are_and_redis_conf_preamble_is_accepted() {
+    let dir = temp_dir();
+    let mut server = start_server(
+        dir.path(),
+        &["--appendonly", "no", "--aof-use-rdb-preamble", "yes"],
+    );
+    let mut conn = server.connection();
+    populate(&mut conn);
+    let _: () = redis::cmd("SAVE").query(&mut conn).unwrap();
+    let compressed = std::fs::metadata(dir.path().join("dump.rdb"))
+        .unwrap()
+        .len();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("rdbcompression")
+        .arg("no")
+        .query(&mut conn)
+        .unwrap();
+    let _: () = redis::cmd("SAVE").query(&mut conn).unwrap();
+    let plain = std::fs::metadata(dir.path().join("dump.rdb"))
+        .unwrap()
+        .len();
+    // The 6000-byte "abcabc..." value alone compresses to a few dozen bytes.
+    assert!(plain > compressed + 5000, "{compressed} -> {plain}");
+    let refused: redis::RedisResult<()> = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("aof-use-rdb-preamble")
+        .arg("no")
+        .query(&mut conn);
+    assert!(refused.is_err());
+    server.shutdown();
+    let server = start_server(dir.path(), &["--appendonly", "no"]);
+    check(&mut server.connection());
+}

@@ -157,7 +157,14 @@ fn save(ctx: &mut Ctx, _args: &Args) -> Action {
     }
     let config = &ctx.server.config;
     let storage = &*ctx.server.storage;
-    match crate::snapshot::save(storage, ctx.keyspace, &config.dir, &config.dbfilename) {
+    let compression = config.rdbcompression;
+    match crate::snapshot::save(
+        storage,
+        ctx.keyspace,
+        &config.dir,
+        &config.dbfilename,
+        compression,
+    ) {
         Ok(size) => {
             tracing::info!("DB saved on disk ({size} bytes)");
             ctx.server.dirty = 0;
