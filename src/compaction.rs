@@ -68,7 +68,7 @@ impl Compaction {
         manifest: &Manifest,
         settings: Settings,
         notify: Box<dyn Fn() + Send>,
-    ) -> Compaction {
+    ) -> Result<Compaction, String> {
         let Settings {
             parts,
             key_delay_us,
@@ -98,11 +98,7 @@ impl Compaction {
                 .collect(),
         };
         after_commit.entries.push(incr.clone());
-        let rotation = writer.rotate(Rotation {
-            paths: paths.clone(),
-            file_name: incr.name.clone(),
-            manifest: after_rotation.clone(),
-        });
+        let rotation = writer.prepare_rotation();
         tracing::info!(
             "background append-only log rewrite started: {parts} part(s) of base {base_seq}, new records go to {}",
             incr.name
@@ -136,14 +132,20 @@ impl Compaction {
                 key_delay_us,
                 notify,
             },
-        );
-        Compaction {
+        )?;
+        // Requested once the job exists: if it could not start, nothing has changed.
+        writer.request_rotation(Rotation {
+            paths: paths.clone(),
+            file_name: incr.name.clone(),
+            manifest: after_rotation.clone(),
+        });
+        Ok(Compaction {
             job,
             rotation,
             after_rotation,
             after_commit,
             parts,
-        }
+        })
     }
 
     /// The outcome once both the snapshot job and the log rotation are over.

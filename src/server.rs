@@ -1026,6 +1026,20 @@ impl Server {
             },
             notify,
         );
+        let compaction = match compaction {
+            Ok(compaction) => compaction,
+            Err(error) => {
+                // Nothing changed (no capture, no log switch): report it as a failure.
+                tracing::warn!("background append-only log rewrite failed to start: {error}");
+                let p = &mut self.state.persistence;
+                p.aof_rewrite_scheduled = false;
+                p.aof_rewrites += 1;
+                p.aof_last_bgrewrite_failed = true;
+                p.aof_rewrites_consecutive_failures += 1;
+                p.aof_last_rewrite_failure = Some(Instant::now());
+                return;
+            }
+        };
         self.state.persistence.current_save_keys_total = self.keyspace.total_keys() as u64;
         // The new file starts empty: the next record needs its SELECT.
         self.propagation.selected_db = None;
@@ -1112,6 +1126,18 @@ impl Server {
                 notify,
             },
         );
+        let job = match job {
+            Ok(job) => job,
+            Err(error) => {
+                tracing::warn!("background saving failed to start: {error}");
+                let p = &mut self.state.persistence;
+                p.rdb_bgsave_scheduled = false;
+                p.rdb_saves += 1;
+                p.rdb_last_bgsave_failed = true;
+                p.rdb_last_bgsave_failure = Some(Instant::now());
+                return;
+            }
+        };
         tracing::info!("background saving started");
         self.state.persistence.current_save_keys_total = self.keyspace.total_keys() as u64;
         self.background_save = Some((job, self.state.dirty));

@@ -295,8 +295,8 @@ pub struct SnapshotJob {
 
 impl SnapshotJob {
     /// Starts the writer threads and begins the capture: the snapshot is the dataset as
-    /// it is now.
-    pub fn start(keyspace: &mut Keyspace, spec: JobSpec) -> SnapshotJob {
+    /// it is now. Fails (capturing nothing) if the job's thread cannot be started.
+    pub fn start(keyspace: &mut Keyspace, spec: JobSpec) -> Result<SnapshotJob, String> {
         let parts = spec.part_paths.len();
         assert!((1..=SLOT_COUNT).contains(&parts));
         let shared = Arc::new(JobShared {
@@ -308,12 +308,14 @@ impl SnapshotJob {
             outcome: Mutex::new(None),
         });
         let hints = size_hints(keyspace, parts);
-        keyspace.begin_capture(shared.clone());
         let thread_shared = shared.clone();
         let thread = std::thread::Builder::new()
             .name("snapshot".into())
             .spawn(move || run_job(thread_shared, spec, hints))
-            .expect("spawn snapshot thread");
+            .map_err(|e| format!("can't start a snapshot thread: {e}"))?;
+        // Same instant as far as clients can tell: no command runs between the caller's
+        // start (the log switch) and this.
+        keyspace.begin_capture(shared.clone());
         let mut job = SnapshotJob {
             shared,
             started: Instant::now(),
@@ -321,7 +323,7 @@ impl SnapshotJob {
             thread: Some(thread),
         };
         job.close_if_captured(keyspace);
-        job
+        Ok(job)
     }
 
     /// Background capture for one event-loop turn: a bounded batch of slots, while the
@@ -420,7 +422,7 @@ fn run_job(shared: Arc<JobShared>, spec: JobSpec, hints: Vec<Vec<(u64, u64)>>) {
                 let shared = &shared;
                 let options = &spec.options;
                 let delay = spec.key_delay_us;
-                std::thread::Builder::new()
+                let spawned = std::thread::Builder::new()
                     .name(format!("snapshot-part-{}", part + 1))
                     .spawn_scoped(scope, move || {
                         let result =
@@ -431,15 +433,21 @@ fn run_job(shared: Arc<JobShared>, spec: JobSpec, hints: Vec<Vec<(u64, u64)>>) {
                             shared.close_all();
                         }
                         result
-                    })
-                    .expect("spawn snapshot writer thread")
+                    });
+                if spawned.is_err() {
+                    shared.cancelled.store(true, Ordering::Release);
+                    shared.close_all();
+                }
+                spawned
             })
             .collect();
         handles
             .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err("a snapshot writer thread panicked".into()))
+            .map(|handle| match handle {
+                Ok(handle) => handle
+                    .join()
+                    .unwrap_or_else(|_| Err("a snapshot writer thread panicked".into())),
+                Err(e) => Err(format!("can't start a snapshot writer thread: {e}")),
             })
             .collect()
     });

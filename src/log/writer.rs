@@ -176,7 +176,22 @@ impl LogWriter {
     /// new one and commits the manifest off the event loop. Records submitted from now on
     /// go to the new file, or, if the switch fails, stay in the old one.
     pub fn rotate(&mut self, rotation: Rotation) -> RotationWaiter {
+        let waiter = self.prepare_rotation();
+        self.request_rotation(rotation);
+        waiter
+    }
+
+    /// The first half of `rotate`: forgets the last outcome and returns the waiter, so that
+    /// the threads that will wait on it can be started before the rotation is requested.
+    pub fn prepare_rotation(&mut self) -> RotationWaiter {
         *self.shared.rotation_outcome.lock().unwrap() = None;
+        RotationWaiter {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// The second half of `rotate`.
+    pub fn request_rotation(&mut self, rotation: Rotation) {
         let mut pending = self.shared.pending.lock().unwrap();
         assert!(pending.rotation.is_none(), "one rotation at a time");
         pending.rotation = Some(PendingRotation {
@@ -186,9 +201,6 @@ impl LogWriter {
         });
         drop(pending);
         self.shared.wake_writer.notify_one();
-        RotationWaiter {
-            shared: self.shared.clone(),
-        }
     }
 
     pub fn last_submitted(&self) -> u64 {
