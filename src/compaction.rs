@@ -47,7 +47,6 @@ pub struct Compaction {
     after_rotation: Manifest,
     /// The manifest in force once the compaction succeeds.
     after_commit: Manifest,
-    pub parts: usize,
 }
 
 /// How a compaction ended: the manifest now in force, and the job's figures or error.
@@ -99,10 +98,6 @@ impl Compaction {
         };
         after_commit.entries.push(incr.clone());
         let rotation = writer.prepare_rotation();
-        tracing::info!(
-            "background append-only log rewrite started: {parts} part(s) of base {base_seq}, new records go to {}",
-            incr.name
-        );
         let obsolete: Vec<String> = after_rotation
             .entries
             .iter()
@@ -139,12 +134,15 @@ impl Compaction {
             file_name: incr.name.clone(),
             manifest: after_rotation.clone(),
         });
+        tracing::info!(
+            "background append-only log rewrite started: {parts} part(s) of base {base_seq}, new records go to {}",
+            incr.name
+        );
         Ok(Compaction {
             job,
             rotation,
             after_rotation,
             after_commit,
-            parts,
         })
     }
 
