@@ -190,11 +190,9 @@ pub fn load_dataset(
             progress.loaded_bytes.store(size, Ordering::Relaxed);
             let seconds = started.elapsed().as_secs_f64();
             tracing::info!(
-                "DB loaded from disk: {} ({keys} keys, {:.1} MB) in {seconds:.3}s ({:.0} keys/s, {:.1} MB/s)",
+                "DB loaded from disk: {}: {}",
                 path.display(),
-                size as f64 / 1e6,
-                keys as f64 / seconds.max(1e-9),
-                size as f64 / 1e6 / seconds.max(1e-9)
+                rates(keys, "keys", size, seconds)
             );
         }
         return Ok(Loaded {
@@ -227,13 +225,10 @@ pub fn load_dataset(
             )?;
             let keys = keyspace.total_keys();
             tracing::info!(
-                "DB loaded from append only file: {keys} keys from {} files ({} records, {:.1} MB) in {:.3}s ({:.0} keys/s, {:.1} MB/s)",
+                "DB loaded from append only file: {} from {} files, {} records",
+                rates(keys as u64, "keys", report.bytes, report.seconds),
                 report.files,
-                report.records,
-                report.bytes as f64 / 1e6,
-                report.seconds,
-                keys as f64 / report.seconds.max(1e-9),
-                report.bytes as f64 / 1e6 / report.seconds.max(1e-9)
+                report.records
             );
             manifest
         }
@@ -250,6 +245,17 @@ pub fn load_dataset(
         manifest: Some(manifest),
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// "N keys, X MB in Ys (R keys/s, M MB/s)": what a load log line reports.
+fn rates(count: u64, unit: &str, bytes: u64, seconds: f64) -> String {
+    let megabytes = bytes as f64 / 1e6;
+    let per_second = |x: f64| x / seconds.max(1e-9);
+    format!(
+        "{count} {unit}, {megabytes:.1} MB in {seconds:.3}s ({:.0} {unit}/s, {:.1} MB/s)",
+        per_second(count as f64),
+        per_second(megabytes)
+    )
 }
 
 /// What loading found, for the log lines and INFO.
@@ -372,11 +378,9 @@ pub fn replay_log(
         };
         let seconds = file_started.elapsed().as_secs_f64();
         tracing::info!(
-            "loaded {}: {records} records, {:.1} MB in {seconds:.3}s ({:.0} records/s, {:.1} MB/s)",
+            "loaded {}: {}",
             entry.name,
-            loaded_bytes as f64 / 1e6,
-            records as f64 / seconds.max(1e-9),
-            loaded_bytes as f64 / 1e6 / seconds.max(1e-9)
+            rates(records, "records", loaded_bytes, seconds)
         );
         report.files += 1;
         report.records += records;
@@ -549,11 +553,9 @@ fn load_base_parts(
             seconds,
         } = part?;
         tracing::info!(
-            "loaded {}: {part_keys} keys, {:.1} MB in {seconds:.3}s ({:.0} keys/s, {:.1} MB/s)",
+            "loaded {}: {}",
             base.name,
-            part_bytes as f64 / 1e6,
-            part_keys as f64 / seconds.max(1e-9),
-            part_bytes as f64 / 1e6 / seconds.max(1e-9)
+            rates(part_keys, "keys", part_bytes, seconds)
         );
         keys += part_keys;
         bytes += part_bytes;

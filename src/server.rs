@@ -994,6 +994,7 @@ impl Server {
 
     /// Starts a compaction (BGREWRITEAOF, the automatic trigger, a scheduled one).
     fn start_rewrite(&mut self) {
+        let notify = self.waker_notify();
         let (Some(writer), Some(paths), Some(manifest)) =
             (&mut self.log_writer, &self.log_paths, &self.manifest)
         else {
@@ -1007,12 +1008,6 @@ impl Server {
         if !self.propagation.buffer.is_empty() {
             writer.submit(&mut self.propagation.buffer);
         }
-        let notify = {
-            let waker = self.waker.clone();
-            Box::new(move || {
-                let _ = waker.wake();
-            })
-        };
         let compaction = Compaction::start(
             &mut self.keyspace,
             writer,

@@ -198,7 +198,6 @@ struct JobShared {
     /// reference (an upper bound: most of it is shared with the live dataset).
     held_bytes: AtomicU64,
     keys_written: AtomicU64,
-    bytes_written: AtomicU64,
     cancelled: AtomicBool,
     outcome: Mutex<Option<Result<JobOutcome, String>>>,
 }
@@ -288,7 +287,6 @@ pub struct JobSpec {
 /// The event loop's handle on a background snapshot.
 pub struct SnapshotJob {
     shared: Arc<JobShared>,
-    started: Instant,
     capture_closed: bool,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -303,7 +301,6 @@ impl SnapshotJob {
             queues: (0..parts).map(|_| PartQueue::default()).collect(),
             held_bytes: AtomicU64::new(0),
             keys_written: AtomicU64::new(0),
-            bytes_written: AtomicU64::new(0),
             cancelled: AtomicBool::new(false),
             outcome: Mutex::new(None),
         });
@@ -318,7 +315,6 @@ impl SnapshotJob {
         keyspace.begin_capture(shared.clone());
         let mut job = SnapshotJob {
             shared,
-            started: Instant::now(),
             capture_closed: false,
             thread: Some(thread),
         };
@@ -327,16 +323,15 @@ impl SnapshotJob {
     }
 
     /// Background capture for one event-loop turn: a bounded batch of slots, while the
-    /// writers keep up. Returns true while there is capture work left for later turns.
-    pub fn step(&mut self, keyspace: &mut Keyspace, max_slots: usize) -> bool {
+    /// writers keep up (`capturing` says whether work is left for later turns).
+    pub fn step(&mut self, keyspace: &mut Keyspace, max_slots: usize) {
         if self.capture_closed {
-            return false;
+            return;
         }
-        if self.shared.held_bytes.load(Ordering::Relaxed) < QUEUED_BYTES_MAX {
+        if !self.throttled() {
             keyspace.capture_some(max_slots);
         }
         self.close_if_captured(keyspace);
-        !self.capture_closed
     }
 
     /// Whether slots remain to be captured.
@@ -380,16 +375,8 @@ impl SnapshotJob {
         self.shared.held_bytes.load(Ordering::Relaxed)
     }
 
-    pub fn bytes_written(&self) -> u64 {
-        self.shared.bytes_written.load(Ordering::Relaxed)
-    }
-
     pub fn keys_written(&self) -> u64 {
         self.shared.keys_written.load(Ordering::Relaxed)
-    }
-
-    pub fn started(&self) -> Instant {
-        self.started
     }
 }
 
@@ -531,7 +518,6 @@ fn write_part(
         // Keys already expired are left out: they are gone for every reader, and the
         // loader would drop them anyway.
         let now_ms = crate::clock::unix_ms();
-        let before = writer.bytes_written();
         let mut keys = 0;
         for entry in captured.slot.iter() {
             if !entry.is_expired(now_ms) {
@@ -546,9 +532,6 @@ fn write_part(
             }
         }
         shared.keys_written.fetch_add(keys, Ordering::Relaxed);
-        shared
-            .bytes_written
-            .fetch_add(writer.bytes_written() - before, Ordering::Relaxed);
         shared
             .held_bytes
             .fetch_sub(captured.bytes, Ordering::Relaxed);

@@ -153,7 +153,6 @@ fn every_part_passes_redis_check_rdb_and_redis_loads_a_single_part_directory() {
     let Some(redis_server) = require_redis_or_skip("redis_loads_compacted_dir") else {
         return;
     };
-    let check_rdb = redis_server.with_file_name("redis-check-rdb");
     let dir = temp_dir();
     let mut server = start_server(dir.path(), &["--aof-rewrite-threads", "4", "--save", ""]);
     let mut conn = server.connection();
@@ -169,15 +168,7 @@ fn every_part_passes_redis_check_rdb_and_redis_loads_a_single_part_directory() {
         .collect();
     assert_eq!(parts.len(), 4);
     for part in &parts {
-        let output = std::process::Command::new(&check_rdb)
-            .arg(server.aof_dir().join(part))
-            .output()
-            .expect("run redis-check-rdb");
-        let text = String::from_utf8_lossy(&output.stdout);
-        assert!(
-            output.status.success() && text.contains("RDB looks OK!"),
-            "{part}: {text}"
-        );
+        assert_redis_check_rdb_passes(&redis_server, &server.aof_dir().join(part));
     }
     // Writes after the compaction go to the new incremental file.
     let _: () = redis::cmd("SET")
@@ -399,24 +390,6 @@ fn the_log_is_compacted_automatically_when_it_doubles() {
     assert!(size < 1_000_000, "compacted to {size} bytes");
     assert!(server.log().contains("automatic append-only log rewrite"));
 }
-
-/// Steps of the compaction protocol (see `compaction.rs`); `name:N` is the Nth time the
-/// step is reached (the manifest commit happens at creation, rotation and installation).
-pub const PROTOCOL_STEPS: &[&str] = &[
-    "rewrite-incr-created",
-    "manifest-temp-written:2",
-    "manifest-renamed:2",
-    "rewrite-incr-committed",
-    "snapshot-first-capture-taken",
-    "snapshot-part-synced",
-    "snapshot-parts-written",
-    "rewrite-parts-durable",
-    "manifest-temp-written:3",
-    "manifest-renamed:3",
-    "rewrite-committed",
-    "rewrite-deleted-one",
-    "rewrite-deleted-all",
-];
 
 #[test]
 fn sigkill_at_every_step_of_the_compaction_keeps_the_dataset() {

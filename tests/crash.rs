@@ -11,7 +11,7 @@
 mod common;
 
 use common::model::{Model, join_load, spawn_load};
-use common::{info_field, wait_for_background_jobs};
+use common::{PROTOCOL_STEPS, info_field, wait_for_background_jobs};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -153,24 +153,6 @@ fn wait_for_checkpoint(storage: &SimulatedStorage, step: &str) {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
-
-/// The compaction protocol's steps; `name:N` is the Nth time (the manifest is committed
-/// at creation, at the switch to the new incremental file, and at installation).
-const PROTOCOL_STEPS: &[&str] = &[
-    "rewrite-incr-created",
-    "manifest-temp-written:2",
-    "manifest-renamed:2",
-    "rewrite-incr-committed",
-    "snapshot-first-capture-taken",
-    "snapshot-part-synced",
-    "snapshot-parts-written",
-    "rewrite-parts-durable",
-    "manifest-temp-written:3",
-    "manifest-renamed:3",
-    "rewrite-committed",
-    "rewrite-deleted-one",
-    "rewrite-deleted-all",
-];
 
 #[test]
 fn power_loss_at_every_step_of_the_compaction_keeps_every_acknowledged_write() {

@@ -97,16 +97,7 @@ fn redis_checks_and_loads_a_tessera_dump() {
     populate(&mut conn);
     let _: () = redis::cmd("SAVE").query(&mut conn).unwrap();
     server.shutdown();
-    let check_rdb = redis_binary.with_file_name("redis-check-rdb");
-    let output = std::process::Command::new(&check_rdb)
-        .arg(dir.path().join("dump.rdb"))
-        .output()
-        .expect("run redis-check-rdb");
-    let text = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success() && text.contains("RDB looks OK"),
-        "{text}"
-    );
+    common::assert_redis_check_rdb_passes(&redis_binary, &dir.path().join("dump.rdb"));
 
     // Only the dump: Redis must not see Tessera's (empty) log directory or test logs.
     let redis_dir = temp_dir();

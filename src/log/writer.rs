@@ -171,18 +171,8 @@ impl LogWriter {
         seq
     }
 
-    /// Switches to a new incremental file after everything submitted so far (the start of
-    /// a compaction). Returns at once; the writer makes the old file durable, creates the
-    /// new one and commits the manifest off the event loop. Records submitted from now on
-    /// go to the new file, or, if the switch fails, stay in the old one.
-    pub fn rotate(&mut self, rotation: Rotation) -> RotationWaiter {
-        let waiter = self.prepare_rotation();
-        self.request_rotation(rotation);
-        waiter
-    }
-
-    /// The first half of `rotate`: forgets the last outcome and returns the waiter, so that
-    /// the threads that will wait on it can be started before the rotation is requested.
+    /// Forgets the last rotation's outcome and returns a waiter for the next one, so that
+    /// the threads that will wait on it can be started before it is requested.
     pub fn prepare_rotation(&mut self) -> RotationWaiter {
         *self.shared.rotation_outcome.lock().unwrap() = None;
         RotationWaiter {
@@ -190,7 +180,10 @@ impl LogWriter {
         }
     }
 
-    /// The second half of `rotate`.
+    /// Switches to a new incremental file after everything submitted so far (the start of
+    /// a compaction). Returns at once; the writer makes the old file durable, creates the
+    /// new one and commits the manifest off the event loop. Records submitted from now on
+    /// go to the new file, or, if the switch fails, stay in the old one.
     pub fn request_rotation(&mut self, rotation: Rotation) {
         let mut pending = self.shared.pending.lock().unwrap();
         assert!(pending.rotation.is_none(), "one rotation at a time");

@@ -375,3 +375,37 @@ pub fn manifest_files(aof_dir: &Path) -> Vec<String> {
         .filter_map(|l| l.split_whitespace().nth(1).map(str::to_string))
         .collect()
 }
+
+/// The steps of the compaction protocol (the checkpoints of `compaction.rs`, in order);
+/// `name:N` is the Nth time the step is reached (the manifest is committed at creation,
+/// at the switch to the new incremental file, and at installation).
+pub const PROTOCOL_STEPS: &[&str] = &[
+    "rewrite-incr-created",
+    "manifest-temp-written:2",
+    "manifest-renamed:2",
+    "rewrite-incr-committed",
+    "snapshot-first-capture-taken",
+    "snapshot-part-synced",
+    "snapshot-parts-written",
+    "rewrite-parts-durable",
+    "manifest-temp-written:3",
+    "manifest-renamed:3",
+    "rewrite-committed",
+    "rewrite-deleted-one",
+    "rewrite-deleted-all",
+];
+
+/// Runs Debian's `redis-check-rdb` (next to `redis_server`) on `file`; it must pass.
+pub fn assert_redis_check_rdb_passes(redis_server: &Path, file: &Path) {
+    let check_rdb = redis_server.with_file_name("redis-check-rdb");
+    let output = Command::new(&check_rdb)
+        .arg(file)
+        .output()
+        .expect("run redis-check-rdb");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && text.contains("RDB looks OK!"),
+        "{}: {text}",
+        file.display()
+    );
+}
