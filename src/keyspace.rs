@@ -10,6 +10,7 @@
 //! Whether an expired key is removed on access is the caller's decision (during log
 //! replay nothing expires, exactly as in Redis), so lookups here never delete.
 
+use crate::types::{Hash, List, Set, ZSet};
 use bytes::Bytes;
 use hashbrown::HashTable;
 use std::hash::BuildHasher;
@@ -17,17 +18,64 @@ use std::sync::Arc;
 
 pub const SLOT_COUNT: usize = 16384;
 
-/// A stored value. Only strings for now; collections arrive behind `Arc`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A stored value. Collections sit behind `Arc` so that a snapshot's capture copies a
+/// pointer; a write goes through `Arc::make_mut`, which clones only while a snapshot
+/// still holds the old version.
+#[derive(Clone, Debug, PartialEq)]
 pub enum Value {
     String(Bytes),
+    List(Arc<List>),
+    Hash(Arc<Hash>),
+    Set(Arc<Set>),
+    ZSet(Arc<ZSet>),
 }
 
 impl Value {
+    /// TYPE's answer.
     pub fn type_name(&self) -> &'static str {
         match self {
             Value::String(_) => "string",
+            Value::List(_) => "list",
+            Value::Hash(_) => "hash",
+            Value::Set(_) => "set",
+            Value::ZSet(_) => "zset",
         }
+    }
+
+    /// OBJECT ENCODING's answer, with Redis 7.0's names.
+    pub fn encoding(&self) -> &'static str {
+        match self {
+            Value::String(s) => string_encoding(s),
+            Value::List(l) => l.encoding(),
+            Value::Hash(h) => h.encoding(),
+            Value::Set(s) => s.encoding(),
+            Value::ZSet(z) => z.encoding(),
+        }
+    }
+
+    /// Payload bytes held, approximately (capture accounting).
+    pub fn approx_bytes(&self) -> usize {
+        match self {
+            Value::String(s) => s.len(),
+            Value::List(l) => l.approx_bytes(),
+            Value::Hash(h) => h.approx_bytes(),
+            Value::Set(s) => s.approx_bytes(),
+            Value::ZSet(z) => z.approx_bytes(),
+        }
+    }
+}
+
+/// Redis's string encodings: `int` for a canonical 64-bit integer, `embstr` up to 44
+/// bytes (one allocation with the object header), `raw` beyond.
+pub fn string_encoding(bytes: &[u8]) -> &'static str {
+    if bytes.len() <= 20 && crate::resp::parse_i64(bytes).is_some_and(|n| {
+        itoa::Buffer::new().format(n).as_bytes() == bytes
+    }) {
+        "int"
+    } else if bytes.len() <= 44 {
+        "embstr"
+    } else {
+        "raw"
     }
 }
 

@@ -28,3 +28,4 @@ pub mod server;
 pub mod snapshot;
 pub mod stats;
 pub mod storage;
+pub mod types;

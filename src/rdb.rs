@@ -26,6 +26,7 @@ use bytes::Bytes;
 use crc::{CRC_64_REDIS, Crc, Digest, Table};
 use std::fmt;
 use std::io::{ErrorKind, Read, Write};
+use std::sync::Arc;
 
 /// The RDB version written, and the newest one the loader accepts (Redis 7.0's).
 pub const RDB_VERSION: u32 = 10;
@@ -53,7 +54,7 @@ mod opcode {
 }
 
 /// Value types of RDB version 10.
-mod value_type {
+pub mod value_type {
     pub const STRING: u8 = 0;
     pub const LIST: u8 = 1;
     pub const SET: u8 = 2;
@@ -171,7 +172,7 @@ impl From<std::io::Error> for RdbError {
     }
 }
 
-fn corrupt(offset: u64, reason: impl Into<String>) -> RdbError {
+pub(crate) fn corrupt(offset: u64, reason: impl Into<String>) -> RdbError {
     RdbError::Corrupt {
         offset,
         reason: reason.into(),
@@ -310,6 +311,26 @@ impl<W: Write> RdbWriter<W> {
                 self.write_string(&entry.key)?;
                 self.write_string(value)
             }
+            Value::List(list) => {
+                self.put(&[list.rdb_type()])?;
+                self.write_string(&entry.key)?;
+                list.write_rdb(self)
+            }
+            Value::Hash(hash) => {
+                self.put(&[hash.rdb_type()])?;
+                self.write_string(&entry.key)?;
+                hash.write_rdb(self)
+            }
+            Value::Set(set) => {
+                self.put(&[set.rdb_type()])?;
+                self.write_string(&entry.key)?;
+                set.write_rdb(self)
+            }
+            Value::ZSet(zset) => {
+                self.put(&[zset.rdb_type()])?;
+                self.write_string(&entry.key)?;
+                zset.write_rdb(self)
+            }
         }
     }
 
@@ -352,14 +373,19 @@ impl<W: Write> RdbWriter<W> {
         Ok(())
     }
 
-    fn write_length(&mut self, length: u64) -> Result<(), RdbError> {
+    /// A binary double (the scores of `ZSET_2`), little-endian.
+    pub(crate) fn write_binary_double(&mut self, value: f64) -> Result<(), RdbError> {
+        self.put(&value.to_le_bytes())
+    }
+
+    pub(crate) fn write_length(&mut self, length: u64) -> Result<(), RdbError> {
         let mut bytes = [0u8; 9];
         let used = encode_length(length, &mut bytes);
         self.put(&bytes[..used])
     }
 
     /// A string in the smallest form Redis would choose: integer, LZF or plain.
-    fn write_string(&mut self, bytes: &[u8]) -> Result<(), RdbError> {
+    pub(crate) fn write_string(&mut self, bytes: &[u8]) -> Result<(), RdbError> {
         let mut integer = [0u8; 5];
         if let Some(used) = encode_integer_string(bytes, &mut integer) {
             return self.put(&integer[..used]);
@@ -795,9 +821,46 @@ impl<R: Read> RdbReader<R> {
 
     /// The value of a key of type `value_type` (already checked to be supported).
     fn read_value(&mut self, value_type: u8) -> Result<Value, RdbError> {
+        use value_type::*;
         match value_type {
-            value_type::STRING => Ok(Value::String(self.read_string()?)),
+            STRING => Ok(Value::String(self.read_string()?)),
+            LIST | LIST_ZIPLIST | LIST_QUICKLIST | LIST_QUICKLIST_2 => Ok(Value::List(
+                Arc::new(crate::types::List::read_rdb(self, value_type)?),
+            )),
+            HASH | HASH_ZIPMAP | HASH_ZIPLIST | HASH_LISTPACK => Ok(Value::Hash(Arc::new(
+                crate::types::Hash::read_rdb(self, value_type)?,
+            ))),
+            SET | SET_INTSET => Ok(Value::Set(Arc::new(crate::types::Set::read_rdb(
+                self, value_type,
+            )?))),
+            ZSET | ZSET_2 | ZSET_ZIPLIST | ZSET_LISTPACK => Ok(Value::ZSet(Arc::new(
+                crate::types::ZSet::read_rdb(self, value_type)?,
+            ))),
             other => Err(RdbError::UnsupportedType(other)),
+        }
+    }
+
+    /// A binary double (`ZSET_2` scores).
+    pub(crate) fn read_binary_double(&mut self) -> Result<f64, RdbError> {
+        Ok(f64::from_le_bytes(self.input.read_array()?))
+    }
+
+    /// A double in the text form of RDB's old `ZSET` type: a length byte (253 NaN,
+    /// 254 +inf, 255 -inf) then that many ASCII characters.
+    pub(crate) fn read_text_double(&mut self) -> Result<f64, RdbError> {
+        let offset = self.input.offset();
+        let length = self.input.read_u8()?;
+        match length {
+            253 => Ok(f64::NAN),
+            254 => Ok(f64::INFINITY),
+            255 => Ok(f64::NEG_INFINITY),
+            _ => {
+                let text = self.input.read_vec(u64::from(length))?;
+                std::str::from_utf8(&text)
+                    .ok()
+                    .and_then(|t| t.parse::<f64>().ok())
+                    .ok_or_else(|| corrupt(offset, "invalid double"))
+            }
         }
     }
 
@@ -826,7 +889,7 @@ impl<R: Read> RdbReader<R> {
         }
     }
 
-    fn read_length(&mut self) -> Result<u64, RdbError> {
+    pub(crate) fn read_length(&mut self) -> Result<u64, RdbError> {
         let offset = self.input.offset();
         match self.read_length_or_encoding()? {
             Length::Plain(length) => Ok(length),
@@ -837,7 +900,7 @@ impl<R: Read> RdbReader<R> {
         }
     }
 
-    fn read_string(&mut self) -> Result<Bytes, RdbError> {
+    pub(crate) fn read_string(&mut self) -> Result<Bytes, RdbError> {
         let offset = self.input.offset();
         match self.read_length_or_encoding()? {
             Length::Plain(length) => Ok(Bytes::from(self.input.read_vec(length)?)),
@@ -895,11 +958,12 @@ fn integer_text(value: i64) -> Bytes {
 fn check_value_type(type_byte: u8, offset: u64) -> Result<(), RdbError> {
     use value_type::*;
     match type_byte {
-        STRING => Ok(()),
-        LIST | SET | ZSET | HASH | ZSET_2 | MODULE_PRE_GA | MODULE_2 | HASH_ZIPMAP
-        | LIST_ZIPLIST | SET_INTSET | ZSET_ZIPLIST | HASH_ZIPLIST | LIST_QUICKLIST
-        | STREAM_LISTPACKS | HASH_LISTPACK | ZSET_LISTPACK | LIST_QUICKLIST_2
-        | STREAM_LISTPACKS_2 => Err(RdbError::UnsupportedType(type_byte)),
+        STRING | LIST | SET | ZSET | HASH | ZSET_2 | HASH_ZIPMAP | LIST_ZIPLIST | SET_INTSET
+        | ZSET_ZIPLIST | HASH_ZIPLIST | LIST_QUICKLIST | HASH_LISTPACK | ZSET_LISTPACK
+        | LIST_QUICKLIST_2 => Ok(()),
+        MODULE_PRE_GA | MODULE_2 | STREAM_LISTPACKS | STREAM_LISTPACKS_2 => {
+            Err(RdbError::UnsupportedType(type_byte))
+        }
         _ => Err(corrupt(
             offset,
             format!("unknown opcode or value type {type_byte}"),
@@ -1231,7 +1295,9 @@ mod tests {
     fn load_all(bytes: &[u8]) -> Result<Loaded, RdbError> {
         let mut loaded = Vec::new();
         load(bytes, &mut |db: u32, entry: Entry| {
-            let Value::String(value) = entry.value;
+            let Value::String(value) = entry.value else {
+                panic!("only strings are written here")
+            };
             loaded.push((db, entry.key, value, entry.expire_at_ms));
             Ok(())
         })?;
@@ -1242,7 +1308,9 @@ mod tests {
         entries
             .iter()
             .map(|(db, entry)| {
-                let Value::String(value) = &entry.value;
+                let Value::String(value) = &entry.value else {
+                    panic!("only strings are written here")
+                };
                 (*db, entry.key.clone(), value.clone(), entry.expire_at_ms)
             })
             .collect()

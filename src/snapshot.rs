@@ -241,10 +241,7 @@ fn captured_bytes(slot: &Slot) -> u64 {
     let payload: usize = slot
         .iter()
         .map(|e| {
-            e.key.len()
-                + match &e.value {
-                    crate::keyspace::Value::String(v) => v.len(),
-                }
+            e.key.len() + e.value.approx_bytes()
         })
         .sum();
     (table + payload) as u64

@@ -151,7 +151,9 @@ fn load_rdb(path: &Path) -> Result<Dataset, RdbError> {
     load(
         std::fs::File::open(path).unwrap(),
         &mut |db: u32, entry: Entry| {
-            let Value::String(value) = entry.value;
+            let Value::String(value) = entry.value else {
+                return Err("only strings are expected in these files".into());
+            };
             dataset.insert(
                 (db, entry.key.to_vec()),
                 (value.to_vec(), entry.expire_at_ms),

@@ -7,15 +7,20 @@
 //! rather than the request where they differ); the log layer adds `SELECT` records.
 
 mod connection;
+mod hashes;
 mod keys;
+mod lists;
 mod server;
+mod sets;
 mod strings;
+mod zsets;
 
 use crate::config::Config;
 use crate::keyspace::{Db, Entry, Keyspace, Value};
 use crate::resp::ReplyWriter;
 use crate::stats::Stats;
 use bytes::Bytes;
+use std::sync::Arc;
 
 pub mod flags {
     pub const WRITE: u32 = 1 << 0;
@@ -307,13 +312,135 @@ impl<'a> Ctx<'a> {
         match self.lookup_read(key).map(|e| &e.value) {
             None => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(_) => {
+                self.wrong_type();
+                Err(AlreadyReplied)
+            }
         }
     }
 
     pub fn wrong_type(&mut self) {
         self.out.error(WRONGTYPE);
     }
+
+    /// The collection of type `T` at `key`, for reading: Ok(None) if absent, Err after
+    /// replying WRONGTYPE. Counts a keyspace hit or miss.
+    pub fn read<T: Collection>(&mut self, key: &[u8]) -> Result<Option<&T>, AlreadyReplied> {
+        self.expire_if_needed(key);
+        let db = self.client.db;
+        let is_type = match self.keyspace.dbs[db].get(key) {
+            None => {
+                self.server.stats.keyspace_misses += 1;
+                return Ok(None);
+            }
+            Some(e) => T::of(&e.value).is_some(),
+        };
+        self.server.stats.keyspace_hits += 1;
+        if !is_type {
+            self.wrong_type();
+            return Err(AlreadyReplied);
+        }
+        let entry = self.keyspace.dbs[db].get(key).expect("found above");
+        Ok(T::of(&entry.value).map(|c| &**c))
+    }
+
+    /// Checks that `key` is absent or holds a `T`, replying WRONGTYPE otherwise. For
+    /// commands that check every key before changing any (Redis's order of errors).
+    pub fn check_type<T: Collection>(&mut self, key: &[u8]) -> Result<bool, AlreadyReplied> {
+        self.expire_if_needed(key);
+        match self.keyspace.dbs[self.client.db].get(key) {
+            None => Ok(false),
+            Some(e) if T::of(&e.value).is_some() => Ok(true),
+            Some(_) => {
+                self.wrong_type();
+                Err(AlreadyReplied)
+            }
+        }
+    }
+
+    /// The collection of type `T` at `key`, for changing in place (cloned first only if a
+    /// snapshot still shares it): Ok(None) if absent, Err after replying WRONGTYPE.
+    pub fn write<T: Collection>(&mut self, key: &[u8]) -> Result<Option<&mut T>, AlreadyReplied> {
+        self.expire_if_needed(key);
+        let db = self.client.db;
+        let is_type = match self.keyspace.dbs[db].get(key) {
+            None => return Ok(None),
+            Some(e) => T::of(&e.value).is_some(),
+        };
+        if !is_type {
+            self.wrong_type();
+            return Err(AlreadyReplied);
+        }
+        let entry = self.keyspace.dbs[db].get_mut(key).expect("found above");
+        Ok(Some(Arc::make_mut(T::of_mut(&mut entry.value).expect("checked above"))))
+    }
+
+    /// Like `write`, but creates an empty `T` at `key` when absent. The caller must leave
+    /// it non-empty (or call `remove_if_empty`): Redis never keeps an empty collection.
+    pub fn write_or_create<T: Collection + Default>(
+        &mut self,
+        key: &[u8],
+    ) -> Result<&mut T, AlreadyReplied> {
+        if self.write::<T>(key)?.is_none() {
+            self.keyspace.dbs[self.client.db].insert(Entry {
+                key: Bytes::copy_from_slice(key),
+                value: T::into_value(Arc::new(T::default())),
+                expire_at_ms: crate::keyspace::NO_EXPIRY,
+            });
+        }
+        Ok(self.write::<T>(key)?.expect("just created"))
+    }
+
+    /// Deletes `key` if it holds an empty collection (after a pop or a removal); returns
+    /// true if it did. The command's own log record covers the deletion on replay.
+    pub fn remove_if_empty(&mut self, key: &[u8]) -> bool {
+        let db = &mut self.keyspace.dbs[self.client.db];
+        let empty = db.get(key).is_some_and(|e| match &e.value {
+            Value::String(_) => false,
+            Value::List(l) => l.is_empty(),
+            Value::Hash(h) => h.is_empty(),
+            Value::Set(s) => s.is_empty(),
+            Value::ZSet(z) => z.is_empty(),
+        });
+        if empty {
+            db.remove(key);
+        }
+        empty
+    }
 }
+
+/// A collection type as stored in a `Value` (for `Ctx::read`, `write` and friends).
+pub trait Collection: Clone {
+    fn of(value: &Value) -> Option<&Arc<Self>>;
+    fn of_mut(value: &mut Value) -> Option<&mut Arc<Self>>;
+    fn into_value(this: Arc<Self>) -> Value;
+}
+
+macro_rules! collection {
+    ($type:ty, $variant:ident) => {
+        impl Collection for $type {
+            fn of(value: &Value) -> Option<&Arc<Self>> {
+                match value {
+                    Value::$variant(c) => Some(c),
+                    _ => None,
+                }
+            }
+            fn of_mut(value: &mut Value) -> Option<&mut Arc<Self>> {
+                match value {
+                    Value::$variant(c) => Some(c),
+                    _ => None,
+                }
+            }
+            fn into_value(this: Arc<Self>) -> Value {
+                Value::$variant(this)
+            }
+        }
+    };
+}
+collection!(crate::types::List, List);
+collection!(crate::types::Hash, Hash);
+collection!(crate::types::Set, Set);
+collection!(crate::types::ZSet, ZSet);
 
 /// The command's error reply has been written; the handler only has to return.
 #[derive(Debug)]
@@ -347,6 +474,10 @@ pub fn table() -> Vec<CommandSpec> {
     all.extend(strings::commands());
     all.extend(keys::commands());
     all.extend(server::commands());
+    all.extend(lists::commands());
+    all.extend(hashes::commands());
+    all.extend(sets::commands());
+    all.extend(zsets::commands());
     all
 }
 

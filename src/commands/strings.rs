@@ -445,7 +445,8 @@ fn mget(ctx: &mut Ctx, args: &Args) -> Action {
                 let v = v.clone();
                 ctx.out.bulk(&v)
             }
-            None => ctx.out.null(),
+            // MGET answers nil for a key of another type, as Redis does.
+            _ => ctx.out.null(),
         }
     }
     Action::None

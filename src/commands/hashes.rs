@@ -1,0 +1,7 @@
+//! Hash commands (placeholder: none registered yet).
+
+use super::CommandSpec;
+
+pub fn commands() -> Vec<CommandSpec> {
+    Vec::new()
+}

@@ -1,0 +1,1 @@
+//! Redis's listpack (placeholder).

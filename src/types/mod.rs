@@ -1,0 +1,19 @@
+//! The value types behind keys other than strings, and their compact encodings.
+//!
+//! Each collection type lives in its own module with its command-independent operations,
+//! its encodings (a compact one for small values, converted past Redis's thresholds) and
+//! its RDB form. Commands (`crate::commands::{lists, hashes, sets, zsets}`) only use the
+//! type's methods, so that an encoding can change without touching them.
+
+pub mod hash;
+pub mod intset;
+pub mod limits;
+pub mod list;
+pub mod listpack;
+pub mod set;
+pub mod zset;
+
+pub use hash::Hash;
+pub use list::List;
+pub use set::Set;
+pub use zset::ZSet;
