@@ -68,9 +68,10 @@ impl Value {
 /// Redis's string encodings: `int` for a canonical 64-bit integer, `embstr` up to 44
 /// bytes (one allocation with the object header), `raw` beyond.
 pub fn string_encoding(bytes: &[u8]) -> &'static str {
-    if bytes.len() <= 20 && crate::resp::parse_i64(bytes).is_some_and(|n| {
-        itoa::Buffer::new().format(n).as_bytes() == bytes
-    }) {
+    if bytes.len() <= 20
+        && crate::resp::parse_i64(bytes)
+            .is_some_and(|n| itoa::Buffer::new().format(n).as_bytes() == bytes)
+    {
         "int"
     } else if bytes.len() <= 44 {
         "embstr"

@@ -824,9 +824,9 @@ impl<R: Read> RdbReader<R> {
         use value_type::*;
         match value_type {
             STRING => Ok(Value::String(self.read_string()?)),
-            LIST | LIST_ZIPLIST | LIST_QUICKLIST | LIST_QUICKLIST_2 => Ok(Value::List(
-                Arc::new(crate::types::List::read_rdb(self, value_type)?),
-            )),
+            LIST | LIST_ZIPLIST | LIST_QUICKLIST | LIST_QUICKLIST_2 => Ok(Value::List(Arc::new(
+                crate::types::List::read_rdb(self, value_type)?,
+            ))),
             HASH | HASH_ZIPMAP | HASH_ZIPLIST | HASH_LISTPACK => Ok(Value::Hash(Arc::new(
                 crate::types::Hash::read_rdb(self, value_type)?,
             ))),

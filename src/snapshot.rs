@@ -240,9 +240,7 @@ fn captured_bytes(slot: &Slot) -> u64 {
     let table = slot.table.capacity() * (std::mem::size_of::<Entry>() + 1);
     let payload: usize = slot
         .iter()
-        .map(|e| {
-            e.key.len() + e.value.approx_bytes()
-        })
+        .map(|e| e.key.len() + e.value.approx_bytes())
         .sum();
     (table + payload) as u64
 }

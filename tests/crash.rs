@@ -257,14 +257,13 @@ fn power_loss_after_every_fsync_of_a_compaction_keeps_the_dataset() {
 fn a_failed_compaction_leaves_the_previous_state_and_is_reported() {
     for fault in [Fault::NoSpace, Fault::Io] {
         let storage = SimulatedStorage::new();
-        let server = InProcess::start(&storage, "aof-rewrite-threads 2");
+        // `always`: every write is fsynced before its reply, so no log fsync is pending
+        // when the compaction starts and the failed sync is surely a part's.
+        let server = InProcess::start(&storage, "appendfsync always\naof-rewrite-threads 2");
         let mut conn = server.connection();
         populate(&mut conn, 400);
-        // Let everysec make it durable, so that no log fsync comes between.
-        std::thread::sleep(Duration::from_millis(1100));
-        // Fail the fsync of a part: the 5th sync of the compaction (the first four switch
-        // to the new incremental file).
-        storage.fail_sync(storage.counts().syncs + 5, fault);
+        // Fail the fsync of a part: the first sync once a part holds captured keys.
+        storage.fail_sync_after("snapshot-first-capture-taken", fault);
         let _: String = redis::cmd("BGREWRITEAOF").query(&mut conn).unwrap();
         wait_for_background_jobs(&mut conn);
         assert_eq!(
@@ -297,8 +296,6 @@ fn a_failed_compaction_leaves_the_previous_state_and_is_reported() {
             info_field(&mut conn, "tessera_aof_base_parts").unwrap(),
             "2"
         );
-        // everysec makes the last write durable within a second.
-        std::thread::sleep(Duration::from_millis(1100));
         server.halt();
         storage.power_loss(TornWrites::None);
         let restarted = InProcess::start(&storage, "");

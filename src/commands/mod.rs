@@ -372,7 +372,9 @@ impl<'a> Ctx<'a> {
             return Err(AlreadyReplied);
         }
         let entry = self.keyspace.dbs[db].get_mut(key).expect("found above");
-        Ok(Some(Arc::make_mut(T::of_mut(&mut entry.value).expect("checked above"))))
+        Ok(Some(Arc::make_mut(
+            T::of_mut(&mut entry.value).expect("checked above"),
+        )))
     }
 
     /// Like `write`, but creates an empty `T` at `key` when absent. The caller must leave

@@ -21,17 +21,52 @@ macro_rules! limit {
     };
 }
 
-limit!(HASH_MAX_LISTPACK_ENTRIES, hash_max_listpack_entries, set_hash_max_listpack_entries, 128,
-    "`hash-max-listpack-entries`: most fields of a listpack-encoded hash.");
-limit!(HASH_MAX_LISTPACK_VALUE, hash_max_listpack_value, set_hash_max_listpack_value, 64,
-    "`hash-max-listpack-value`: longest field or value of a listpack-encoded hash.");
-limit!(ZSET_MAX_LISTPACK_ENTRIES, zset_max_listpack_entries, set_zset_max_listpack_entries, 128,
-    "`zset-max-listpack-entries`: most members of a listpack-encoded sorted set.");
-limit!(ZSET_MAX_LISTPACK_VALUE, zset_max_listpack_value, set_zset_max_listpack_value, 64,
-    "`zset-max-listpack-value`: longest member of a listpack-encoded sorted set.");
-limit!(SET_MAX_INTSET_ENTRIES, set_max_intset_entries, set_set_max_intset_entries, 512,
-    "`set-max-intset-entries`: most members of an intset-encoded set.");
-limit!(LIST_MAX_LISTPACK_SIZE, list_max_listpack_size, set_list_max_listpack_size, -2,
-    "`list-max-listpack-size`: a list node's limit, as entries (positive) or as -1..-5 for 4, 8, 16, 32 or 64 KB.");
-limit!(LIST_COMPRESS_DEPTH, list_compress_depth, set_list_compress_depth, 0,
-    "`list-compress-depth`: accepted for compatibility; Tessera does not compress list nodes.");
+limit!(
+    HASH_MAX_LISTPACK_ENTRIES,
+    hash_max_listpack_entries,
+    set_hash_max_listpack_entries,
+    128,
+    "`hash-max-listpack-entries`: most fields of a listpack-encoded hash."
+);
+limit!(
+    HASH_MAX_LISTPACK_VALUE,
+    hash_max_listpack_value,
+    set_hash_max_listpack_value,
+    64,
+    "`hash-max-listpack-value`: longest field or value of a listpack-encoded hash."
+);
+limit!(
+    ZSET_MAX_LISTPACK_ENTRIES,
+    zset_max_listpack_entries,
+    set_zset_max_listpack_entries,
+    128,
+    "`zset-max-listpack-entries`: most members of a listpack-encoded sorted set."
+);
+limit!(
+    ZSET_MAX_LISTPACK_VALUE,
+    zset_max_listpack_value,
+    set_zset_max_listpack_value,
+    64,
+    "`zset-max-listpack-value`: longest member of a listpack-encoded sorted set."
+);
+limit!(
+    SET_MAX_INTSET_ENTRIES,
+    set_max_intset_entries,
+    set_set_max_intset_entries,
+    512,
+    "`set-max-intset-entries`: most members of an intset-encoded set."
+);
+limit!(
+    LIST_MAX_LISTPACK_SIZE,
+    list_max_listpack_size,
+    set_list_max_listpack_size,
+    -2,
+    "`list-max-listpack-size`: a list node's limit, as entries (positive) or as -1..-5 for 4, 8, 16, 32 or 64 KB."
+);
+limit!(
+    LIST_COMPRESS_DEPTH,
+    list_compress_depth,
+    set_list_compress_depth,
+    0,
+    "`list-compress-depth`: accepted for compatibility; Tessera does not compress list nodes."
+);
