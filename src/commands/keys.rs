@@ -527,7 +527,7 @@ fn keys(ctx: &mut Ctx, args: &Args) -> Action {
 
 /// Parses a SCAN cursor as Redis does with `strtoul`: an optional sign and decimal
 /// digits up to the first NUL; an empty string is cursor 0 and a negative one wraps.
-fn parse_cursor(arg: &[u8]) -> Option<u64> {
+pub(crate) fn parse_cursor(arg: &[u8]) -> Option<u64> {
     let text = arg.split(|&b| b == 0).next().unwrap_or_default();
     if text.is_empty() {
         return Some(0);

@@ -33,6 +33,11 @@ pub mod flags {
     /// Allowed while the dataset is loading.
     pub const LOADING: u32 = 1 << 6;
     pub const STALE: u32 = 1 << 7;
+    /// The key positions in the table are not the whole story (LMPOP, ZUNION…): COMMAND
+    /// reports `movablekeys`.
+    pub const MOVABLEKEYS: u32 = 1 << 8;
+    /// Not allowed inside MULTI (SHUTDOWN, WATCH…): queuing it fails the transaction.
+    pub const NO_MULTI: u32 = 1 << 9;
 
     pub const NAMES: &[(u32, &str)] = &[
         (WRITE, "write"),
@@ -43,6 +48,8 @@ pub mod flags {
         (NO_AUTH, "no_auth"),
         (LOADING, "loading"),
         (STALE, "stale"),
+        (MOVABLEKEYS, "movablekeys"),
+        (NO_MULTI, "no_multi"),
     ];
 }
 

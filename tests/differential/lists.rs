@@ -1,0 +1,9 @@
+//! The lists family of the differential stream (placeholder: strings until it arrives).
+
+use super::{Gen, Step};
+
+impl Gen {
+    pub(super) fn list_step(&mut self) -> Vec<Step> {
+        self.base_step()
+    }
+}
