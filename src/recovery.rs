@@ -66,6 +66,9 @@ pub fn scan_records(
     // (the buffer is only drained up to a record boundary).
     let mut progress = Progress::default();
     let mut eof = false;
+    // Where an open `MULTI` block starts: a file that ends inside one ends in the middle of
+    // a transaction, which is cut off as a whole (Redis does the same).
+    let mut open_multi: Option<u64> = None;
     loop {
         let parsed = parse_request(&buf[start..], &limits, &mut ranges, &mut progress);
         match parsed {
@@ -73,6 +76,23 @@ pub fn scan_records(
                 let record_offset = base_offset + start as u64;
                 let slice = &buf[start..start + used];
                 let args: Vec<&[u8]> = ranges.iter().map(|r| &slice[r.clone()]).collect();
+                let block_error = if args[0].eq_ignore_ascii_case(b"multi") {
+                    let nested = open_multi.replace(record_offset).is_some();
+                    nested.then_some("MULTI inside a MULTI block")
+                } else if args[0].eq_ignore_ascii_case(b"exec") {
+                    open_multi.take().is_none().then_some("EXEC without MULTI")
+                } else {
+                    None
+                };
+                if let Some(reason) = block_error {
+                    return Err((
+                        LogDamage::Corrupt {
+                            offset: record_offset,
+                            reason: reason.into(),
+                        },
+                        None,
+                    ));
+                }
                 if let Err(message) = apply(&args, record_offset) {
                     return Err((
                         LogDamage::Corrupt {
@@ -94,12 +114,19 @@ pub fn scan_records(
             }
             Parse::Incomplete => {
                 if eof {
-                    if start == buf.len() {
-                        return Ok(base_offset + start as u64);
-                    }
                     let offset = base_offset + start as u64;
-                    let tail = &buf[start..];
-                    return Err((classify_incomplete_tail(tail, offset), None));
+                    let damage = if start == buf.len() {
+                        None
+                    } else {
+                        Some(classify_incomplete_tail(&buf[start..], offset))
+                    };
+                    return match (damage, open_multi) {
+                        (None, None) => Ok(offset),
+                        (None | Some(LogDamage::Truncated { .. }), Some(multi)) => {
+                            Err((LogDamage::Truncated { offset: multi }, None))
+                        }
+                        (Some(damage), _) => Err((damage, None)),
+                    };
                 }
                 // Keep the unparsed tail, read more.
                 buf.drain(..start);
@@ -302,6 +329,9 @@ pub fn replay_log(
         let file_started = Instant::now();
         let mut records = 0u64;
         let done_before = report.bytes;
+        // The records of a MULTI block, applied when its EXEC arrives (the scan reports a
+        // block left open at the end of the file as a truncation at its MULTI).
+        let mut block: Option<Vec<Replayed>> = None;
         let result = replay_file(storage, &path, |item| {
             records += 1;
             if server.config.key_load_delay_us > 0 {
@@ -312,7 +342,7 @@ pub fn replay_log(
             progress
                 .loaded_bytes
                 .store(done_before + item.offset(), Ordering::Relaxed);
-            match item {
+            let mut apply = |item: Replayed| match item {
                 Replayed::Set {
                     key,
                     value,
@@ -338,6 +368,22 @@ pub fn replay_log(
                         &mut scratch,
                     )
                 }
+            };
+            match (&item, &mut block) {
+                (Replayed::Other { args, .. }, None) if args[0].eq_ignore_ascii_case(b"multi") => {
+                    block = Some(Vec::new());
+                    Ok(())
+                }
+                (Replayed::Other { args, .. }, Some(_))
+                    if args[0].eq_ignore_ascii_case(b"exec") =>
+                {
+                    block.take().into_iter().flatten().try_for_each(apply)
+                }
+                (_, Some(queued)) => {
+                    queued.push(item);
+                    Ok(())
+                }
+                (_, None) => apply(item),
             }
         });
         let loaded_bytes = match result {

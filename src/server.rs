@@ -8,7 +8,9 @@
 //! the writer reports that batch fsynced (group commit); the loop keeps serving meanwhile.
 //! Under `everysec` and `no` a reply waits only until its batch is written to the file.
 
-use crate::commands::{Action, ClientState, Ctx, Propagation, Registry, ServerState, flags};
+use crate::commands::{
+    Action, ClientState, CommandSpec, Ctx, Propagation, Registry, ServerState, flags,
+};
 use crate::compaction::Compaction;
 use crate::config::{Config, FsyncPolicy};
 use crate::keyspace::{Keyspace, SLOT_COUNT};
@@ -45,6 +47,8 @@ const READ_PER_TURN_BYTES: usize = 4 * 1024 * 1024;
 const LOG_BACKLOG_BYTES: u64 = 64 * 1024 * 1024;
 /// Redis's CONFIG_BGSAVE_RETRY_DELAY: after a failed BGSAVE, save points wait this long.
 const BGSAVE_RETRY_DELAY: Duration = Duration::from_secs(5);
+/// The commands that run, rather than queue, inside MULTI (as in Redis).
+const TRANSACTION_CONTROL: &[&str] = &["exec", "discard", "multi", "watch", "quit", "reset"];
 
 struct Client {
     stream: TcpStream,
@@ -662,17 +666,8 @@ impl Server {
                     consumed_total += used;
                 }
             }
-            match pending_action.take() {
-                None | Some(Action::None) => {}
-                Some(Action::Close) => client.close_after_reply = true,
-                Some(Action::Shutdown { save }) => shutdown = Some(save),
-                Some(Action::ClientList { only_self, ids }) => {
-                    let text = self.client_list(&client, only_self, ids.as_deref());
-                    ReplyWriter::new(&mut client.output, client.state.resp3)
-                        .verbatim(text.as_bytes());
-                }
-                Some(Action::StartRewrite) => self.start_rewrite(),
-                Some(Action::StartBackgroundSave) => self.start_background_save(),
+            if let Some(action) = pending_action.take() {
+                self.apply_action(&mut client, action, &mut shutdown);
             }
             if shutdown.is_some() {
                 break;
@@ -693,8 +688,80 @@ impl Server {
         shutdown
     }
 
+    /// Does what a command's action asks of the server, after its reply is written.
+    fn apply_action(
+        &mut self,
+        client: &mut Client,
+        action: Action,
+        shutdown: &mut Option<Option<bool>>,
+    ) {
+        match action {
+            Action::None => {}
+            Action::Close => client.close_after_reply = true,
+            Action::Shutdown { save } => *shutdown = Some(save),
+            Action::ClientList { only_self, ids } => {
+                let text = self.client_list(client, only_self, ids.as_deref());
+                ReplyWriter::new(&mut client.output, client.state.resp3).verbatim(text.as_bytes());
+            }
+            Action::StartRewrite => self.start_rewrite(),
+            Action::StartBackgroundSave => self.start_background_save(),
+            Action::Exec(queued) => self.run_transaction(client, queued, shutdown),
+        }
+    }
+
+    /// EXEC: runs the queued commands in order, their replies in one array, in this one
+    /// turn (nothing else runs in between). More than one log record is wrapped in
+    /// `MULTI … EXEC`, so that replay applies all of them or none.
+    fn run_transaction(
+        &mut self,
+        client: &mut Client,
+        queued: Vec<Vec<Vec<u8>>>,
+        shutdown: &mut Option<Option<bool>>,
+    ) {
+        let log_start = self.propagation.buffer.len();
+        let records_before = self.propagation.records;
+        ReplyWriter::new(&mut client.output, client.state.resp3).array(queued.len());
+        for command in &queued {
+            let args: SmallVec<[&[u8]; 8]> = command.iter().map(Vec::as_slice).collect();
+            let (action, name, reads_keys) =
+                self.execute(&mut client.state, &mut client.output, &args);
+            client.last_command = name.unwrap_or(client.last_command);
+            client.reply_reads_state |= reads_keys;
+            self.apply_action(client, action, shutdown);
+        }
+        if self.propagation.records - records_before > 1 {
+            let mut multi = Vec::new();
+            crate::resp::encode_command(&mut multi, &[b"MULTI" as &[u8]]);
+            self.propagation.buffer.splice(log_start..log_start, multi);
+            crate::resp::encode_command(&mut self.propagation.buffer, &[b"EXEC" as &[u8]]);
+        }
+    }
+
+    /// Why a command may not run now (Redis's `processCommand` checks), if it may not.
+    fn rejection(&self, client: &ClientState, spec: &CommandSpec, argc: usize) -> Option<String> {
+        if !spec.arity_ok(argc) {
+            Some(format!(
+                "ERR wrong number of arguments for '{}' command",
+                spec.name
+            ))
+        } else if self.auth_required(client) && !spec.has(flags::NO_AUTH) {
+            Some("NOAUTH Authentication required.".to_string())
+        } else if spec.has(flags::WRITE)
+            && let Some(error) = &self.state.log_error
+        {
+            Some(format!("MISCONF Errors writing to the AOF file: {error}"))
+        } else if client.multi.is_some() && spec.has(flags::NO_MULTI) {
+            Some("ERR Command not allowed inside a transaction".to_string())
+        } else if self.loading.is_some() && !spec.has(flags::LOADING) {
+            Some("LOADING Redis is loading the dataset in memory".to_string())
+        } else {
+            None
+        }
+    }
+
     /// Runs one command for a client; the reply goes to `output`. Returns the action and
-    /// the command's name if it ran, and whether its reply may reveal key data.
+    /// the command's name if it ran, and whether its reply may reveal key data. Inside
+    /// MULTI, commands other than the transaction's own are checked and queued.
     fn execute(
         &mut self,
         client: &mut ClientState,
@@ -702,31 +769,38 @@ impl Server {
         args: &[&[u8]],
     ) -> (Action, Option<&'static str>, bool) {
         let mut out = ReplyWriter::new(output, client.resp3);
-        let Some(spec) = self.registry.get(args[0]) else {
-            out.error(&crate::commands::unknown_command_error(args));
-            self.state.stats.total_error_replies += 1;
-            return (Action::None, None, false);
-        };
-        let rejection = if !spec.arity_ok(args.len()) {
-            Some(format!(
-                "ERR wrong number of arguments for '{}' command",
-                spec.name
-            ))
-        } else if self.auth_required(client) && !spec.has(flags::NO_AUTH) {
-            Some("NOAUTH Authentication required.".to_string())
-        } else if self.loading.is_some() && !spec.has(flags::LOADING) {
-            Some("LOADING Redis is loading the dataset in memory".to_string())
-        } else if spec.has(flags::WRITE)
-            && let Some(error) = &self.state.log_error
-        {
-            Some(format!("MISCONF Errors writing to the AOF file: {error}"))
-        } else {
-            None
+        let spec = self.registry.get(args[0]);
+        let rejection = match spec {
+            None => Some(crate::commands::unknown_command_error(args)),
+            Some(spec) => self.rejection(client, spec, args.len()),
         };
         if let Some(message) = rejection {
             out.error(&message);
             self.state.stats.total_error_replies += 1;
+            // Redis's flagTransaction: a rejected command dooms the transaction.
+            if let Some(multi) = &mut client.multi {
+                multi.failed = true;
+            }
             return (Action::None, None, false);
+        }
+        let spec = spec.expect("rejected above when unknown");
+        if let Some(multi) = &mut client.multi
+            && !TRANSACTION_CONTROL.contains(&spec.name)
+        {
+            let bytes: usize = args.iter().map(|a| a.len() + 16).sum();
+            if multi.bytes + bytes > self.state.config.query_buffer_bytes_max {
+                // Bounded like the query buffer; the queue is dropped at once.
+                multi.queued = Vec::new();
+                multi.failed = true;
+                out.error("ERR Transaction discarded: the queued commands exceed client-query-buffer-limit");
+                self.state.stats.total_error_replies += 1;
+                return (Action::None, None, false);
+            }
+            multi.bytes += bytes;
+            multi.has_write |= spec.has(flags::WRITE);
+            multi.queued.push(args.iter().map(|a| a.to_vec()).collect());
+            out.simple("QUEUED");
+            return (Action::None, Some(spec.name), false);
         }
         let mut ctx = Ctx {
             keyspace: &mut self.keyspace,
@@ -766,14 +840,16 @@ impl Server {
         let describe = |c: &Client| {
             let now = Instant::now();
             format!(
-                "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags=N db={} sub=0 psub=0 ssub=0 multi=-1 qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs={} rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}\n",
+                "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs={} rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}\n",
                 c.state.id,
                 c.peer,
                 c.local,
                 c.state.name.as_deref().unwrap_or(""),
                 now.duration_since(c.created).as_secs(),
                 now.duration_since(c.last_interaction).as_secs(),
+                if c.state.multi.is_some() { "x" } else { "N" },
                 c.state.db,
+                c.state.multi.as_ref().map_or(-1, |m| m.queued.len() as i64),
                 c.input.len(),
                 c.input.capacity(),
                 c.output.len(),
@@ -898,6 +974,7 @@ impl Server {
     fn close_client(&mut self, token: usize) {
         if let Some(mut client) = self.clients.remove(&token) {
             let _ = self.poll.registry().deregister(&mut client.stream);
+            self.state.watches.unwatch_all(&mut client.state);
         }
         self.state.connected_clients = self.clients.len();
     }
@@ -1312,6 +1389,7 @@ impl Server {
                         self.state.stats.expired_keys += 1;
                         self.state.dirty += 1;
                         self.propagation.record(db_index, &[b"DEL", &key]);
+                        self.state.watches.touch(db_index, &key, false);
                     }
                 }
                 cursor = (cursor + 1) % SLOT_COUNT;

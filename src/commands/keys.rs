@@ -671,11 +671,15 @@ fn flush(ctx: &mut Ctx, args: &Args) -> Action {
         }
     }
     if all {
+        for db in 0..ctx.keyspace.dbs.len() {
+            ctx.touch_db(db, None);
+        }
         for db in ctx.keyspace.dbs.iter_mut() {
             db.clear();
         }
         ctx.propagate(&[b"FLUSHALL"]);
     } else {
+        ctx.touch_db(ctx.client.db, None);
         ctx.db().clear();
         ctx.propagate(&[b"FLUSHDB"]);
     }
@@ -695,6 +699,8 @@ fn swapdb(ctx: &mut Ctx, args: &Args) -> Action {
         ctx.out.error("ERR DB index is out of range");
         return Action::None;
     }
+    ctx.touch_db(first as usize, Some(second as usize));
+    ctx.touch_db(second as usize, Some(first as usize));
     ctx.keyspace.dbs.swap(first as usize, second as usize);
     let logged: Vec<&[u8]> = args.to_vec();
     ctx.propagate(&logged);

@@ -13,6 +13,7 @@ mod lists;
 mod server;
 mod sets;
 mod strings;
+pub mod transactions;
 mod zsets;
 
 use crate::config::Config;
@@ -75,6 +76,8 @@ pub enum Action {
     StartRewrite,
     /// BGSAVE: start a background snapshot to `dbfilename` now (the reply is written).
     StartBackgroundSave,
+    /// EXEC may run: the server runs these queued commands in one turn.
+    Exec(Vec<Vec<Vec<u8>>>),
 }
 
 pub struct CommandSpec {
@@ -114,6 +117,10 @@ pub struct ClientState {
     pub name: Option<String>,
     pub lib_name: Option<String>,
     pub lib_version: Option<String>,
+    /// Between MULTI and EXEC.
+    pub multi: Option<Box<transactions::MultiState>>,
+    /// Keys this client WATCHes (database, key).
+    pub watched: Vec<(usize, Bytes)>,
 }
 
 /// Server-wide state visible to commands.
@@ -136,6 +143,8 @@ pub struct ServerState {
     pub persistence: PersistenceInfo,
     /// Where files live (the real file system, or a simulated one in crash tests).
     pub storage: std::sync::Arc<dyn crate::storage::Storage>,
+    /// Keys WATCHed by clients, and which clients saw one change.
+    pub watches: transactions::Watches,
 }
 
 impl ServerState {
@@ -163,6 +172,7 @@ impl ServerState {
             log_error: None,
             persistence: PersistenceInfo::default(),
             storage,
+            watches: transactions::Watches::default(),
             config,
         }
     }
@@ -226,6 +236,8 @@ pub struct PersistenceInfo {
 pub struct Propagation {
     /// RESP records not yet handed to the log writer.
     pub buffer: Vec<u8>,
+    /// Records written so far, SELECTs left out (EXEC wraps more than one in MULTI).
+    pub records: u64,
     /// The database the last record in the log applies to (None: unknown, emit SELECT).
     pub selected_db: Option<usize>,
     pub enabled: bool,
@@ -245,6 +257,7 @@ impl Propagation {
             self.selected_db = Some(db);
         }
         crate::resp::encode_command(&mut self.buffer, args);
+        self.records += 1;
     }
 }
 
@@ -265,11 +278,62 @@ impl<'a> Ctx<'a> {
         &mut self.keyspace.dbs[self.client.db]
     }
 
-    /// Logs a write in its deterministic form and counts it as a change.
+    /// Logs a write in its deterministic form and counts it as a change; the keys the
+    /// record changes are touched for WATCH.
     pub fn propagate(&mut self, args: &[&[u8]]) {
         self.server.dirty += 1;
         let db = self.client.db;
         self.log.record(db, args);
+        if !self.server.watches.is_empty() {
+            self.touch_keys_of(args);
+        }
+    }
+
+    /// Touches the keys a logged record changes: from the command table's key positions,
+    /// but for the commands whose table positions say more (a *STORE's sources) or less
+    /// (MOVE's and COPY's other database).
+    fn touch_keys_of(&mut self, args: &[&[u8]]) {
+        let db = self.client.db;
+        let Some(spec) = global_registry().get(args[0]) else {
+            return;
+        };
+        let mut touched: Vec<(usize, &[u8])> = Vec::new();
+        match spec.name {
+            "move" => {
+                if let Some(target) = args.get(2).and_then(|a| crate::resp::parse_i64(a)) {
+                    touched.push((target as usize, args[1]));
+                }
+                touched.push((db, args[1]));
+            }
+            "copy" => {
+                let mut target = db;
+                for pair in args[3..].windows(2) {
+                    if eq_ignore_case(pair[0], "db")
+                        && let Some(n) = crate::resp::parse_i64(pair[1])
+                    {
+                        target = n as usize;
+                    }
+                }
+                touched.push((target, args[2]));
+            }
+            name if name.ends_with("store") && args.len() > 1 => touched.push((db, args[1])),
+            _ => {
+                for index in key_positions(spec, args.len()) {
+                    touched.push((db, args[index]));
+                }
+            }
+        }
+        for (db, key) in touched {
+            if db < self.keyspace.dbs.len() {
+                let exists = self.keyspace.dbs[db].get(key).is_some();
+                self.server.watches.touch(db, key, exists);
+            }
+        }
+    }
+
+    /// Before FLUSHDB / FLUSHALL empties `db`, or SWAPDB exchanges it with `other`.
+    pub fn touch_db(&mut self, db: usize, other: Option<usize>) {
+        self.server.watches.touch_db(self.keyspace, db, other);
     }
 
     /// Removes `key` if it has expired (logging a DEL, as Redis does). Returns true if removed.
@@ -290,6 +354,7 @@ impl<'a> Ctx<'a> {
                 self.server.stats.expired_keys += 1;
                 self.server.dirty += 1;
                 self.log.record(db_index, &[b"DEL", key]);
+                self.server.watches.touch(db_index, key, false);
                 true
             }
             _ => false,
@@ -487,7 +552,31 @@ pub fn table() -> Vec<CommandSpec> {
     all.extend(hashes::commands());
     all.extend(sets::commands());
     all.extend(zsets::commands());
+    all.extend(transactions::commands());
     all
+}
+
+/// The command table, built once per process (for lookups outside the event loop's own
+/// copy: COMMAND, WATCH's key positions).
+pub fn global_registry() -> &'static Registry {
+    static REGISTRY: std::sync::OnceLock<Registry> = std::sync::OnceLock::new();
+    REGISTRY.get_or_init(Registry::new)
+}
+
+/// The argument indexes a command's table row says are keys, for `argc` arguments.
+pub fn key_positions(spec: &CommandSpec, argc: usize) -> impl Iterator<Item = usize> {
+    let argc = argc as i32;
+    let first = spec.first_key;
+    let last = if spec.last_key < 0 {
+        argc + spec.last_key
+    } else {
+        spec.last_key.min(argc - 1)
+    };
+    let step = spec.key_step.max(1);
+    (first..=last)
+        .step_by(step as usize)
+        .filter(move |_| first > 0)
+        .map(|i| i as usize)
 }
 
 pub struct Registry {

@@ -61,7 +61,7 @@ pub fn commands() -> Vec<CommandSpec> {
         command!(
             "shutdown",
             -1,
-            ADMIN | LOADING | STALE,
+            ADMIN | LOADING | STALE | NO_MULTI,
             (0, 0, 0),
             "server",
             "Synchronously saves the database(s) to disk and shuts down the Redis server.",
@@ -70,7 +70,7 @@ pub fn commands() -> Vec<CommandSpec> {
         command!(
             "save",
             1,
-            ADMIN,
+            ADMIN | NO_MULTI,
             (0, 0, 0),
             "server",
             "Synchronously saves the database(s) to disk.",
@@ -521,8 +521,7 @@ fn write_doc_value(out: &mut ReplyWriter, value: &Value, key: Option<&str>) {
 }
 
 fn registry() -> &'static super::Registry {
-    static REGISTRY: std::sync::OnceLock<super::Registry> = std::sync::OnceLock::new();
-    REGISTRY.get_or_init(super::Registry::new)
+    super::global_registry()
 }
 
 fn command_info(ctx: &mut Ctx, spec: &CommandSpec) {
