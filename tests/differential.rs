@@ -25,6 +25,8 @@ mod hashes;
 mod lists;
 #[path = "differential/sets.rs"]
 mod sets;
+#[path = "differential/transactions.rs"]
+mod transactions;
 #[path = "differential/zsets.rs"]
 mod zsets;
 
@@ -269,6 +271,14 @@ impl Gen {
 
     /// The next command(s): one of the families, or the string and keyspace commands.
     fn step(&mut self) -> Vec<Step> {
+        if self.chance(0.03) {
+            return self.transaction_step();
+        }
+        self.single_step()
+    }
+
+    /// A command of one of the families (no transaction).
+    fn single_step(&mut self) -> Vec<Step> {
         match self.rng.random_range(0..100) {
             0..12 => self.list_step(),
             12..24 => self.hash_step(),
