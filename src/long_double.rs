@@ -249,6 +249,14 @@ fn exponent_digits(text: &[u8]) -> Option<(i64, usize)> {
     Some((if negative { -value } else { value }, start + digits))
 }
 
+impl Ld {
+    /// The nearest double, or 0 / infinity past its range (sign kept).
+    pub fn to_f64(self) -> f64 {
+        let magnitude = self.mantissa as f64 * 2f64.powi(self.exponent.clamp(-2000, 2000) as i32);
+        if self.negative { -magnitude } else { magnitude }
+    }
+}
+
 /// Parses as Redis's `string2ld` (glibc `strtold` over the whole string, no leading
 /// space, no NaN, no overflow or underflow to zero). `Some(None)` is an infinity.
 pub fn parse(text: &[u8]) -> Option<Option<Ld>> {

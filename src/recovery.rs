@@ -675,6 +675,7 @@ fn replay_one(
         log: propagation,
         now_ms,
         loading: true,
+        block_mode: crate::commands::blocking::BlockMode::Never,
     };
     (spec.handler)(&mut ctx, args);
     Ok(())

@@ -8,6 +8,7 @@
 //! the writer reports that batch fsynced (group commit); the loop keeps serving meanwhile.
 //! Under `everysec` and `no` a reply waits only until its batch is written to the file.
 
+use crate::commands::blocking::{BlockMode, Blocked};
 use crate::commands::{
     Action, ClientState, CommandSpec, Ctx, Propagation, Registry, ServerState, flags,
 };
@@ -71,6 +72,8 @@ struct Client {
     /// while set: the only way out is `release_held`.
     in_held: bool,
     close_after_reply: bool,
+    /// Parked by a blocking command: its later input waits until it is served or times out.
+    blocked: Option<Blocked>,
     created: Instant,
     last_interaction: Instant,
     last_command: &'static str,
@@ -177,6 +180,10 @@ pub struct Server {
     touched: Vec<usize>,
     shutdown_flag: Arc<AtomicBool>,
     expire_cursor: Vec<usize>,
+    /// Deadlines of blocked clients: (unix ms, token, client id).
+    block_deadlines: std::collections::BTreeSet<(i64, usize, u64)>,
+    /// Clients unblocked this turn whose buffered input still waits to be run.
+    resumed: Vec<usize>,
 }
 
 fn bind_addresses(config: &Config) -> Vec<(String, bool)> {
@@ -308,6 +315,8 @@ impl Server {
             touched: Vec::new(),
             shutdown_flag,
             expire_cursor: vec![0; databases],
+            block_deadlines: Default::default(),
+            resumed: Vec::new(),
         };
         Ok(server)
     }
@@ -389,6 +398,10 @@ impl Server {
             if !self.deferred_reads.is_empty() && !self.log_backlogged() {
                 timeout = Duration::ZERO; // clients put aside can be read now
             }
+            if let Some(&(deadline, _, _)) = self.block_deadlines.first() {
+                let wait = (deadline - crate::clock::unix_ms()).max(0) as u64;
+                timeout = timeout.min(Duration::from_millis(wait));
+            }
             if let Some(throttled) = self.capture_pending() {
                 // Keep capturing between events; poll briefly while the writers catch up.
                 timeout = timeout.min(if throttled {
@@ -433,6 +446,14 @@ impl Server {
                 if shutdown.is_some() {
                     break;
                 }
+            }
+            if !self.block_deadlines.is_empty() {
+                self.expire_blocked();
+            }
+            if shutdown.is_none()
+                && let Some(request) = self.run_resumed()
+            {
+                shutdown = Some(request);
             }
             self.background_snapshot_work();
             self.end_of_turn();
@@ -513,6 +534,7 @@ impl Server {
                 reply_reads_state: false,
                 in_held: false,
                 close_after_reply: false,
+                blocked: None,
                 created: now,
                 last_interaction: now,
                 last_command: "NULL",
@@ -617,7 +639,7 @@ impl Server {
         let mut client = self.clients.take(token)?;
         let mut ranges = std::mem::take(&mut client.arg_ranges);
         let mut pending_action: Option<Action> = None;
-        while !client.close_after_reply {
+        while !client.close_after_reply && client.blocked.is_none() {
             // Recomputed per request: an AUTH earlier in the same read lifts the limits.
             let limits = ParseLimits {
                 bulk_bytes_max: self.state.config.bulk_bytes_max,
@@ -644,8 +666,12 @@ impl Server {
                     let args: SmallVec<[&[u8]; 8]> =
                         ranges.iter().map(|r| &frame[r.clone()]).collect();
                     if !args.is_empty() {
-                        let (action, name, reads_keys) =
-                            self.execute(&mut client.state, &mut client.output, &args);
+                        let (action, name, reads_keys) = self.execute(
+                            &mut client.state,
+                            &mut client.output,
+                            &args,
+                            BlockMode::Normal,
+                        );
                         produced_output = true;
                         client.last_command = name.unwrap_or(client.last_command);
                         client.reply_reads_state |= reads_keys;
@@ -656,8 +682,12 @@ impl Server {
                 Parse::Inline(words, used) => {
                     if !words.is_empty() {
                         let args: Vec<&[u8]> = words.iter().map(|w| w.as_slice()).collect();
-                        let (action, name, reads_keys) =
-                            self.execute(&mut client.state, &mut client.output, &args);
+                        let (action, name, reads_keys) = self.execute(
+                            &mut client.state,
+                            &mut client.output,
+                            &args,
+                            BlockMode::Normal,
+                        );
                         produced_output = true;
                         client.last_command = name.unwrap_or(client.last_command);
                         client.reply_reads_state |= reads_keys;
@@ -667,7 +697,10 @@ impl Server {
                 }
             }
             if let Some(action) = pending_action.take() {
-                self.apply_action(&mut client, action, &mut shutdown);
+                self.apply_action(token, &mut client, action, &mut shutdown);
+            }
+            if self.state.blocked.has_ready() {
+                self.serve_blocked();
             }
             if shutdown.is_some() {
                 break;
@@ -691,6 +724,7 @@ impl Server {
     /// Does what a command's action asks of the server, after its reply is written.
     fn apply_action(
         &mut self,
+        token: usize,
         client: &mut Client,
         action: Action,
         shutdown: &mut Option<Option<bool>>,
@@ -705,8 +739,95 @@ impl Server {
             }
             Action::StartRewrite => self.start_rewrite(),
             Action::StartBackgroundSave => self.start_background_save(),
-            Action::Exec(queued) => self.run_transaction(client, queued, shutdown),
+            Action::Exec(queued) => self.run_transaction(token, client, queued, shutdown),
+            Action::Block(blocked) => {
+                self.state.blocked.block(token, client.state.id, &blocked);
+                if let Some(deadline) = blocked.deadline_ms {
+                    self.block_deadlines
+                        .insert((deadline, token, client.state.id));
+                }
+                client.blocked = Some(blocked);
+            }
         }
+    }
+
+    /// Serves clients blocked on keys that became ready, oldest first per key, until no
+    /// key is ready (a served BLMOVE can make its destination ready in turn).
+    fn serve_blocked(&mut self) {
+        while self.state.blocked.has_ready() {
+            for (db, key) in self.state.blocked.take_ready() {
+                for (token, id) in self.state.blocked.waiters(db, &key) {
+                    // The client running the current command is out of `clients`; it is
+                    // not blocked (a blocked client runs nothing).
+                    let Some(mut client) = self.clients.take(token) else {
+                        continue;
+                    };
+                    let command = match &client.blocked {
+                        Some(blocked) if client.state.id == id => blocked.command.clone(),
+                        _ => {
+                            self.clients.put_back(token, client);
+                            continue;
+                        }
+                    };
+                    let args: SmallVec<[&[u8]; 8]> = command.iter().map(Vec::as_slice).collect();
+                    let mode = BlockMode::Serving(key.clone());
+                    let (action, _, reads_keys) =
+                        self.execute(&mut client.state, &mut client.output, &args, mode);
+                    if !matches!(action, Action::Block(_)) {
+                        self.unblock(token, &mut client);
+                        client.reply_reads_state |= reads_keys;
+                        let mut shutdown = None;
+                        self.apply_action(token, &mut client, action, &mut shutdown);
+                    }
+                    self.clients.put_back(token, client);
+                }
+            }
+        }
+    }
+
+    /// Takes a client out of the blocked state; its reply (written by the caller) goes
+    /// out with this turn and its buffered input runs next.
+    fn unblock(&mut self, token: usize, client: &mut Client) {
+        if let Some(blocked) = client.blocked.take() {
+            self.state.blocked.unblock(client.state.id, &blocked);
+            if let Some(deadline) = blocked.deadline_ms {
+                self.block_deadlines
+                    .remove(&(deadline, token, client.state.id));
+            }
+            self.touched.push(token);
+            self.resumed.push(token);
+        }
+    }
+
+    /// Answers blocked clients whose timeout has passed (a null array, as Redis 7.0 does
+    /// for every blocking command).
+    fn expire_blocked(&mut self) {
+        let now = crate::clock::unix_ms();
+        while let Some(&(deadline, token, id)) = self.block_deadlines.first() {
+            if deadline > now {
+                break;
+            }
+            self.block_deadlines.pop_first();
+            let Some(mut client) = self.clients.take(token) else {
+                continue;
+            };
+            if client.state.id == id && client.blocked.is_some() {
+                ReplyWriter::new(&mut client.output, client.state.resp3).null_array();
+                self.unblock(token, &mut client);
+            }
+            self.clients.put_back(token, client);
+        }
+    }
+
+    /// Runs the buffered input of clients unblocked this turn.
+    fn run_resumed(&mut self) -> Option<Option<bool>> {
+        let mut shutdown = None;
+        while let Some(token) = self.resumed.pop() {
+            if let Some(request) = self.process_input(token) {
+                shutdown = Some(request);
+            }
+        }
+        shutdown
     }
 
     /// EXEC: runs the queued commands in order, their replies in one array, in this one
@@ -714,6 +835,7 @@ impl Server {
     /// `MULTI … EXEC`, so that replay applies all of them or none.
     fn run_transaction(
         &mut self,
+        token: usize,
         client: &mut Client,
         queued: Vec<Vec<Vec<u8>>>,
         shutdown: &mut Option<Option<bool>>,
@@ -723,11 +845,15 @@ impl Server {
         ReplyWriter::new(&mut client.output, client.state.resp3).array(queued.len());
         for command in &queued {
             let args: SmallVec<[&[u8]; 8]> = command.iter().map(Vec::as_slice).collect();
-            let (action, name, reads_keys) =
-                self.execute(&mut client.state, &mut client.output, &args);
+            let (action, name, reads_keys) = self.execute(
+                &mut client.state,
+                &mut client.output,
+                &args,
+                BlockMode::Never,
+            );
             client.last_command = name.unwrap_or(client.last_command);
             client.reply_reads_state |= reads_keys;
-            self.apply_action(client, action, shutdown);
+            self.apply_action(token, client, action, shutdown);
         }
         if self.propagation.records - records_before > 1 {
             let mut multi = Vec::new();
@@ -767,6 +893,7 @@ impl Server {
         client: &mut ClientState,
         output: &mut Vec<u8>,
         args: &[&[u8]],
+        block_mode: BlockMode,
     ) -> (Action, Option<&'static str>, bool) {
         let mut out = ReplyWriter::new(output, client.resp3);
         let spec = self.registry.get(args[0]);
@@ -810,6 +937,7 @@ impl Server {
             log: &mut self.propagation,
             now_ms: crate::clock::unix_ms(),
             loading: false,
+            block_mode,
         };
         let action = (spec.handler)(&mut ctx, args);
         let errors = ctx.out.errors;
@@ -847,7 +975,13 @@ impl Server {
                 c.state.name.as_deref().unwrap_or(""),
                 now.duration_since(c.created).as_secs(),
                 now.duration_since(c.last_interaction).as_secs(),
-                if c.state.multi.is_some() { "x" } else { "N" },
+                if c.state.multi.is_some() {
+                    "x"
+                } else if c.blocked.is_some() {
+                    "b"
+                } else {
+                    "N"
+                },
                 c.state.db,
                 c.state.multi.as_ref().map_or(-1, |m| m.queued.len() as i64),
                 c.input.len(),
@@ -975,6 +1109,13 @@ impl Server {
         if let Some(mut client) = self.clients.remove(&token) {
             let _ = self.poll.registry().deregister(&mut client.stream);
             self.state.watches.unwatch_all(&mut client.state);
+            if let Some(blocked) = client.blocked.take() {
+                self.state.blocked.unblock(client.state.id, &blocked);
+                if let Some(deadline) = blocked.deadline_ms {
+                    self.block_deadlines
+                        .remove(&(deadline, token, client.state.id));
+                }
+            }
         }
         self.state.connected_clients = self.clients.len();
     }
@@ -1359,7 +1500,11 @@ impl Server {
             let idle: Vec<usize> = self
                 .clients
                 .iter()
-                .filter(|(_, c)| c.last_interaction.elapsed() > limit && c.hold_seq <= durable)
+                .filter(|(_, c)| {
+                    c.last_interaction.elapsed() > limit
+                        && c.hold_seq <= durable
+                        && c.blocked.is_none()
+                })
                 .map(|(t, _)| t)
                 .collect();
             for token in idle {

@@ -6,6 +6,7 @@
 //! deterministic form that replays to the same state (absolute expiry times, the effect
 //! rather than the request where they differ); the log layer adds `SELECT` records.
 
+pub mod blocking;
 mod connection;
 mod hashes;
 mod keys;
@@ -78,6 +79,8 @@ pub enum Action {
     StartBackgroundSave,
     /// EXEC may run: the server runs these queued commands in one turn.
     Exec(Vec<Vec<Vec<u8>>>),
+    /// A blocking command found nothing: park the client (no reply written).
+    Block(blocking::Blocked),
 }
 
 pub struct CommandSpec {
@@ -145,6 +148,8 @@ pub struct ServerState {
     pub storage: std::sync::Arc<dyn crate::storage::Storage>,
     /// Keys WATCHed by clients, and which clients saw one change.
     pub watches: transactions::Watches,
+    /// Clients blocked on keys, and the keys that became ready.
+    pub blocked: blocking::BlockedKeys,
 }
 
 impl ServerState {
@@ -173,6 +178,7 @@ impl ServerState {
             persistence: PersistenceInfo::default(),
             storage,
             watches: transactions::Watches::default(),
+            blocked: blocking::BlockedKeys::default(),
             config,
         }
     }
@@ -271,6 +277,8 @@ pub struct Ctx<'a> {
     pub now_ms: i64,
     /// Replaying the log: nothing expires, nothing is logged.
     pub loading: bool,
+    /// Whether a blocking command may block now (not inside EXEC), or is being served.
+    pub block_mode: blocking::BlockMode,
 }
 
 impl<'a> Ctx<'a> {
@@ -284,12 +292,13 @@ impl<'a> Ctx<'a> {
         self.server.dirty += 1;
         let db = self.client.db;
         self.log.record(db, args);
-        if !self.server.watches.is_empty() {
+        if !self.server.watches.is_empty() || !self.server.blocked.is_empty() {
             self.touch_keys_of(args);
         }
     }
 
-    /// Touches the keys a logged record changes: from the command table's key positions,
+    /// Touches the keys a logged record changes (for WATCH, and to wake clients blocked
+    /// on them): from the command table's key positions,
     /// but for the commands whose table positions say more (a *STORE's sources) or less
     /// (MOVE's and COPY's other database).
     fn touch_keys_of(&mut self, args: &[&[u8]]) {
@@ -327,6 +336,9 @@ impl<'a> Ctx<'a> {
             if db < self.keyspace.dbs.len() {
                 let exists = self.keyspace.dbs[db].get(key).is_some();
                 self.server.watches.touch(db, key, exists);
+                if exists {
+                    self.server.blocked.signal(db, key);
+                }
             }
         }
     }
