@@ -1069,3 +1069,46 @@ fn run_to_exit(command: &mut Command) -> std::process::Output {
         }
     }
 }
+
+#[test]
+fn object_answers_encoding_refcount_and_errors_as_redis() {
+    let dir = temp_dir();
+    let server = start_server(dir.path(), &[]);
+    let mut conn = server.connection();
+    cmd(&mut conn, &["SET", "small", "9999"]);
+    cmd(&mut conn, &["SET", "int", "10000"]);
+    cmd(&mut conn, &["SET", "short", "hello"]);
+    cmd(&mut conn, &["SET", "long", &"x".repeat(45)]);
+    for (key, encoding) in [
+        ("small", "int"),
+        ("int", "int"),
+        ("short", "embstr"),
+        ("long", "raw"),
+    ] {
+        assert_eq!(string(&mut conn, &["OBJECT", "ENCODING", key]), encoding);
+    }
+    assert_eq!(int(&mut conn, &["OBJECT", "REFCOUNT", "small"]), 2147483647);
+    assert_eq!(int(&mut conn, &["OBJECT", "REFCOUNT", "int"]), 1);
+    assert_eq!(int(&mut conn, &["object", "idletime", "short"]), 0);
+    assert_eq!(
+        cmd(&mut conn, &["OBJECT", "ENCODING", "missing"]),
+        redis::Value::Nil
+    );
+    assert!(
+        cmd_err(&mut conn, &["OBJECT", "FREQ", "short"])
+            .starts_with("ERR An LFU maxmemory policy is not selected")
+    );
+    assert_eq!(
+        cmd_err(&mut conn, &["OBJECT", "foo"]),
+        "ERR unknown subcommand 'foo'. Try OBJECT HELP."
+    );
+    assert_eq!(
+        cmd_err(&mut conn, &["OBJECT", "ENCODING"]),
+        "ERR wrong number of arguments for 'object|encoding' command"
+    );
+    let help = cmd(&mut conn, &["OBJECT", "HELP"]);
+    let redis::Value::Array(lines) = help else {
+        panic!("{help:?}")
+    };
+    assert_eq!(lines.len(), 15);
+}

@@ -63,6 +63,7 @@ COMMANDS_DIR = os.path.join(REPO, "src", "commands")
 SUBCOMMANDS = {
     "client": ["id", "setname", "getname", "setinfo", "list", "info", "help"],
     "config": ["get", "set", "resetstat", "help"],
+    "object": ["encoding", "freq", "idletime", "refcount", "help"],
     "command": ["count", "info", "docs", "list", "help"],
 }
 

@@ -11,6 +11,7 @@ mod connection;
 mod hashes;
 mod keys;
 mod lists;
+mod object;
 mod server;
 mod sets;
 mod strings;
@@ -565,6 +566,7 @@ pub fn table() -> Vec<CommandSpec> {
     all.extend(sets::commands());
     all.extend(zsets::commands());
     all.extend(transactions::commands());
+    all.extend(object::commands());
     all
 }
 
