@@ -50,6 +50,9 @@ pub struct Config {
     pub aof_rewrite_threads_setting: usize,
     pub auto_aof_rewrite_percentage: u64,
     pub auto_aof_rewrite_min_size: u64,
+    /// Compact-encoding thresholds (`hash-max-listpack-entries` and the rest), pushed to
+    /// `types::limits` at start-up and after CONFIG SET.
+    pub encoding_limits: EncodingLimits,
     /// `save <seconds> <changes>` points: a BGSAVE when both are reached.
     pub save_points: Vec<(u64, u64)>,
     /// A `save` line has been read from the current source: later lines add points
@@ -140,6 +143,7 @@ impl Default for Config {
             aof_rewrite_threads_setting: 0,
             auto_aof_rewrite_percentage: 100,
             auto_aof_rewrite_min_size: 64 * 1024 * 1024,
+            encoding_limits: EncodingLimits::default(),
             // Redis 7's built-in default.
             save_points: vec![(3600, 1), (300, 100), (60, 10000)],
             save_points_explicit: false,
@@ -413,10 +417,142 @@ pub static DIRECTIVES: &[Directive] = &[
     ),
 ];
 
+/// Redis 7.0's defaults.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EncodingLimits {
+    pub hash_max_listpack_entries: i64,
+    pub hash_max_listpack_value: i64,
+    pub zset_max_listpack_entries: i64,
+    pub zset_max_listpack_value: i64,
+    pub set_max_intset_entries: i64,
+    pub list_max_listpack_size: i64,
+    pub list_compress_depth: i64,
+}
+
+impl Default for EncodingLimits {
+    fn default() -> Self {
+        EncodingLimits {
+            hash_max_listpack_entries: 512,
+            hash_max_listpack_value: 64,
+            zset_max_listpack_entries: 128,
+            zset_max_listpack_value: 64,
+            set_max_intset_entries: 512,
+            list_max_listpack_size: -2,
+            list_compress_depth: 0,
+        }
+    }
+}
+
+impl EncodingLimits {
+    /// Makes these the limits every collection is built with from now on.
+    pub fn apply(&self) {
+        use crate::types::limits::*;
+        set_hash_max_listpack_entries(self.hash_max_listpack_entries);
+        set_hash_max_listpack_value(self.hash_max_listpack_value);
+        set_zset_max_listpack_entries(self.zset_max_listpack_entries);
+        set_zset_max_listpack_value(self.zset_max_listpack_value);
+        set_set_max_intset_entries(self.set_max_intset_entries);
+        set_list_max_listpack_size(self.list_max_listpack_size);
+        set_list_compress_depth(self.list_compress_depth);
+    }
+}
+
+/// An encoding limit under its Redis 7 name and its older ziplist alias (both listed by
+/// CONFIG GET, as Redis 7.0 does).
+macro_rules! limit_directive {
+    ($name:literal, $field:ident, $min:expr, $max:expr) => {
+        directive!(
+            $name,
+            true,
+            |c| c.encoding_limits.$field.to_string(),
+            |c, a| c.encoding_limits.$field = parse_int_in(a, $min, $max)?
+        )
+    };
+}
+
+/// The encoding thresholds, each under both names.
+pub static LIMIT_DIRECTIVES: &[Directive] = &[
+    limit_directive!(
+        "hash-max-listpack-entries",
+        hash_max_listpack_entries,
+        0,
+        i64::MAX
+    ),
+    limit_directive!(
+        "hash-max-ziplist-entries",
+        hash_max_listpack_entries,
+        0,
+        i64::MAX
+    ),
+    limit_directive!(
+        "hash-max-listpack-value",
+        hash_max_listpack_value,
+        0,
+        i64::MAX
+    ),
+    limit_directive!(
+        "hash-max-ziplist-value",
+        hash_max_listpack_value,
+        0,
+        i64::MAX
+    ),
+    limit_directive!(
+        "zset-max-listpack-entries",
+        zset_max_listpack_entries,
+        0,
+        i64::MAX
+    ),
+    limit_directive!(
+        "zset-max-ziplist-entries",
+        zset_max_listpack_entries,
+        0,
+        i64::MAX
+    ),
+    limit_directive!(
+        "zset-max-listpack-value",
+        zset_max_listpack_value,
+        0,
+        i64::MAX
+    ),
+    limit_directive!(
+        "zset-max-ziplist-value",
+        zset_max_listpack_value,
+        0,
+        i64::MAX
+    ),
+    limit_directive!(
+        "set-max-intset-entries",
+        set_max_intset_entries,
+        0,
+        i64::MAX
+    ),
+    limit_directive!(
+        "list-max-listpack-size",
+        list_max_listpack_size,
+        i32::MIN as i64,
+        i32::MAX as i64
+    ),
+    limit_directive!(
+        "list-max-ziplist-size",
+        list_max_listpack_size,
+        i32::MIN as i64,
+        i32::MAX as i64
+    ),
+    limit_directive!(
+        "list-compress-depth",
+        list_compress_depth,
+        0,
+        i32::MAX as i64
+    ),
+];
+
+/// Every directive: the server's own and the encoding thresholds.
+pub fn all_directives() -> impl Iterator<Item = &'static Directive> {
+    DIRECTIVES.iter().chain(LIMIT_DIRECTIVES)
+}
+
 pub fn find_directive(name: &str) -> Option<&'static Directive> {
-    DIRECTIVES
-        .iter()
-        .find(|d| d.name.eq_ignore_ascii_case(name))
+    all_directives().find(|d| d.name.eq_ignore_ascii_case(name))
 }
 
 /// Where a bad directive came from, for the start-up error message.

@@ -224,6 +224,7 @@ impl Server {
         let waker = Arc::new(
             Waker::new(poll.registry(), WAKER).map_err(|e| format!("can't create waker: {e}"))?,
         );
+        config.encoding_limits.apply();
         let mut state = ServerState::new(config, config_file, storage.clone());
         let registry = Registry::new();
         let keyspace = Keyspace::new(state.config.databases);
@@ -962,6 +963,7 @@ impl Server {
         if let Some(writer) = &self.log_writer {
             writer.set_policy(self.state.config.appendfsync);
         }
+        self.state.config.encoding_limits.apply();
     }
 
     fn client_list(&self, current: &Client, only_self: bool, ids: Option<&[u64]>) -> String {

@@ -1112,3 +1112,39 @@ fn object_answers_encoding_refcount_and_errors_as_redis() {
     };
     assert_eq!(lines.len(), 15);
 }
+
+#[test]
+fn encoding_thresholds_are_directives_under_both_names() {
+    let dir = temp_dir();
+    let server = start_server(dir.path(), &["--hash-max-ziplist-entries", "16"]);
+    let mut conn = server.connection();
+    let get = |conn: &mut redis::Connection, name: &str| -> Vec<String> {
+        redis::from_redis_value(cmd(conn, &["CONFIG", "GET", name])).unwrap()
+    };
+    assert_eq!(
+        get(&mut conn, "hash-max-listpack-entries"),
+        ["hash-max-listpack-entries", "16"]
+    );
+    cmd(&mut conn, &["CONFIG", "SET", "list-max-ziplist-size", "-3"]);
+    assert_eq!(
+        get(&mut conn, "list-max-listpack-size"),
+        ["list-max-listpack-size", "-3"]
+    );
+    for (name, default) in [
+        ("hash-max-listpack-value", "64"),
+        ("zset-max-listpack-entries", "128"),
+        ("zset-max-ziplist-value", "64"),
+        ("set-max-intset-entries", "512"),
+        ("list-compress-depth", "0"),
+    ] {
+        assert_eq!(get(&mut conn, name), [name, default]);
+    }
+    assert_eq!(
+        cmd_err(
+            &mut conn,
+            &["CONFIG", "SET", "zset-max-listpack-value", "-1"]
+        ),
+        "ERR CONFIG SET failed (possibly related to argument 'zset-max-listpack-value') - \
+         argument must be between 0 and 9223372036854775807 inclusive"
+    );
+}

@@ -5,7 +5,7 @@ use super::{
     flags, flags::*, lossy, unknown_subcommand, wrong_arity,
 };
 use crate::command;
-use crate::config::{DIRECTIVES, find_directive};
+use crate::config::{all_directives, find_directive};
 use crate::glob::glob_match;
 use crate::resp::ReplyWriter;
 use serde_json::Value;
@@ -286,8 +286,7 @@ fn config(ctx: &mut Ctx, args: &Args) -> Action {
 }
 
 fn config_get(ctx: &mut Ctx, patterns: &Args) -> Action {
-    let matched: Vec<_> = DIRECTIVES
-        .iter()
+    let matched: Vec<_> = all_directives()
         .filter(|d| {
             patterns
                 .iter()

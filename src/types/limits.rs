@@ -25,7 +25,7 @@ limit!(
     HASH_MAX_LISTPACK_ENTRIES,
     hash_max_listpack_entries,
     set_hash_max_listpack_entries,
-    128,
+    512,
     "`hash-max-listpack-entries`: most fields of a listpack-encoded hash."
 );
 limit!(
