@@ -361,3 +361,40 @@ fn a_malformed_block_in_the_log_stops_start_up() {
         assert!(log.contains("Bad file format"), "{log}");
     }
 }
+
+#[test]
+fn the_check_tool_cuts_a_torn_block_at_its_multi() {
+    let dir = temp_dir();
+    let mut server = start_server(dir.path(), &["--appendfsync", "always"]);
+    let mut conn = server.connection();
+    ok(&mut conn, &["SET", "before", "1"]);
+    ok(&mut conn, &["MULTI"]);
+    ok(&mut conn, &["SET", "a", "1"]);
+    ok(&mut conn, &["SET", "b", "2"]);
+    ok(&mut conn, &["EXEC"]);
+    server.kill9();
+    let file = incremental_file(dir.path());
+    let bytes = std::fs::read(&file).unwrap();
+    let text = String::from_utf8_lossy(&bytes);
+    let multi_at = text.find("*1\r\n$5\r\nMULTI").unwrap();
+    let exec_at = text.find("*1\r\n$4\r\nEXEC").unwrap();
+    // Complete records, but no EXEC: a crash between the block's writes.
+    std::fs::write(&file, &bytes[..exec_at]).unwrap();
+    let tool = env!("CARGO_BIN_EXE_tessera-check-aof");
+    let output = std::process::Command::new(tool)
+        .arg(&file)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&output.stdout);
+    assert!(!output.status.success(), "{report}");
+    assert!(report.contains(&format!("ok_up_to={multi_at}")), "{report}");
+    let output = std::process::Command::new(tool)
+        .args(["--fix", "--yes"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{report}");
+    assert_eq!(std::fs::metadata(&file).unwrap().len() as usize, multi_at);
+}
