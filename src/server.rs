@@ -1400,7 +1400,13 @@ impl Server {
         }
         if self.state.persistence.aof_rewrite_scheduled {
             self.start_rewrite();
-        } else if self.state.persistence.rdb_bgsave_scheduled {
+        } else if self.state.persistence.rdb_bgsave_scheduled
+            && self
+                .state
+                .persistence
+                .rdb_last_bgsave_failure
+                .is_none_or(|t| t.elapsed() > BGSAVE_RETRY_DELAY)
+        {
             self.start_background_save();
         }
     }
@@ -1490,6 +1496,8 @@ impl Server {
             }
         }
         self.active_expire_cycle(now_ms);
+        // Jobs scheduled while nothing was running (BGREWRITEAOF inside EXEC).
+        self.start_scheduled_jobs();
         self.automatic_jobs();
         if self.state.config.timeout_seconds > 0 {
             let limit = Duration::from_secs(self.state.config.timeout_seconds);

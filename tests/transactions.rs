@@ -398,3 +398,36 @@ fn the_check_tool_cuts_a_torn_block_at_its_multi() {
     assert!(output.status.success(), "{report}");
     assert_eq!(std::fs::metadata(&file).unwrap().len() as usize, multi_at);
 }
+
+#[test]
+fn background_jobs_queued_in_a_transaction_are_scheduled_then_run() {
+    let dir = temp_dir();
+    let server = start_server(dir.path(), &[]);
+    let mut conn = server.connection();
+    ok(&mut conn, &["SET", "k", "v"]);
+    ok(&mut conn, &["MULTI"]);
+    ok(&mut conn, &["BGREWRITEAOF"]);
+    assert_eq!(
+        ok(&mut conn, &["EXEC"]),
+        Value::Array(vec![Value::SimpleString(
+            "Background append only file rewriting scheduled".into()
+        )])
+    );
+    wait_for_background_jobs(&mut conn);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while info_field(&mut conn, "aof_rewrites").as_deref() != Some("1") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the scheduled rewrite never ran"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    ok(&mut conn, &["MULTI"]);
+    ok(&mut conn, &["BGSAVE"]);
+    assert_eq!(
+        ok(&mut conn, &["EXEC"]),
+        Value::Array(vec![Value::SimpleString(
+            "Background saving scheduled".into()
+        )])
+    );
+}

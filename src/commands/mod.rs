@@ -283,6 +283,11 @@ pub struct Ctx<'a> {
 }
 
 impl<'a> Ctx<'a> {
+    /// Running inside EXEC (queued commands never block, background jobs are scheduled).
+    pub fn in_exec(&self) -> bool {
+        !self.loading && self.block_mode == blocking::BlockMode::Never
+    }
+
     pub fn db(&mut self) -> &mut Db {
         &mut self.keyspace.dbs[self.client.db]
     }

@@ -183,6 +183,7 @@ fn save(ctx: &mut Ctx, _args: &Args) -> Action {
 /// BGREWRITEAOF, with Redis's replies: one compaction at a time; during a BGSAVE it is
 /// scheduled and starts when the BGSAVE ends.
 fn bgrewriteaof(ctx: &mut Ctx, _args: &Args) -> Action {
+    let in_exec = ctx.in_exec();
     let persistence = &mut ctx.server.persistence;
     if !ctx.server.config.appendonly {
         // Redis would write a new log directory; Tessera compacts only a log it is keeping.
@@ -193,7 +194,8 @@ fn bgrewriteaof(ctx: &mut Ctx, _args: &Args) -> Action {
         ctx.out
             .error("ERR Background append only file rewriting already in progress");
         Action::None
-    } else if persistence.rdb_bgsave_in_progress {
+    } else if persistence.rdb_bgsave_in_progress || in_exec {
+        // Inside EXEC Redis cannot fork either: the job starts from the cron.
         persistence.aof_rewrite_scheduled = true;
         persistence.aof_rewrites_consecutive_failures = 0;
         ctx.out
@@ -216,12 +218,13 @@ fn bgsave(ctx: &mut Ctx, args: &Args) -> Action {
             return Action::None;
         }
     };
+    let in_exec = ctx.in_exec();
     let persistence = &mut ctx.server.persistence;
     if persistence.rdb_bgsave_in_progress {
         ctx.out.error("ERR Background save already in progress");
         Action::None
-    } else if persistence.aof_rewrite_in_progress {
-        if schedule {
+    } else if persistence.aof_rewrite_in_progress || in_exec {
+        if schedule || in_exec {
             persistence.rdb_bgsave_scheduled = true;
             ctx.out.simple("Background saving scheduled");
         } else {
