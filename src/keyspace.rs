@@ -128,9 +128,13 @@ fn hash_key(key: &[u8]) -> u64 {
 }
 
 /// One slot's table plus how many of its keys carry an expiry (for the active cycle).
+///
+/// The table holds boxed entries: with ~61 keys per slot at a million keys, a table of
+/// power-of-two capacity often sits near half load, so empty buckets must be small (9
+/// bytes rather than an 80-byte entry each).
 #[derive(Default, Clone)]
 pub struct Slot {
-    pub table: HashTable<Entry>,
+    pub table: HashTable<Box<Entry>>,
     pub volatile_count: usize,
 }
 
@@ -142,7 +146,7 @@ impl Slot {
         self.table.is_empty()
     }
     pub fn iter(&self) -> impl Iterator<Item = &Entry> {
-        self.table.iter()
+        self.table.iter().map(|e| &**e)
     }
 }
 
@@ -208,7 +212,9 @@ impl Db {
             return None;
         }
         let slot = &self.slots[key_slot(key)];
-        slot.table.find(hash_key(key), |e| e.key.as_ref() == key)
+        slot.table
+            .find(hash_key(key), |e| e.key.as_ref() == key)
+            .map(|e| &**e)
     }
 
     pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
@@ -220,6 +226,7 @@ impl Db {
         let slot = &mut self.slots[index];
         slot.table
             .find_mut(hash_key(key), |e| e.key.as_ref() == key)
+            .map(|e| &mut **e)
     }
 
     /// Inserts or replaces; returns the previous entry.
@@ -237,10 +244,10 @@ impl Db {
             .entry(hash, |e| e.key == entry.key, |e| hash_key(&e.key))
         {
             hashbrown::hash_table::Entry::Occupied(mut occupied) => {
-                Some(std::mem::replace(occupied.get_mut(), entry))
+                Some(std::mem::replace(&mut **occupied.get_mut(), entry))
             }
             hashbrown::hash_table::Entry::Vacant(vacant) => {
-                vacant.insert(entry);
+                vacant.insert(Box::new(entry));
                 None
             }
         };
@@ -262,7 +269,7 @@ impl Db {
         let found = slot
             .table
             .find_entry(hash_key(key), |e| e.key.as_ref() == key);
-        let entry = found.ok()?.remove().0;
+        let entry = *found.ok()?.remove().0;
         self.key_count -= 1;
         if entry.has_expiry() {
             slot.volatile_count -= 1;
@@ -334,7 +341,7 @@ impl Db {
             let slot = &self.slots[(start + step) % SLOT_COUNT];
             if !slot.is_empty() {
                 let index = ((rng_value >> 14) as usize) % slot.len();
-                return slot.table.iter().nth(index);
+                return slot.iter().nth(index);
             }
         }
         None
@@ -382,7 +389,7 @@ impl Db {
                 self.slots[index] = slot;
             } else {
                 for entry in slot.table {
-                    self.insert(entry);
+                    self.insert(*entry);
                 }
             }
         }

@@ -237,7 +237,8 @@ impl JobShared {
 }
 
 fn captured_bytes(slot: &Slot) -> u64 {
-    let table = slot.table.capacity() * (std::mem::size_of::<Entry>() + 1);
+    let table = slot.table.capacity() * (std::mem::size_of::<Box<Entry>>() + 1)
+        + slot.len() * std::mem::size_of::<Entry>();
     let payload: usize = slot
         .iter()
         .map(|e| e.key.len() + e.value.approx_bytes())
