@@ -789,7 +789,8 @@ impl<R: Read> RdbReader<R> {
                 }
                 type_byte => {
                     check_value_type(type_byte, self.item_offset)?;
-                    let key = self.read_string()?;
+                    // Unique and exactly sized: becomes a boxed slice without a copy.
+                    let key = Vec::from(self.read_string()?).into_boxed_slice();
                     let value = self.read_value(type_byte)?;
                     return Ok(Some(RdbItem::Entry {
                         db: self.db,
@@ -1264,11 +1265,11 @@ mod tests {
         }
     }
 
-    type Loaded = Vec<(u32, Bytes, Bytes, i64)>;
+    type Loaded = Vec<(u32, crate::keyspace::Key, Bytes, i64)>;
 
     fn entry(key: &[u8], value: &[u8], expire_at_ms: i64) -> Entry {
         Entry {
-            key: Bytes::copy_from_slice(key),
+            key: Box::from(key),
             value: Value::String(Bytes::copy_from_slice(value)),
             expire_at_ms,
         }
@@ -1356,12 +1357,17 @@ mod tests {
     fn loads_a_file_redis_wrote() {
         let loaded = load_all(&from_hex(REDIS_DUMP_HEX)).unwrap();
         let expected: Loaded = vec![
-            (0, "big".into(), "123456789012".into(), NO_EXPIRY),
-            (0, "long".into(), "x".repeat(50).into(), NO_EXPIRY),
-            (0, "ttl".into(), "v".into(), 1_795_315_309_736),
-            (0, "neg".into(), "-5".into(), NO_EXPIRY),
-            (0, "a".into(), "1".into(), NO_EXPIRY),
-            (3, "k3".into(), "hello".into(), NO_EXPIRY),
+            (0, "big".as_bytes().into(), "123456789012".into(), NO_EXPIRY),
+            (
+                0,
+                "long".as_bytes().into(),
+                "x".repeat(50).into(),
+                NO_EXPIRY,
+            ),
+            (0, "ttl".as_bytes().into(), "v".into(), 1_795_315_309_736),
+            (0, "neg".as_bytes().into(), "-5".into(), NO_EXPIRY),
+            (0, "a".as_bytes().into(), "1".into(), NO_EXPIRY),
+            (3, "k3".as_bytes().into(), "hello".into(), NO_EXPIRY),
         ];
         assert_eq!(loaded, expected);
     }
@@ -1776,7 +1782,7 @@ mod tests {
         let body = [value_type::STRING, 0x01, b'k', 0x01, b'v'];
         for version in [1, 4, 5, 9] {
             let loaded = load_all(&hand_made(version, &body)).unwrap();
-            assert_eq!(loaded, vec![(0, "k".into(), "v".into(), NO_EXPIRY)]);
+            assert_eq!(loaded, vec![(0, b"k"[..].into(), "v".into(), NO_EXPIRY)]);
         }
     }
 
@@ -1810,8 +1816,8 @@ mod tests {
         assert_eq!(
             loaded,
             vec![
-                (5, "a".into(), "1".into(), 1_700_000_000_000),
-                (5, "b".into(), "2".into(), NO_EXPIRY),
+                (5, b"a"[..].into(), "1".into(), 1_700_000_000_000),
+                (5, b"b"[..].into(), "2".into(), NO_EXPIRY),
             ]
         );
 

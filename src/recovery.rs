@@ -442,7 +442,7 @@ pub fn replay_log(
 /// the command table, in order, on the applying thread.
 enum Replayed {
     Set {
-        key: bytes::Bytes,
+        key: crate::keyspace::Key,
         value: bytes::Bytes,
         expire_at_ms: i64,
         offset: u64,
@@ -481,7 +481,7 @@ fn classify(args: &[&[u8]], offset: u64) -> Replayed {
         };
         if let Some(expire_at_ms) = expire_at_ms {
             return Replayed::Set {
-                key: copy(args[1]),
+                key: Box::from(args[1]),
                 value: copy(args[2]),
                 expire_at_ms,
                 offset,

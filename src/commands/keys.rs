@@ -7,7 +7,6 @@ use super::{
 use crate::command;
 use crate::glob::glob_match;
 use crate::keyspace::{Entry, NO_EXPIRY, SLOT_COUNT};
-use bytes::Bytes;
 
 pub fn commands() -> Vec<CommandSpec> {
     vec![
@@ -395,7 +394,7 @@ fn rename(ctx: &mut Ctx, args: &Args) -> Action {
     }
     let db = ctx.db();
     let mut entry = db.remove(source).expect("looked up above");
-    entry.key = Bytes::copy_from_slice(target);
+    entry.key = Box::from(target);
     db.insert(entry);
     let logged: Vec<&[u8]> = args.to_vec();
     ctx.propagate(&logged);
@@ -471,7 +470,7 @@ fn copy(ctx: &mut Ctx, args: &Args) -> Action {
         return Action::None;
     }
     ctx.keyspace.dbs[target_db].insert(Entry {
-        key: Bytes::copy_from_slice(target),
+        key: Box::from(target),
         ..entry
     });
     let logged: Vec<&[u8]> = args.to_vec();
@@ -512,7 +511,7 @@ fn keys(ctx: &mut Ctx, args: &Args) -> Action {
     let match_all = pattern == b"*";
     let now = ctx.now_ms;
     let loading = ctx.loading;
-    let found: Vec<Bytes> = ctx
+    let found: Vec<crate::keyspace::Key> = ctx
         .db()
         .slots()
         .iter()
@@ -596,9 +595,9 @@ fn scan(ctx: &mut Ctx, args: &Args) -> Action {
     let now = ctx.now_ms;
     let loading = ctx.loading;
     let db = ctx.db();
-    let mut found: Vec<Bytes> = Vec::new();
+    let mut found: Vec<crate::keyspace::Key> = Vec::new();
     let mut visited = 0usize;
-    let mut expired: Vec<Bytes> = Vec::new();
+    let mut expired: Vec<crate::keyspace::Key> = Vec::new();
     let mut slot = cursor as usize;
     if !db.slots().is_empty() {
         while slot < SLOT_COUNT && visited < count {

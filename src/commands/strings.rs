@@ -213,7 +213,7 @@ fn store(ctx: &mut Ctx, key: &[u8], value: Bytes, expire_at_ms: i64, keep_ttl: b
         expire_at_ms
     };
     db.insert(Entry {
-        key: Bytes::copy_from_slice(key),
+        key: Box::from(key),
         value: Value::String(value),
         expire_at_ms,
     });
