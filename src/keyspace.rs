@@ -10,8 +10,7 @@
 //! Whether an expired key is removed on access is the caller's decision (during log
 //! replay nothing expires, exactly as in Redis), so lookups here never delete.
 
-use crate::types::{Hash, List, Set, ZSet};
-use bytes::Bytes;
+use crate::types::{Hash, List, Set, Str, ZSet};
 use hashbrown::HashTable;
 use std::hash::BuildHasher;
 use std::sync::Arc;
@@ -23,7 +22,7 @@ pub const SLOT_COUNT: usize = 16384;
 /// still holds the old version.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
-    String(Bytes),
+    String(Str),
     List(Arc<List>),
     Hash(Arc<Hash>),
     Set(Arc<Set>),
@@ -542,7 +541,7 @@ mod tests {
     fn absorb_moves_disjoint_slots_and_merges_shared_ones() {
         let entry = |k: &str, exp: i64| Entry {
             key: Key::from(k.as_bytes()),
-            value: Value::String(Bytes::copy_from_slice(k.as_bytes())),
+            value: Value::String(Str::from(k.as_bytes())),
             expire_at_ms: exp,
         };
         let mut target = Db::default();
@@ -568,7 +567,7 @@ mod tests {
         let mut db = Db::default();
         let entry = |k: &str, exp: i64| Entry {
             key: Key::from(k.as_bytes()),
-            value: Value::String(Bytes::from_static(b"v")),
+            value: Value::String(Str::from("v")),
             expire_at_ms: exp,
         };
         assert!(db.insert(entry("a", NO_EXPIRY)).is_none());

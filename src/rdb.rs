@@ -824,7 +824,9 @@ impl<R: Read> RdbReader<R> {
     fn read_value(&mut self, value_type: u8) -> Result<Value, RdbError> {
         use value_type::*;
         match value_type {
-            STRING => Ok(Value::String(self.read_string()?)),
+            STRING => Ok(Value::String(crate::types::Str::from(
+                &self.read_string()?[..],
+            ))),
             LIST | LIST_ZIPLIST | LIST_QUICKLIST | LIST_QUICKLIST_2 => Ok(Value::List(Arc::new(
                 crate::types::List::read_rdb(self, value_type)?,
             ))),
@@ -1265,12 +1267,12 @@ mod tests {
         }
     }
 
-    type Loaded = Vec<(u32, crate::keyspace::Key, Bytes, i64)>;
+    type Loaded = Vec<(u32, crate::keyspace::Key, crate::types::Str, i64)>;
 
     fn entry(key: &[u8], value: &[u8], expire_at_ms: i64) -> Entry {
         Entry {
             key: Box::from(key),
-            value: Value::String(Bytes::copy_from_slice(value)),
+            value: Value::String(crate::types::Str::from(value)),
             expire_at_ms,
         }
     }

@@ -443,7 +443,7 @@ pub fn replay_log(
 enum Replayed {
     Set {
         key: crate::keyspace::Key,
-        value: bytes::Bytes,
+        value: crate::types::Str,
         expire_at_ms: i64,
         offset: u64,
     },
@@ -482,7 +482,7 @@ fn classify(args: &[&[u8]], offset: u64) -> Replayed {
         if let Some(expire_at_ms) = expire_at_ms {
             return Replayed::Set {
                 key: Box::from(args[1]),
-                value: copy(args[2]),
+                value: crate::types::Str::from(args[2]),
                 expire_at_ms,
                 offset,
             };

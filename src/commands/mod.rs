@@ -398,7 +398,7 @@ impl<'a> Ctx<'a> {
     }
 
     /// The string at `key`: Ok(None) if absent, Err after replying WRONGTYPE.
-    pub fn get_string(&mut self, key: &[u8]) -> Result<Option<Bytes>, AlreadyReplied> {
+    pub fn get_string(&mut self, key: &[u8]) -> Result<Option<crate::types::Str>, AlreadyReplied> {
         match self.lookup_read(key).map(|e| &e.value) {
             None => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.clone())),

@@ -7,7 +7,7 @@ use super::{
 use crate::command;
 use crate::keyspace::{Entry, NO_EXPIRY, Value};
 use crate::long_double;
-use bytes::Bytes;
+use crate::types::Str;
 
 pub fn commands() -> Vec<CommandSpec> {
     vec![
@@ -205,7 +205,7 @@ pub fn commands() -> Vec<CommandSpec> {
 
 /// Stores a string, replacing any value; `expire_at_ms` NO_EXPIRY clears the TTL unless
 /// `keep_ttl`.
-fn store(ctx: &mut Ctx, key: &[u8], value: Bytes, expire_at_ms: i64, keep_ttl: bool) {
+fn store(ctx: &mut Ctx, key: &[u8], value: Str, expire_at_ms: i64, keep_ttl: bool) {
     let db = ctx.db();
     let expire_at_ms = if keep_ttl {
         db.get(key).map_or(NO_EXPIRY, |e| e.expire_at_ms)
@@ -357,7 +357,7 @@ fn set(ctx: &mut Ctx, args: &Args) -> Action {
             Err(AlreadyReplied) => return Action::None,
         }
     } else {
-        ctx.lookup(key).map(|_| Bytes::new())
+        ctx.lookup(key).map(|_| Str::from(""))
     };
     let exists = if get {
         ctx.db().get(key).is_some()
@@ -371,7 +371,7 @@ fn set(ctx: &mut Ctx, args: &Args) -> Action {
     store(
         ctx,
         key,
-        Bytes::copy_from_slice(value),
+        Str::from(value),
         expire_at_ms,
         expiry == Expiry::Keep,
     );
@@ -388,7 +388,7 @@ fn set(ctx: &mut Ctx, args: &Args) -> Action {
     Action::None
 }
 
-fn reply_set_result(ctx: &mut Ctx, get: bool, old: Option<Bytes>, done: bool) {
+fn reply_set_result(ctx: &mut Ctx, get: bool, old: Option<Str>, done: bool) {
     if get {
         match old {
             Some(v) => ctx.out.bulk(&v),
@@ -406,13 +406,7 @@ fn setnx(ctx: &mut Ctx, args: &Args) -> Action {
         ctx.out.integer(0);
         return Action::None;
     }
-    store(
-        ctx,
-        args[1],
-        Bytes::copy_from_slice(args[2]),
-        NO_EXPIRY,
-        false,
-    );
+    store(ctx, args[1], Str::from(args[2]), NO_EXPIRY, false);
     ctx.propagate(&[b"SET", args[1], args[2]]);
     ctx.out.integer(1);
     Action::None
@@ -430,7 +424,7 @@ fn setex(ctx: &mut Ctx, args: &Args) -> Action {
             .error(&format!("ERR invalid expire time in '{name}' command"));
         return Action::None;
     };
-    store(ctx, args[1], Bytes::copy_from_slice(args[3]), at, false);
+    store(ctx, args[1], Str::from(args[3]), at, false);
     let at_text = ms_text(at);
     ctx.propagate(&[b"SET", args[1], args[3], b"PXAT", at_text.as_bytes()]);
     ctx.out.ok();
@@ -471,13 +465,7 @@ fn mset(ctx: &mut Ctx, args: &Args) -> Action {
         }
     }
     for pair in args[1..].chunks(2) {
-        store(
-            ctx,
-            pair[0],
-            Bytes::copy_from_slice(pair[1]),
-            NO_EXPIRY,
-            false,
-        );
+        store(ctx, pair[0], Str::from(pair[1]), NO_EXPIRY, false);
     }
     let mut logged: Vec<&[u8]> = Vec::with_capacity(args.len());
     logged.push(b"MSET");
@@ -495,13 +483,7 @@ fn getset(ctx: &mut Ctx, args: &Args) -> Action {
     let Ok(old) = ctx.get_string(args[1]) else {
         return Action::None;
     };
-    store(
-        ctx,
-        args[1],
-        Bytes::copy_from_slice(args[2]),
-        NO_EXPIRY,
-        false,
-    );
+    store(ctx, args[1], Str::from(args[2]), NO_EXPIRY, false);
     ctx.propagate(&[b"SET", args[1], args[2]]);
     match old {
         Some(v) => ctx.out.bulk(&v),
@@ -570,7 +552,7 @@ fn append(ctx: &mut Ctx, args: &Args) -> Action {
     let Ok(old) = ctx.get_string(args[1]) else {
         return Action::None;
     };
-    let old = old.unwrap_or_default();
+    let old = old.unwrap_or_else(|| Str::from(""));
     let total = old.len() + args[2].len();
     if total > ctx.server.config.bulk_bytes_max {
         ctx.out
@@ -580,7 +562,7 @@ fn append(ctx: &mut Ctx, args: &Args) -> Action {
     let mut joined = Vec::with_capacity(total);
     joined.extend_from_slice(&old);
     joined.extend_from_slice(args[2]);
-    store(ctx, args[1], Bytes::from(joined), NO_EXPIRY, true);
+    store(ctx, args[1], Str::from(joined), NO_EXPIRY, true);
     ctx.propagate(&[b"APPEND", args[1], args[2]]);
     ctx.out.integer(total as i64);
     Action::None
@@ -604,7 +586,7 @@ fn getrange(ctx: &mut Ctx, args: &Args) -> Action {
     let Ok(value) = ctx.get_string(args[1]) else {
         return Action::None;
     };
-    let value = value.unwrap_or_default();
+    let value = value.unwrap_or_else(|| Str::from(""));
     let len = value.len() as i64;
     if start < 0 && end < 0 && start > end {
         ctx.out.bulk(b"");
@@ -655,7 +637,7 @@ fn setrange(ctx: &mut Ctx, args: &Args) -> Action {
     }
     bytes[offset..offset + patch.len()].copy_from_slice(patch);
     let len = bytes.len();
-    store(ctx, args[1], Bytes::from(bytes), NO_EXPIRY, true);
+    store(ctx, args[1], Str::from(bytes), NO_EXPIRY, true);
     ctx.propagate(&[b"SETRANGE", args[1], args[2], args[3]]);
     ctx.out.integer(len as i64);
     Action::None
@@ -702,7 +684,7 @@ fn incr_family(ctx: &mut Ctx, args: &Args) -> Action {
     store(
         ctx,
         args[1],
-        Bytes::from(text.clone().into_bytes()),
+        Str::from(text.clone().into_bytes()),
         NO_EXPIRY,
         true,
     );
@@ -735,7 +717,7 @@ fn incrbyfloat(ctx: &mut Ctx, args: &Args) -> Action {
     let Ok(old) = ctx.get_string(args[1]) else {
         return Action::None;
     };
-    let old = old.unwrap_or_else(|| Bytes::from_static(b"0"));
+    let old = old.unwrap_or_else(|| Str::from("0"));
     let text = match add_floats(&old, args[2]) {
         Ok(t) => t,
         Err(e) => {
@@ -746,7 +728,7 @@ fn incrbyfloat(ctx: &mut Ctx, args: &Args) -> Action {
     store(
         ctx,
         args[1],
-        Bytes::from(text.clone().into_bytes()),
+        Str::from(text.clone().into_bytes()),
         NO_EXPIRY,
         true,
     );

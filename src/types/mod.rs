@@ -11,9 +11,11 @@ pub mod limits;
 pub mod list;
 pub mod listpack;
 pub mod set;
+pub mod string;
 pub mod zset;
 
 pub use hash::Hash;
 pub use list::List;
 pub use set::Set;
+pub use string::Str;
 pub use zset::ZSet;

@@ -1,0 +1,206 @@
+//! `Str`: an immutable, reference-counted byte string behind one 8-byte pointer, with the
+//! count and the length in the same allocation as the bytes.
+//!
+//! Why not `bytes::Bytes`: its handle is 32 bytes (a key's entry would not fit jemalloc's
+//! 48-byte class), and a buffer made from a `Vec` gets a separate refcount header on its
+//! first clone — which a snapshot's capture does to every value it copies. Here a clone
+//! is one atomic increment, always. Values are never changed in place (APPEND and
+//! SETRANGE build a new one), so no copy-on-write is needed.
+
+use std::alloc::{Layout, alloc, dealloc, handle_alloc_error};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, Ordering, fence};
+
+#[repr(C)]
+struct Header {
+    refs: AtomicU32,
+    len: u32,
+}
+
+const HEADER: usize = std::mem::size_of::<Header>();
+
+pub struct Str {
+    ptr: NonNull<Header>,
+}
+
+// The bytes are immutable and the count atomic, as in `Arc<[u8]>`.
+unsafe impl Send for Str {}
+unsafe impl Sync for Str {}
+
+/// The longest string: Redis's `proto-max-bulk-len` is at most 512 MB by default, and a
+/// u32 length leaves room to spare.
+pub const MAX_LEN: usize = u32::MAX as usize;
+
+impl Str {
+    fn layout(len: usize) -> Layout {
+        Layout::from_size_align(HEADER + len, std::mem::align_of::<Header>())
+            .expect("string size fits a layout")
+    }
+
+    pub fn new(bytes: &[u8]) -> Str {
+        assert!(bytes.len() <= MAX_LEN, "string longer than 4 GB");
+        let layout = Self::layout(bytes.len());
+        // SAFETY: the layout is non-zero (header); the header is written before use and
+        // `len` bytes are copied right after it, inside the allocation.
+        unsafe {
+            let raw = alloc(layout);
+            if raw.is_null() {
+                handle_alloc_error(layout);
+            }
+            let header = raw as *mut Header;
+            header.write(Header {
+                refs: AtomicU32::new(1),
+                len: bytes.len() as u32,
+            });
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), raw.add(HEADER), bytes.len());
+            Str {
+                ptr: NonNull::new_unchecked(header),
+            }
+        }
+    }
+
+    fn header(&self) -> &Header {
+        // SAFETY: `ptr` points at a live header while any handle exists.
+        unsafe { self.ptr.as_ref() }
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        let len = self.header().len as usize;
+        // SAFETY: `len` initialised bytes follow the header.
+        unsafe { std::slice::from_raw_parts((self.ptr.as_ptr() as *const u8).add(HEADER), len) }
+    }
+
+    /// Heap bytes held (for MEMORY-style accounting).
+    pub fn heap_bytes(&self) -> usize {
+        HEADER + self.len()
+    }
+}
+
+impl Clone for Str {
+    fn clone(&self) -> Str {
+        // Relaxed is enough for an increment (as in `Arc`); the overflow check keeps a
+        // runaway number of clones from wrapping the count.
+        let previous = self.header().refs.fetch_add(1, Ordering::Relaxed);
+        assert!(previous < u32::MAX / 2, "string reference count overflow");
+        Str { ptr: self.ptr }
+    }
+}
+
+impl Drop for Str {
+    fn drop(&mut self) {
+        if self.header().refs.fetch_sub(1, Ordering::Release) != 1 {
+            return;
+        }
+        fence(Ordering::Acquire);
+        let layout = Self::layout(self.len());
+        // SAFETY: this was the last handle; the allocation was made with this layout.
+        unsafe { dealloc(self.ptr.as_ptr() as *mut u8, layout) }
+    }
+}
+
+impl std::ops::Deref for Str {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl AsRef<[u8]> for Str {
+    fn as_ref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl From<&[u8]> for Str {
+    fn from(bytes: &[u8]) -> Str {
+        Str::new(bytes)
+    }
+}
+
+impl From<Vec<u8>> for Str {
+    fn from(bytes: Vec<u8>) -> Str {
+        Str::new(&bytes)
+    }
+}
+
+impl From<&str> for Str {
+    fn from(text: &str) -> Str {
+        Str::new(text.as_bytes())
+    }
+}
+
+impl From<String> for Str {
+    fn from(text: String) -> Str {
+        Str::new(text.as_bytes())
+    }
+}
+
+impl From<bytes::Bytes> for Str {
+    fn from(bytes: bytes::Bytes) -> Str {
+        Str::new(&bytes)
+    }
+}
+
+impl PartialEq for Str {
+    fn eq(&self, other: &Str) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for Str {}
+
+impl PartialEq<[u8]> for Str {
+    fn eq(&self, other: &[u8]) -> bool {
+        self.as_slice() == other
+    }
+}
+
+impl std::fmt::Debug for Str {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", bytes::Bytes::copy_from_slice(self))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn holds_bytes_and_shares_on_clone() {
+        for len in [0usize, 1, 7, 8, 9, 100, 4096] {
+            let data: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
+            let s = Str::from(&data[..]);
+            assert_eq!(&*s, &data[..]);
+            let copies: Vec<Str> = (0..10).map(|_| s.clone()).collect();
+            assert_eq!(s.header().refs.load(Ordering::Relaxed), 11);
+            for c in &copies {
+                assert_eq!(c.as_ptr(), s.as_ptr(), "a clone shares the bytes");
+            }
+            drop(copies);
+            assert_eq!(s.header().refs.load(Ordering::Relaxed), 1);
+            assert_eq!(s.heap_bytes(), 8 + len);
+        }
+        assert_eq!(std::mem::size_of::<Str>(), 8);
+        assert_eq!(std::mem::size_of::<Option<Str>>(), 8);
+    }
+
+    #[test]
+    fn clones_cross_threads() {
+        let s = Str::from("shared across threads");
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                let s = s.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..10_000 {
+                        let c = s.clone();
+                        assert_eq!(&*c, b"shared across threads");
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert_eq!(s.header().refs.load(Ordering::Relaxed), 1);
+    }
+}
