@@ -52,6 +52,17 @@ impl Value {
         }
     }
 
+    /// A list, hash, set or sorted set with no elements (never kept in the keyspace).
+    pub fn is_empty_collection(&self) -> bool {
+        match self {
+            Value::String(_) => false,
+            Value::List(l) => l.is_empty(),
+            Value::Hash(h) => h.is_empty(),
+            Value::Set(s) => s.is_empty(),
+            Value::ZSet(z) => z.is_empty(),
+        }
+    }
+
     /// Payload bytes held, approximately (capture accounting).
     pub fn approx_bytes(&self) -> usize {
         match self {

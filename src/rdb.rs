@@ -792,6 +792,11 @@ impl<R: Read> RdbReader<R> {
                     // Unique and exactly sized: becomes a boxed slice without a copy.
                     let key = Vec::from(self.read_string()?).into_boxed_slice();
                     let value = self.read_value(type_byte)?;
+                    if value.is_empty_collection() {
+                        // Redis 7.0 skips empty keys on load (RDB_LOAD_ERR_EMPTY_KEY).
+                        expire_at_ms = NO_EXPIRY;
+                        continue;
+                    }
                     return Ok(Some(RdbItem::Entry {
                         db: self.db,
                         entry: Entry {

@@ -121,7 +121,7 @@ pub fn timeout_arg(ctx: &mut super::Ctx, arg: &[u8]) -> Option<Option<i64>> {
     };
     // Redis takes ceil(seconds * 1000) as a long long: an overflow comes out negative.
     let ms = (seconds * 1000.0).ceil();
-    if seconds < 0.0 || !(ms < 9.223_372_036_854_776e18) {
+    if seconds < 0.0 || ms.is_nan() || ms >= 9.223_372_036_854_776e18 {
         ctx.out.error("ERR timeout is negative");
         return None;
     }

@@ -552,6 +552,58 @@ pub(crate) fn parse_cursor(arg: &[u8]) -> Option<u64> {
 
 /// SCAN's cursor is the next slot to visit: every key present for the whole scan lives
 /// in one slot, and each call returns whole slots, so it is returned at least once.
+/// SCAN's and the collection scans' options.
+pub(crate) struct ScanOptions<'a> {
+    pub count: usize,
+    /// None for "*" (everything matches).
+    pub pattern: Option<&'a [u8]>,
+    pub type_filter: Option<String>,
+}
+
+/// Parses `MATCH p`, `COUNT n` (and `TYPE t` for SCAN) in any order, the last one
+/// winning, with Redis's errors; None after replying.
+pub(crate) fn scan_options<'a>(
+    ctx: &mut Ctx,
+    options: &[&'a [u8]],
+    allow_type: bool,
+) -> Option<ScanOptions<'a>> {
+    let mut parsed = ScanOptions {
+        count: 10,
+        pattern: None,
+        type_filter: None,
+    };
+    let mut i = 0;
+    while i < options.len() {
+        if i + 1 >= options.len() {
+            ctx.out.error(SYNTAX_ERROR);
+            return None;
+        }
+        let value = options[i + 1];
+        if eq_ignore_case(options[i], "count") {
+            match crate::resp::parse_i64(value) {
+                None => {
+                    ctx.out.error(NOT_INTEGER);
+                    return None;
+                }
+                Some(n) if n < 1 => {
+                    ctx.out.error(SYNTAX_ERROR);
+                    return None;
+                }
+                Some(n) => parsed.count = n as usize,
+            }
+        } else if eq_ignore_case(options[i], "match") {
+            parsed.pattern = Some(value).filter(|p| *p != b"*");
+        } else if allow_type && eq_ignore_case(options[i], "type") {
+            parsed.type_filter = Some(lossy(value).to_ascii_lowercase());
+        } else {
+            ctx.out.error(SYNTAX_ERROR);
+            return None;
+        }
+        i += 2;
+    }
+    Some(parsed)
+}
+
 fn scan(ctx: &mut Ctx, args: &Args) -> Action {
     let cursor = match parse_cursor(args[1]) {
         Some(c) => c,
@@ -560,38 +612,14 @@ fn scan(ctx: &mut Ctx, args: &Args) -> Action {
             return Action::None;
         }
     };
-    let mut count = 10usize;
-    let mut pattern: Option<&[u8]> = None;
-    let mut type_filter: Option<String> = None;
-    let mut i = 2;
-    while i < args.len() {
-        if i + 1 >= args.len() {
-            ctx.out.error(SYNTAX_ERROR);
-            return Action::None;
-        }
-        let value = args[i + 1];
-        if eq_ignore_case(args[i], "count") {
-            match crate::resp::parse_i64(value) {
-                None => {
-                    ctx.out.error(NOT_INTEGER);
-                    return Action::None;
-                }
-                Some(n) if n < 1 => {
-                    ctx.out.error(SYNTAX_ERROR);
-                    return Action::None;
-                }
-                Some(n) => count = n as usize,
-            }
-        } else if eq_ignore_case(args[i], "match") {
-            pattern = Some(value).filter(|p| *p != b"*");
-        } else if eq_ignore_case(args[i], "type") {
-            type_filter = Some(lossy(value).to_ascii_lowercase());
-        } else {
-            ctx.out.error(SYNTAX_ERROR);
-            return Action::None;
-        }
-        i += 2;
-    }
+    let Some(ScanOptions {
+        count,
+        pattern,
+        type_filter,
+    }) = scan_options(ctx, &args[2..], true)
+    else {
+        return Action::None;
+    };
     let now = ctx.now_ms;
     let loading = ctx.loading;
     let db = ctx.db();

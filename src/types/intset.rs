@@ -3,7 +3,6 @@
 //! byte-for-byte Redis's format (4-byte encoding, 4-byte length, the integers), so RDB
 //! type 11 blobs are validated and kept as they are.
 
-
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InvalidIntset(pub &'static str);
 
@@ -186,7 +185,10 @@ mod tests {
         assert!(set.insert(70000));
         assert_eq!(set.as_bytes()[0], 4);
         assert!(set.insert(-5_000_000_000));
-        assert_eq!(set.iter().collect::<Vec<_>>(), [-5_000_000_000, -3, 1, 2, 70000]);
+        assert_eq!(
+            set.iter().collect::<Vec<_>>(),
+            [-5_000_000_000, -3, 1, 2, 70000]
+        );
         assert!(set.contains(70000) && !set.contains(3));
         assert!(set.remove(-3) && !set.remove(-3));
         assert_eq!(set.len(), 4);

@@ -595,10 +595,35 @@ mod tests {
     fn every_encoding_round_trips_at_its_boundaries() {
         let long = |n: usize| "x".repeat(n);
         let cases: Vec<String> = [
-            "0", "127", "128", "-1", "4095", "4096", "-4096", "-4097", "32767", "32768",
-            "-32768", "-32769", "8388607", "8388608", "-8388608", "-8388609", "2147483647",
-            "2147483648", "-2147483648", "-2147483649", "9223372036854775807",
-            "-9223372036854775808", "-0", "01", "+1", " 1", "", "a", "hello",
+            "0",
+            "127",
+            "128",
+            "-1",
+            "4095",
+            "4096",
+            "-4096",
+            "-4097",
+            "32767",
+            "32768",
+            "-32768",
+            "-32769",
+            "8388607",
+            "8388608",
+            "-8388608",
+            "-8388609",
+            "2147483647",
+            "2147483648",
+            "-2147483648",
+            "-2147483649",
+            "9223372036854775807",
+            "-9223372036854775808",
+            "-0",
+            "01",
+            "+1",
+            " 1",
+            "",
+            "a",
+            "hello",
         ]
         .iter()
         .map(|s| s.to_string())
@@ -615,7 +640,10 @@ mod tests {
         // Integers come back as integers, the rest as bytes.
         assert_eq!(lp.get(lp.seek(0).unwrap()), LpValue::Int(0));
         assert_eq!(lp.get(lp.seek(22).unwrap()), LpValue::Bytes(b"-0"));
-        assert_eq!(lp.get(lp.seek(-1).unwrap()), LpValue::Bytes(long(20000).as_bytes()));
+        assert_eq!(
+            lp.get(lp.seek(-1).unwrap()),
+            LpValue::Bytes(long(20000).as_bytes())
+        );
     }
 
     /// Bytes Redis 7.0.15 wrote (the listpack inside DUMP of `RPUSH l a 1 -5 300 <70 x>`
@@ -625,10 +653,10 @@ mod tests {
         let mut expected = Vec::new();
         // header: total, count
         let entries: Vec<u8> = [
-            &[0x81, b'a', 0x02][..],             // 6-bit string "a"
-            &[0x01, 0x01],                       // 7-bit uint 1
-            &[0xDF, 0xFB, 0x02],                 // 13-bit int -5
-            &[0xC1, 0x2C, 0x02],                 // 13-bit int 300
+            &[0x81, b'a', 0x02][..], // 6-bit string "a"
+            &[0x01, 0x01],           // 7-bit uint 1
+            &[0xDF, 0xFB, 0x02],     // 13-bit int -5
+            &[0xC1, 0x2C, 0x02],     // 13-bit int 300
         ]
         .concat();
         let mut long_entry = vec![0xE0, 70];
@@ -672,9 +700,14 @@ mod tests {
         let mut model: Vec<Vec<u8>> = Vec::new();
         for _ in 0..3000 {
             let value: Vec<u8> = match rng.random_range(0..4) {
-                0 => rng.random_range(-100_000i64..100_000).to_string().into_bytes(),
+                0 => rng
+                    .random_range(-100_000i64..100_000)
+                    .to_string()
+                    .into_bytes(),
                 1 => rng.random::<i64>().to_string().into_bytes(),
-                2 => (0..rng.random_range(0..100)).map(|_| rng.random()).collect(),
+                2 => (0..rng.random_range(0..100))
+                    .map(|_| rng.random())
+                    .collect(),
                 _ => vec![b'y'; rng.random_range(0..5000)],
             };
             match rng.random_range(0..6) {
@@ -720,7 +753,9 @@ mod tests {
         }
         assert_eq!(values(&lp), model);
         assert_eq!(Listpack::from_bytes(lp.as_bytes()).unwrap(), lp);
-        let pairs: Listpack = [&b"f1"[..], b"v1", b"f3", b"x", b"f2", b"7"].into_iter().collect();
+        let pairs: Listpack = [&b"f1"[..], b"v1", b"f3", b"x", b"f2", b"7"]
+            .into_iter()
+            .collect();
         assert_eq!(pairs.find(b"v1", 1), None, "values are skipped");
         assert_eq!(pairs.find(b"f2", 1), pairs.seek(4));
         assert_eq!(pairs.find(b"x", 0), pairs.seek(3));
