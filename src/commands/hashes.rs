@@ -380,9 +380,16 @@ fn hincrby(ctx: &mut Ctx, args: &Args) -> Action {
 }
 
 fn hincrbyfloat(ctx: &mut Ctx, args: &Args) -> Action {
-    if crate::long_double::parse(args[3]).is_none() {
-        ctx.out.error("ERR value is not a valid float");
-        return Action::None;
+    match crate::long_double::parse(args[3]) {
+        None => {
+            ctx.out.error("ERR value is not a valid float");
+            return Action::None;
+        }
+        Some(None) => {
+            ctx.out.error("ERR value is NaN or Infinity");
+            return Action::None;
+        }
+        Some(Some(_)) => {}
     }
     let Ok(hash) = ctx.write_or_create::<Hash>(args[1]) else {
         return Action::None;
