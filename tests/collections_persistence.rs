@@ -113,6 +113,37 @@ fn populate(conn: &mut redis::Connection, round: usize) {
         );
         run(conn, &["HDEL", &format!("small-hash:{round}:4"), "a"]);
         run(conn, &["SET", &format!("string:{round}"), "plain"]);
+        // Sets: an intset, a table from a string member, a table past 512 integers.
+        for i in 0..10 {
+            let key = format!("int-set:{round}:{i}");
+            run(conn, &["SADD", &key, "1", "-20", "70000", &i.to_string()]);
+        }
+        run(conn, &["SADD", &format!("str-set:{round}"), "a", "b", "1"]);
+        let numbers: Vec<String> = (0..600).map(|n| (n * 7).to_string()).collect();
+        let mut args = vec!["SADD".to_string(), format!("big-set:{round}")];
+        args.extend(numbers);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        run(conn, &args);
+        run(conn, &["SREM", &format!("int-set:{round}:2"), "1"]);
+        run(conn, &["SPOP", &format!("int-set:{round}:5")]);
+        run(
+            conn,
+            &[
+                "SINTERSTORE",
+                &format!("inter:{round}"),
+                &format!("int-set:{round}:1"),
+                &format!("int-set:{round}:3"),
+            ],
+        );
+        run(
+            conn,
+            &[
+                "SMOVE",
+                &format!("str-set:{round}"),
+                &format!("int-set:{round}:7"),
+                "a",
+            ],
+        );
     }
     run(conn, &["SELECT", "0"]);
 }
@@ -139,10 +170,19 @@ fn every_type_survives_kill9_and_compaction() {
         text(&run(&mut conn, &["OBJECT", "ENCODING", "small-hash:0:1"])),
         "listpack"
     );
-    assert_eq!(
-        text(&run(&mut conn, &["OBJECT", "ENCODING", "big-hash:0"])),
-        "hashtable"
-    );
+    for (key, encoding) in [
+        ("big-hash:0", "hashtable"),
+        ("int-set:0:1", "intset"),
+        ("str-set:0", "hashtable"),
+        ("big-set:0", "hashtable"),
+        ("int-set:0:7", "hashtable"),
+    ] {
+        assert_eq!(
+            text(&run(&mut conn, &["OBJECT", "ENCODING", key])),
+            encoding,
+            "{key}"
+        );
+    }
 }
 
 #[test]
