@@ -481,22 +481,18 @@ fn lpos(ctx: &mut Ctx, args: &Args) -> Action {
             }
             rank = n;
         } else if eq_ignore_case(args[i], "count") && has_value {
-            let Some(n) = int_arg(ctx, args[i + 1]) else {
-                return Action::None;
-            };
-            if n < 0 {
+            // Redis gives the same error for a non-integer (getPositiveLong…OrReply).
+            let Some(n) = crate::resp::parse_i64(args[i + 1]).filter(|n| *n >= 0) else {
                 ctx.out.error("ERR COUNT can't be negative");
                 return Action::None;
-            }
+            };
             count = Some(n);
         } else if eq_ignore_case(args[i], "maxlen") && has_value {
-            let Some(n) = int_arg(ctx, args[i + 1]) else {
-                return Action::None;
-            };
-            if n < 0 {
+            // Redis gives the same error for a non-integer (getPositiveLong…OrReply).
+            let Some(n) = crate::resp::parse_i64(args[i + 1]).filter(|n| *n >= 0) else {
                 ctx.out.error("ERR MAXLEN can't be negative");
                 return Action::None;
-            }
+            };
             maxlen = n;
         } else {
             ctx.out.error(SYNTAX_ERROR);
