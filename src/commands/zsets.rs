@@ -426,7 +426,10 @@ fn zadd(ctx: &mut Ctx, args: &Args) -> Action {
         }
     }
     let key = args[1];
-    if flags.xx && matches!(ctx.check_type::<ZSet>(key), Ok(false)) {
+    let Ok(present) = ctx.check_type::<ZSet>(key) else {
+        return Action::None;
+    };
+    if flags.xx && !present {
         // Nothing to update, nothing created.
         if flags.incr {
             ctx.out.null();
@@ -1028,9 +1031,9 @@ pub(crate) fn parse_mpop<'a>(ctx: &mut Ctx, args: &[&'a [u8]]) -> Option<MpopArg
             return None;
         }
     };
-    if numkeys >= args.len() {
-        ctx.out
-            .error("ERR Number of keys can't be greater than number of args");
+    if numkeys + 1 >= args.len() {
+        // No MIN|MAX after the keys.
+        ctx.out.error(SYNTAX_ERROR);
         return None;
     }
     let keys = args[1..=numkeys].to_vec();
@@ -1356,6 +1359,10 @@ fn zsetop(ctx: &mut Ctx, args: &Args) -> Action {
         return Action::None;
     }
     let keys = &args[numkeys_at + 1..numkeys_at + 1 + numkeys];
+    // Redis reads (and type-checks) the inputs before it parses the options.
+    let Some(sources) = inputs(ctx, keys) else {
+        return Action::None;
+    };
     let mut weights = vec![1.0; numkeys];
     let mut how = Aggregate::Sum;
     let mut with_scores = false;
@@ -1393,9 +1400,6 @@ fn zsetop(ctx: &mut Ctx, args: &Args) -> Action {
         }
         at += 1;
     }
-    let Some(sources) = inputs(ctx, keys) else {
-        return Action::None;
-    };
     let elements = combine(sources, op, &weights, how, 0);
     if store {
         store_result(ctx, args[1], elements, args);
@@ -1424,6 +1428,9 @@ fn zintercard(ctx: &mut Ctx, args: &Args) -> Action {
         return Action::None;
     }
     let keys = &args[2..2 + numkeys];
+    let Some(sources) = inputs(ctx, keys) else {
+        return Action::None;
+    };
     let mut limit = 0usize;
     let mut rest = &args[2 + numkeys..];
     while !rest.is_empty() {
@@ -1441,9 +1448,6 @@ fn zintercard(ctx: &mut Ctx, args: &Args) -> Action {
             return Action::None;
         }
     }
-    let Some(sources) = inputs(ctx, keys) else {
-        return Action::None;
-    };
     let weights = vec![1.0; numkeys];
     let count = combine(sources, "inter", &weights, Aggregate::Sum, limit).len();
     ctx.out.integer(count as i64);

@@ -145,7 +145,7 @@ impl Gen {
                 let cursor = if self.chance(0.9) {
                     "0"
                 } else {
-                    self.pick(&["abc", "-1", ""])
+                    self.pick(&["abc", ""])
                 };
                 args.push(cursor.as_bytes().to_vec());
                 if self.chance(0.4) {
