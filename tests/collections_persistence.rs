@@ -144,8 +144,73 @@ fn populate(conn: &mut redis::Connection, round: usize) {
                 "a",
             ],
         );
+        populate_lists_and_zsets(conn, round);
     }
     run(conn, &["SELECT", "0"]);
+}
+
+fn populate_lists_and_zsets(conn: &mut redis::Connection, round: usize) {
+    // Lists: small, and long enough to span several quicklist nodes.
+    for i in 0..10 {
+        let key = format!("list:{round}:{i}");
+        run(
+            conn,
+            &["RPUSH", &key, "a", "1", "-70000", &"z".repeat(i * 10)],
+        );
+    }
+    let big = format!("big-list:{round}");
+    for chunk in 0..10 {
+        let mut args = vec!["RPUSH".to_string(), big.clone()];
+        args.extend((0..100).map(|n| format!("item:{chunk}:{n}:{}", "p".repeat(n % 50))));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        run(conn, &args);
+    }
+    run(conn, &["LPOP", &format!("list:{round}:1")]);
+    run(conn, &["LREM", &big, "0", "item:3:7:ppppppp"]);
+    run(
+        conn,
+        &["LINSERT", &big, "BEFORE", "item:5:5:ppppp", "inserted"],
+    );
+    // Sorted sets: listpack, past 128 members, a long member; fractional and infinite
+    // scores.
+    for i in 0..10 {
+        let key = format!("zset:{round}:{i}");
+        let d = i.to_string();
+        run(
+            conn,
+            &["ZADD", &key, "1", "a", "2.5", "b", "-inf", "c", &d, "d"],
+        );
+    }
+    let bigz = format!("big-zset:{round}");
+    let mut args = vec!["ZADD".to_string(), bigz.clone()];
+    for n in 0..200 {
+        args.push(format!("{}", n as f64 / 3.0));
+        args.push(format!("member:{n}"));
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    run(conn, &args);
+    run(
+        conn,
+        &[
+            "ZADD",
+            &format!("long-zset:{round}"),
+            "0.1",
+            &"m".repeat(100),
+        ],
+    );
+    run(conn, &["ZINCRBY", &bigz, "0.5", "member:3"]);
+    run(conn, &["ZPOPMIN", &format!("zset:{round}:2")]);
+    let small = format!("zset:{round}:1");
+    run(
+        conn,
+        &[
+            "ZUNIONSTORE",
+            &format!("zunion:{round}"),
+            "2",
+            &small,
+            &bigz,
+        ],
+    );
 }
 
 #[test]
@@ -176,6 +241,11 @@ fn every_type_survives_kill9_and_compaction() {
         ("str-set:0", "hashtable"),
         ("big-set:0", "hashtable"),
         ("int-set:0:7", "hashtable"),
+        ("list:0:1", "quicklist"),
+        ("big-list:0", "quicklist"),
+        ("zset:0:1", "listpack"),
+        ("big-zset:0", "skiplist"),
+        ("long-zset:0", "skiplist"),
     ] {
         assert_eq!(
             text(&run(&mut conn, &["OBJECT", "ENCODING", key])),
