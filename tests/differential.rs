@@ -19,6 +19,8 @@
 
 mod common;
 // One generator per command family, each an `impl Gen` block in `tests/differential/`.
+#[path = "differential/blocking.rs"]
+mod blocking;
 #[path = "differential/hashes.rs"]
 mod hashes;
 #[path = "differential/lists.rs"]
@@ -36,8 +38,8 @@ use redis::Value;
 use std::collections::{BTreeSet, VecDeque};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-const DEFAULT_SEEDS: &[u64] = &[1, 7, 42, 20240601];
-const DEFAULT_OPS: usize = 3000;
+const DEFAULT_SEEDS: &[u64] = &[1, 7, 42, 20240601, 99, 123457];
+const DEFAULT_OPS: usize = 4000;
 
 /// Databases the stream works in (both servers have 16).
 const DBS: i64 = 4;
@@ -279,6 +281,9 @@ impl Gen {
 
     /// A command of one of the families (no transaction).
     fn single_step(&mut self) -> Vec<Step> {
+        if self.chance(0.03) {
+            return self.blocking_step();
+        }
         match self.rng.random_range(0..100) {
             0..12 => self.list_step(),
             12..24 => self.hash_step(),

@@ -364,10 +364,11 @@ fn brpoplpush(ctx: &mut Ctx, args: &Args) -> Action {
 }
 
 fn blmpop(ctx: &mut Ctx, args: &Args) -> Action {
-    let Some(deadline) = timeout_arg(ctx, args[1]) else {
+    // Redis parses the MPOP arguments before the timeout.
+    let Ok((keys, end, count)) = super::lists::parse_lmpop(ctx, &args[2..]) else {
         return Action::None;
     };
-    let Ok((keys, end, count)) = super::lists::parse_lmpop(ctx, &args[2..]) else {
+    let Some(deadline) = timeout_arg(ctx, args[1]) else {
         return Action::None;
     };
     let serving = matches!(ctx.block_mode, BlockMode::Serving(_));
@@ -393,10 +394,10 @@ fn blmpop(ctx: &mut Ctx, args: &Args) -> Action {
 }
 
 fn bzmpop(ctx: &mut Ctx, args: &Args) -> Action {
-    let Some(deadline) = timeout_arg(ctx, args[1]) else {
+    let Some(parsed) = super::zsets::parse_mpop(ctx, &args[2..]) else {
         return Action::None;
     };
-    let Some(parsed) = super::zsets::parse_mpop(ctx, &args[2..]) else {
+    let Some(deadline) = timeout_arg(ctx, args[1]) else {
         return Action::None;
     };
     let serving = matches!(ctx.block_mode, BlockMode::Serving(_));

@@ -837,10 +837,13 @@ fn zrange(ctx: &mut Ctx, args: &Args) -> Action {
         }
         at += 1;
     }
-    if limit.is_some() && kind == "rank" {
-        ctx.out.error(
-            "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
-        );
+    const LIMIT_WITH_RANK: &str =
+        "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX";
+    let limit_with_rank = limit.is_some() && kind == "rank";
+    // ZRANGESTORE refuses it at once; ZRANGE only once it found a sorted set (a missing
+    // key answers empty, another type WRONGTYPE), as Redis 7.0 does.
+    if limit_with_rank && store {
+        ctx.out.error(LIMIT_WITH_RANK);
         return Action::None;
     }
     if with_scores && kind == "lex" {
@@ -859,6 +862,10 @@ fn zrange(ctx: &mut Ctx, args: &Args) -> Action {
     let Ok(found) = exists(ctx, source) else {
         return Action::None;
     };
+    if limit_with_rank && found {
+        ctx.out.error(LIMIT_WITH_RANK);
+        return Action::None;
+    }
     let elements = found
         .then(|| peek(ctx.keyspace, ctx.client.db, source))
         .flatten()
