@@ -506,12 +506,12 @@ fn lpos(ctx: &mut Ctx, args: &Args) -> Action {
     // Redis negates RANK: LONG_MIN stays negative and matches the first hit from the tail.
     let rank = if rank == i64::MIN { -1 } else { rank };
     let positions = found.map_or_else(Vec::new, |list| {
-        let wanted = count.map_or(1, |n| n.min(usize::MAX as i64) as usize);
+        let wanted = count.map_or(1, |n| usize::try_from(n).unwrap_or(usize::MAX));
         list.positions(
             args[2],
             rank,
             wanted,
-            maxlen.min(usize::MAX as i64) as usize,
+            usize::try_from(maxlen).unwrap_or(usize::MAX),
         )
     });
     match count {
