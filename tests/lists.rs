@@ -16,8 +16,9 @@ fn run(conn: &mut redis::Connection, args: &[&str]) -> String {
     match cmd.query::<redis::Value>(conn) {
         Ok(value) => format!("{value:?}"),
         Err(e) => format!(
-            "error: {}",
-            e.detail().unwrap_or("").to_string() + &e.code().unwrap_or("").to_string()
+            "error: {} {}",
+            e.code().unwrap_or(""),
+            e.detail().unwrap_or("")
         ),
     }
 }

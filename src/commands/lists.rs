@@ -575,12 +575,15 @@ fn rpoplpush(ctx: &mut Ctx, args: &Args) -> Action {
     Action::None
 }
 
+/// LMPOP's parsed arguments: the keys, the end to pop from, COUNT if given.
+pub(crate) type LmpopArgs<'a> = (Vec<&'a [u8]>, End, Option<usize>);
+
 /// LMPOP's arguments after the command name (and BLMPOP's after the timeout):
 /// `numkeys key... LEFT|RIGHT [COUNT n]` → (keys, end, count), or Err after replying.
 pub(crate) fn parse_lmpop<'a>(
     ctx: &mut Ctx,
     args: &[&'a [u8]],
-) -> Result<(Vec<&'a [u8]>, End, Option<usize>), super::AlreadyReplied> {
+) -> Result<LmpopArgs<'a>, super::AlreadyReplied> {
     let numkeys = match crate::resp::parse_i64(args[0]) {
         Some(n) if n > 0 => n as usize,
         _ => {
