@@ -308,3 +308,68 @@ fn redis_loads_tessera_lists_and_tessera_loads_redis_lists() {
         .query(&mut conn)
         .unwrap();
 }
+
+/// An RDB string with a 6-bit length (short test strings only).
+fn rdb_string(out: &mut Vec<u8>, bytes: &[u8]) {
+    assert!(bytes.len() < 64);
+    out.push(bytes.len() as u8);
+    out.extend_from_slice(bytes);
+}
+
+/// A version-10 RDB file holding `body` (type bytes, keys, values), CRC left 0 (unchecked).
+fn rdb_file(body: &[u8]) -> Vec<u8> {
+    let mut file = b"REDIS0010".to_vec();
+    file.extend_from_slice(&[0xFE, 0]);
+    file.extend_from_slice(body);
+    file.push(0xFF);
+    file.extend_from_slice(&[0; 8]);
+    file
+}
+
+/// The other list encodings and the empty cases Redis 7.0 skips: a plain LIST (type 1),
+/// a quicklist with no nodes, one whose only listpack is empty, and a PLAIN node.
+#[test]
+fn loads_plain_lists_and_skips_empty_quicklists() {
+    let empty_listpack = [7u8, 0, 0, 0, 0, 0, 0xFF];
+    let mut body = Vec::new();
+    body.push(1);
+    rdb_string(&mut body, b"plain");
+    body.push(3);
+    for element in [&b"a"[..], b"12", b""] {
+        rdb_string(&mut body, element);
+    }
+    body.push(18);
+    rdb_string(&mut body, b"no-nodes");
+    body.push(0);
+    body.push(18);
+    rdb_string(&mut body, b"empty-node");
+    body.extend_from_slice(&[1, 2]);
+    rdb_string(&mut body, &empty_listpack);
+    body.push(18);
+    rdb_string(&mut body, b"mixed");
+    body.extend_from_slice(&[2, 2]);
+    rdb_string(&mut body, &empty_listpack);
+    body.push(1); // PLAIN
+    rdb_string(&mut body, b"big element");
+    body.push(1);
+    rdb_string(&mut body, b"plain-empty");
+    body.push(0);
+    let dir = temp_dir();
+    std::fs::write(dir.path().join("dump.rdb"), rdb_file(&body)).unwrap();
+    let server = start_server(dir.path(), &["--appendonly", "no"]);
+    let mut conn = server.connection();
+    assert_eq!(list(&mut conn, "plain"), [&b"a"[..], b"12", b""]);
+    assert_eq!(list(&mut conn, "mixed"), [&b"big element"[..]]);
+    assert_eq!(common::dbsize(&mut conn), 2, "empty lists are not loaded");
+    drop(conn);
+    drop(server);
+
+    // A node container other than PLAIN (1) or PACKED (2) is refused.
+    let mut body = vec![18];
+    rdb_string(&mut body, b"bad");
+    body.extend_from_slice(&[1, 3]);
+    rdb_string(&mut body, &empty_listpack);
+    let dir = temp_dir();
+    std::fs::write(dir.path().join("dump.rdb"), rdb_file(&body)).unwrap();
+    assert!(common::try_start_server(dir.path(), &["--appendonly", "no"]).is_err());
+}
