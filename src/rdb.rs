@@ -1312,6 +1312,15 @@ mod tests {
         Ok(loaded)
     }
 
+    fn load_any(bytes: &[u8]) -> Result<usize, RdbError> {
+        let mut count = 0;
+        load(bytes, &mut |_db: u32, _entry: Entry| {
+            count += 1;
+            Ok(())
+        })?;
+        Ok(count)
+    }
+
     fn as_loaded(entries: &[(u32, Entry)]) -> Loaded {
         entries
             .iter()
@@ -1739,15 +1748,16 @@ mod tests {
             // Without a checksum to stop it, damage reaches every parsing path.
             let length = damaged.len();
             damaged[length - 8..].fill(0);
-            let _ = load_all(&damaged);
+            // Damage may turn a value into any type: accept whatever loads.
+            let _ = load_any(&damaged);
             let cut = (random.next() % length as u64) as usize;
-            let _ = load_all(&damaged[..cut]);
+            let _ = load_any(&damaged[..cut]);
         }
         for _ in 0..2000 {
             let mut garbage = b"REDIS0010".to_vec();
             let length = (random.next() % 64) as usize;
             garbage.extend_from_slice(&random.bytes(length));
-            let _ = load_all(&garbage);
+            let _ = load_any(&garbage);
         }
     }
 
@@ -1860,7 +1870,7 @@ mod tests {
 
     #[test]
     fn other_value_types_are_typed_errors() {
-        for value_type in [1u8, 4, 11, 14, 16, 17, 18, 19] {
+        for value_type in [9u8, 10, 12, 13, 14, 19] {
             let error = load_all(&hand_made(10, &[value_type, 0x01, b'k', 0x00])).unwrap_err();
             assert!(matches!(error, RdbError::UnsupportedType(t) if t == value_type));
             assert_eq!(

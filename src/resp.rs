@@ -368,6 +368,19 @@ impl<'a> ReplyWriter<'a> {
         self.buf.extend_from_slice(b"\r\n");
     }
 
+    /// A double as Redis 7.0 replies one: a bulk string of "%.17g" (or inf / -inf) in
+    /// RESP2, the double type in RESP3.
+    pub fn double(&mut self, value: f64) {
+        let text = crate::types::score::reply_text(value);
+        if self.resp3 {
+            self.buf.push(b',');
+            self.buf.extend_from_slice(text.as_bytes());
+            self.buf.extend_from_slice(b"\r\n");
+        } else {
+            self.bulk(text.as_bytes());
+        }
+    }
+
     pub fn bulk_i64(&mut self, n: i64) {
         self.bulk(itoa::Buffer::new().format(n).as_bytes());
     }

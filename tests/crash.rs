@@ -371,6 +371,14 @@ fn random_power_loss_under_load_with_back_to_back_compactions() {
             model.acked_count() > 0,
             "seed {seed}: the load made progress"
         );
+        if run_for > 200 {
+            for kind in ["k", "h", "s"] {
+                assert!(
+                    model.acked_of_kind(kind) > 0,
+                    "seed {seed}: no {kind} keys written"
+                );
+            }
+        }
         restarted.halt();
     }
 }

@@ -9,9 +9,91 @@
 //! command. A client that still finds nothing (another took it, the key changed type)
 //! stays blocked. Timeouts answer a null array, as Redis 7.0 does for every such command.
 
+use super::{Action, Args, Ctx, flags};
+use crate::command;
+use crate::keyspace::Value;
+use crate::types::list::End;
 use bytes::Bytes;
 use hashbrown::{HashMap, HashSet};
 use std::collections::VecDeque;
+
+pub fn commands() -> Vec<super::CommandSpec> {
+    use flags::*;
+    vec![
+        command!(
+            "blpop",
+            -3,
+            WRITE | BLOCKING,
+            (1, -2, 1),
+            "list",
+            "Remove and get the first element in a list, or block until one is available",
+            blpop
+        ),
+        command!(
+            "brpop",
+            -3,
+            WRITE | BLOCKING,
+            (1, -2, 1),
+            "list",
+            "Remove and get the last element in a list, or block until one is available",
+            brpop
+        ),
+        command!(
+            "blmove",
+            6,
+            WRITE | DENYOOM | BLOCKING,
+            (1, 2, 1),
+            "list",
+            "Pop an element from a list, push it to another list and return it; or block until one is available",
+            blmove
+        ),
+        command!(
+            "brpoplpush",
+            4,
+            WRITE | DENYOOM | BLOCKING,
+            (1, 2, 1),
+            "list",
+            "Pop an element from a list, push it to another list and return it; or block until one is available",
+            brpoplpush
+        ),
+        command!(
+            "blmpop",
+            -5,
+            WRITE | BLOCKING | MOVABLEKEYS,
+            (0, 0, 0),
+            "list",
+            "Pop elements from a list, or block until one is available",
+            blmpop
+        ),
+        command!(
+            "bzpopmin",
+            -3,
+            WRITE | FAST | BLOCKING,
+            (1, -2, 1),
+            "sorted_set",
+            "Remove and return the member with the lowest score from one or more sorted sets, or block until one is available",
+            bzpop
+        ),
+        command!(
+            "bzpopmax",
+            -3,
+            WRITE | FAST | BLOCKING,
+            (1, -2, 1),
+            "sorted_set",
+            "Remove and return the member with the highest score from one or more sorted sets, or block until one is available",
+            bzpop
+        ),
+        command!(
+            "bzmpop",
+            -5,
+            WRITE | BLOCKING | MOVABLEKEYS,
+            (0, 0, 0),
+            "sorted_set",
+            "Remove and return members with scores in a sorted set or block until one is available",
+            bzmpop
+        ),
+    ]
+}
 
 /// How a blocking command may behave in this run.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -110,7 +192,7 @@ impl BlockedKeys {
 
 /// Parses a blocking command's timeout (seconds, fractions allowed) into an absolute
 /// deadline; `Some(None)` is "forever". Redis's errors, replied; None after replying.
-pub fn timeout_arg(ctx: &mut super::Ctx, arg: &[u8]) -> Option<Option<i64>> {
+pub fn timeout_arg(ctx: &mut Ctx, arg: &[u8]) -> Option<Option<i64>> {
     let seconds = match crate::long_double::parse(arg) {
         None => {
             ctx.out.error("ERR timeout is not a float or out of range");
@@ -131,4 +213,207 @@ pub fn timeout_arg(ctx: &mut super::Ctx, arg: &[u8]) -> Option<Option<i64>> {
     }
     // A deadline past the end of time waits forever.
     Some(ctx.now_ms.checked_add(ms))
+}
+
+/// What a blocking command finds at a key, without replying anything.
+#[derive(PartialEq, Eq)]
+enum Found {
+    Missing,
+    List,
+    ZSet,
+    Other,
+}
+
+fn found(ctx: &mut Ctx, key: &[u8]) -> Found {
+    ctx.expire_if_needed(key);
+    match ctx.keyspace.dbs[ctx.client.db].get(key).map(|e| &e.value) {
+        None => Found::Missing,
+        Some(Value::List(l)) if !l.is_empty() => Found::List,
+        Some(Value::ZSet(z)) if !z.is_empty() => Found::ZSet,
+        Some(_) => Found::Other,
+    }
+}
+
+/// The keys to try now: all of them, or only the ready one when serving.
+fn candidates<'a>(ctx: &Ctx, keys: &[&'a [u8]]) -> Vec<&'a [u8]> {
+    match &ctx.block_mode {
+        BlockMode::Serving(ready) => keys
+            .iter()
+            .copied()
+            .filter(|k| *k == ready.as_ref())
+            .take(1)
+            .collect(),
+        _ => keys.to_vec(),
+    }
+}
+
+/// Nothing to take: block (or stay blocked), or, inside EXEC, answer as a timeout would.
+fn nothing_yet(ctx: &mut Ctx, keys: &[&[u8]], deadline_ms: Option<i64>, args: &Args) -> Action {
+    if ctx.block_mode == BlockMode::Never {
+        ctx.out.null_array();
+        return Action::None;
+    }
+    Action::Block(Blocked {
+        db: ctx.client.db,
+        keys: keys.iter().map(|k| Bytes::copy_from_slice(k)).collect(),
+        deadline_ms,
+        command: args.iter().map(|a| a.to_vec()).collect(),
+    })
+}
+
+/// BLPOP / BRPOP / BZPOPMIN / BZPOPMAX: the first key (in order) holding an element of
+/// the wanted type; a key of another type is WRONGTYPE, except while serving, where it
+/// only means "not ready".
+fn pop_first(ctx: &mut Ctx, args: &Args, want: Found, take: &dyn Fn(&mut Ctx, &[u8])) -> Action {
+    let Some(deadline) = timeout_arg(ctx, args[args.len() - 1]) else {
+        return Action::None;
+    };
+    let keys = &args[1..args.len() - 1];
+    let serving = matches!(ctx.block_mode, BlockMode::Serving(_));
+    for key in candidates(ctx, keys) {
+        match found(ctx, key) {
+            Found::Missing => {}
+            f if f == want => {
+                take(ctx, key);
+                return Action::None;
+            }
+            _ if serving => {}
+            _ => {
+                ctx.wrong_type();
+                return Action::None;
+            }
+        }
+    }
+    nothing_yet(ctx, keys, deadline, args)
+}
+
+fn list_pop(end: End) -> impl Fn(&mut Ctx, &[u8]) {
+    move |ctx: &mut Ctx, key: &[u8]| {
+        let popped = super::lists::pop_and_propagate(ctx, key, end, None);
+        ctx.out.array(2);
+        ctx.out.bulk(key);
+        ctx.out.bulk(&popped[0]);
+    }
+}
+
+fn blpop(ctx: &mut Ctx, args: &Args) -> Action {
+    pop_first(ctx, args, Found::List, &list_pop(End::Left))
+}
+
+fn brpop(ctx: &mut Ctx, args: &Args) -> Action {
+    pop_first(ctx, args, Found::List, &list_pop(End::Right))
+}
+
+fn bzpop(ctx: &mut Ctx, args: &Args) -> Action {
+    let max = args[0].eq_ignore_ascii_case(b"bzpopmax");
+    let take = move |ctx: &mut Ctx, key: &[u8]| {
+        let popped = super::zsets::pop_elements(ctx, key, max, 1);
+        ctx.out.array(3);
+        ctx.out.bulk(key);
+        ctx.out.bulk(&popped[0].0);
+        ctx.out.double(popped[0].1);
+    };
+    pop_first(ctx, args, Found::ZSet, &take)
+}
+
+/// BLMOVE and BRPOPLPUSH.
+fn move_blocking(ctx: &mut Ctx, args: &Args, from: End, to: End, timeout: &[u8]) -> Action {
+    let Some(deadline) = timeout_arg(ctx, timeout) else {
+        return Action::None;
+    };
+    let (source, destination) = (args[1], args[2]);
+    let serving = matches!(ctx.block_mode, BlockMode::Serving(_));
+    match found(ctx, source) {
+        Found::List => {
+            match super::lists::move_and_propagate(ctx, source, destination, from, to) {
+                Ok(Some(value)) => ctx.out.bulk(&value),
+                Ok(None) => unreachable!("the source holds a list"),
+                Err(_) => {} // WRONGTYPE for the destination, replied
+            }
+            Action::None
+        }
+        Found::Missing => {
+            if ctx.block_mode == BlockMode::Never {
+                // Redis answers a null bulk here (not the null array of a timeout).
+                ctx.out.null();
+                return Action::None;
+            }
+            nothing_yet(ctx, &[source], deadline, args)
+        }
+        _ if serving => nothing_yet(ctx, &[source], deadline, args),
+        _ => {
+            ctx.wrong_type();
+            Action::None
+        }
+    }
+}
+
+fn blmove(ctx: &mut Ctx, args: &Args) -> Action {
+    let (Some(from), Some(to)) = (
+        super::lists::parse_end(args[3]),
+        super::lists::parse_end(args[4]),
+    ) else {
+        ctx.out.error(super::SYNTAX_ERROR);
+        return Action::None;
+    };
+    move_blocking(ctx, args, from, to, args[5])
+}
+
+fn brpoplpush(ctx: &mut Ctx, args: &Args) -> Action {
+    move_blocking(ctx, args, End::Right, End::Left, args[3])
+}
+
+fn blmpop(ctx: &mut Ctx, args: &Args) -> Action {
+    let Some(deadline) = timeout_arg(ctx, args[1]) else {
+        return Action::None;
+    };
+    let Ok((keys, end, count)) = super::lists::parse_lmpop(ctx, &args[2..]) else {
+        return Action::None;
+    };
+    let serving = matches!(ctx.block_mode, BlockMode::Serving(_));
+    for key in candidates(ctx, &keys) {
+        match found(ctx, key) {
+            Found::Missing => {}
+            Found::List => {
+                let popped =
+                    super::lists::pop_and_propagate(ctx, key, end, Some(count.unwrap_or(1)));
+                ctx.out.array(2);
+                ctx.out.bulk(key);
+                ctx.out.bulk_strings(popped.iter());
+                return Action::None;
+            }
+            _ if serving => {}
+            _ => {
+                ctx.wrong_type();
+                return Action::None;
+            }
+        }
+    }
+    nothing_yet(ctx, &keys, deadline, args)
+}
+
+fn bzmpop(ctx: &mut Ctx, args: &Args) -> Action {
+    let Some(deadline) = timeout_arg(ctx, args[1]) else {
+        return Action::None;
+    };
+    let Some(parsed) = super::zsets::parse_mpop(ctx, &args[2..]) else {
+        return Action::None;
+    };
+    let serving = matches!(ctx.block_mode, BlockMode::Serving(_));
+    for key in candidates(ctx, &parsed.keys) {
+        match found(ctx, key) {
+            Found::Missing => {}
+            Found::ZSet => {
+                let popped = super::zsets::pop_elements(ctx, key, parsed.max, parsed.count);
+                super::zsets::reply_popped_with_key(ctx, key, &popped);
+                return Action::None;
+            }
+            _ if serving => {}
+            _ => {
+                ctx.wrong_type();
+                return Action::None;
+            }
+        }
+    }
+    nothing_yet(ctx, &parsed.keys, deadline, args)
 }

@@ -184,7 +184,7 @@ pub(crate) fn bulk_value(out: &mut ReplyWriter, value: LpValue) {
 }
 
 fn hset(ctx: &mut Ctx, args: &Args) -> Action {
-    if args.len() % 2 != 0 {
+    if !args.len().is_multiple_of(2) {
         let name = String::from_utf8_lossy(args[0]).to_ascii_lowercase();
         super::wrong_arity(ctx, &name);
         return Action::None;

@@ -41,6 +41,8 @@ pub mod flags {
     pub const MOVABLEKEYS: u32 = 1 << 8;
     /// Not allowed inside MULTI (SHUTDOWN, WATCH…): queuing it fails the transaction.
     pub const NO_MULTI: u32 = 1 << 9;
+    /// May block the client (BLPOP…).
+    pub const BLOCKING: u32 = 1 << 10;
 
     pub const NAMES: &[(u32, &str)] = &[
         (WRITE, "write"),
@@ -53,6 +55,7 @@ pub mod flags {
         (STALE, "stale"),
         (MOVABLEKEYS, "movablekeys"),
         (NO_MULTI, "no_multi"),
+        (BLOCKING, "blocking"),
     ];
 }
 
@@ -572,6 +575,7 @@ pub fn table() -> Vec<CommandSpec> {
     all.extend(zsets::commands());
     all.extend(transactions::commands());
     all.extend(object::commands());
+    all.extend(blocking::commands());
     all
 }
 

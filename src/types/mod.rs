@@ -10,6 +10,7 @@ pub mod intset;
 pub mod limits;
 pub mod list;
 pub mod listpack;
+pub mod score;
 pub mod set;
 pub mod string;
 pub mod zset;

@@ -1,42 +1,234 @@
-//! Sets (placeholder: arrives with the set commands).
+//! Sets: an intset while every member is an integer and there are at most
+//! `set-max-intset-entries` of them, an insertion-ordered table otherwise (never
+//! converted back). Redis 7.0 has no listpack sets (that arrived in 7.2).
+//!
+//! The table is an `IndexSet` for O(1) random picks (SPOP, SRANDMEMBER) and a
+//! position cursor for SSCAN that counts down, as for hashes.
 
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Set {}
+use super::intset::Intset;
+use super::limits;
+use crate::rdb::{RdbError, RdbReader, RdbWriter, corrupt, value_type};
+use indexmap::IndexSet;
+use std::borrow::Cow;
+
+type Table = IndexSet<Box<[u8]>, foldhash::fast::RandomState>;
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Set {
+    Intset(Intset),
+    Table(Box<Table>),
+}
+
+impl Default for Set {
+    fn default() -> Self {
+        Set::Intset(Intset::new())
+    }
+}
+
+fn int_text<'a>(n: i64) -> Cow<'a, [u8]> {
+    Cow::Owned(itoa::Buffer::new().format(n).as_bytes().to_vec())
+}
 
 impl Set {
     pub fn len(&self) -> usize {
-        0
+        match self {
+            Set::Intset(s) => s.len(),
+            Set::Table(t) => t.len(),
+        }
     }
+
     pub fn is_empty(&self) -> bool {
-        true
+        self.len() == 0
     }
+
     /// OBJECT ENCODING's answer.
     pub fn encoding(&self) -> &'static str {
-        "intset"
+        match self {
+            Set::Intset(_) => "intset",
+            Set::Table(_) => "hashtable",
+        }
     }
+
     /// Heap bytes held, approximately (capture accounting, MEMORY USAGE).
     pub fn approx_bytes(&self) -> usize {
-        0
+        match self {
+            Set::Intset(s) => s.as_bytes().len(),
+            Set::Table(t) => t.iter().map(|m| m.len() + 40).sum(),
+        }
+    }
+
+    fn convert(&mut self) {
+        let table = match self {
+            Set::Intset(s) => {
+                let mut table = Table::with_capacity_and_hasher(s.len(), Default::default());
+                table.extend(
+                    s.iter()
+                        .map(|n| int_text(n).into_owned().into_boxed_slice()),
+                );
+                table
+            }
+            Set::Table(_) => return,
+        };
+        *self = Set::Table(Box::new(table));
+    }
+
+    pub fn contains(&self, member: &[u8]) -> bool {
+        match self {
+            Set::Intset(s) => crate::resp::parse_i64(member).is_some_and(|n| s.contains(n)),
+            Set::Table(t) => t.contains(member),
+        }
+    }
+
+    /// Adds `member`; true if it is new.
+    pub fn insert(&mut self, member: &[u8]) -> bool {
+        if let Set::Intset(s) = self {
+            match crate::resp::parse_i64(member) {
+                Some(n) => {
+                    if !s.insert(n) {
+                        return false;
+                    }
+                    if s.len() as i64 > limits::set_max_intset_entries() {
+                        self.convert();
+                    }
+                    return true;
+                }
+                None => self.convert(),
+            }
+        }
+        match self {
+            Set::Table(t) => t.insert(member.into()),
+            Set::Intset(_) => unreachable!("converted above"),
+        }
+    }
+
+    /// Removes `member`; true if it was there.
+    pub fn remove(&mut self, member: &[u8]) -> bool {
+        match self {
+            Set::Intset(s) => crate::resp::parse_i64(member).is_some_and(|n| s.remove(n)),
+            Set::Table(t) => t.swap_remove(member),
+        }
+    }
+
+    /// The member at `index` in the set's order (random picks).
+    pub fn get_index(&self, index: usize) -> Option<Cow<'_, [u8]>> {
+        match self {
+            Set::Intset(s) => s.get(index).map(|n| int_text(n)),
+            Set::Table(t) => t.get_index(index).map(|m| Cow::Borrowed(&**m)),
+        }
+    }
+
+    /// Members in the set's order (ascending for an intset).
+    pub fn iter(&self) -> Box<dyn Iterator<Item = Cow<'_, [u8]>> + '_> {
+        match self {
+            Set::Intset(s) => Box::new(s.iter().map(|n| int_text(n))),
+            Set::Table(t) => Box::new(t.iter().map(|m| Cow::Borrowed(&**m))),
+        }
+    }
+
+    /// One SSCAN step from `cursor` (0 when done); an intset is returned whole, as in
+    /// Redis.
+    pub fn scan(&self, cursor: u64, count: usize, mut visit: impl FnMut(Cow<[u8]>)) -> u64 {
+        match self {
+            Set::Intset(_) => {
+                self.iter().for_each(visit);
+                0
+            }
+            Set::Table(t) => {
+                let start = if cursor == 0 || cursor as usize > t.len() {
+                    t.len()
+                } else {
+                    cursor as usize
+                };
+                let end = start.saturating_sub(count.max(1));
+                for index in (end..start).rev() {
+                    visit(Cow::Borrowed(&t[index]));
+                }
+                end as u64
+            }
+        }
     }
 
     /// The RDB type byte this value is written with.
     pub fn rdb_type(&self) -> u8 {
-        unimplemented!("placeholder")
+        match self {
+            Set::Intset(_) => value_type::SET_INTSET,
+            Set::Table(_) => value_type::SET,
+        }
     }
 
     /// Writes the value's RDB body (the type byte and the key are written already).
     pub(crate) fn write_rdb<W: std::io::Write>(
         &self,
-        _writer: &mut crate::rdb::RdbWriter<W>,
-    ) -> Result<(), crate::rdb::RdbError> {
-        unimplemented!("placeholder")
+        writer: &mut RdbWriter<W>,
+    ) -> Result<(), RdbError> {
+        match self {
+            Set::Intset(s) => writer.write_string(s.as_bytes()),
+            Set::Table(t) => {
+                writer.write_length(t.len() as u64)?;
+                for member in t.iter() {
+                    writer.write_string(member)?;
+                }
+                Ok(())
+            }
+        }
     }
 
-    /// Reads a value of RDB type `value_type` (one of this type's encodings).
+    /// Reads a value of RDB type `value_type`. An empty set comes back empty: the loader
+    /// skips it, as Redis does.
     pub(crate) fn read_rdb<R: std::io::Read>(
-        _reader: &mut crate::rdb::RdbReader<R>,
+        reader: &mut RdbReader<R>,
         value_type: u8,
-    ) -> Result<Set, crate::rdb::RdbError> {
-        Err(crate::rdb::RdbError::UnsupportedType(value_type))
+    ) -> Result<Set, RdbError> {
+        let offset = reader.offset();
+        match value_type {
+            value_type::SET_INTSET => {
+                let blob = reader.read_string()?;
+                let intset = Intset::from_bytes(&blob)
+                    .map_err(|e| corrupt(offset, format!("intset: {}", e.0)))?;
+                let mut set = Set::Intset(intset);
+                if set.len() as i64 > limits::set_max_intset_entries() {
+                    set.convert();
+                }
+                Ok(set)
+            }
+            value_type::SET => {
+                let len = reader.read_length()?;
+                let mut set = Set::default();
+                for _ in 0..len {
+                    let member = reader.read_string()?;
+                    if !set.insert(&member) {
+                        return Err(corrupt(offset, "duplicate set member"));
+                    }
+                }
+                Ok(set)
+            }
+            other => Err(RdbError::UnsupportedType(other)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_stay_in_an_intset_until_a_limit_or_a_string() {
+        let mut set = Set::default();
+        for i in 0..512 {
+            assert!(set.insert(i.to_string().as_bytes()));
+        }
+        assert_eq!(set.encoding(), "intset");
+        assert!(!set.insert(b"7"));
+        assert!(set.insert(b"512"));
+        assert_eq!(set.encoding(), "hashtable");
+        assert!(set.contains(b"7") && set.contains(b"512"));
+
+        let mut mixed = Set::default();
+        mixed.insert(b"1");
+        mixed.insert(b"01"); // not canonical: a string
+        assert_eq!(mixed.encoding(), "hashtable");
+        assert!(mixed.contains(b"1") && mixed.contains(b"01") && !mixed.contains(b"+1"));
+        assert!(mixed.remove(b"1") && !mixed.remove(b"1"));
+        assert_eq!(mixed.len(), 1);
     }
 }

@@ -3,17 +3,44 @@
 //! value is one that was written, nothing else appears.
 
 use rand::{RngExt, SeedableRng};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// A write, as the state it leaves the key in (APPEND is recorded as the value it makes,
-/// so a write applied twice, say by a replay, shows as a value never written).
+/// HINCRBY as the hash it makes, so a write applied twice, say by a replay, shows as a
+/// state never written).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
     Set(Vec<u8>),
+    Hash(BTreeMap<Vec<u8>, Vec<u8>>),
+    Members(BTreeSet<Vec<u8>>),
     Del,
+}
+
+impl Op {
+    /// A short description for failure messages.
+    fn describe(&self) -> String {
+        match self {
+            Op::Set(v) => String::from_utf8_lossy(&v[..v.len().min(40)]).into_owned(),
+            Op::Hash(h) => format!("hash of {} fields", h.len()),
+            Op::Members(m) => format!("set of {} members", m.len()),
+            Op::Del => "DEL".into(),
+        }
+    }
+}
+
+/// The state of `key` as the server has it (an absent key is `Del`).
+fn read_state(conn: &mut redis::Connection, key: &str) -> Op {
+    let kind: String = redis::cmd("TYPE").arg(key).query(conn).unwrap();
+    match kind.as_str() {
+        "none" => Op::Del,
+        "string" => Op::Set(redis::cmd("GET").arg(key).query(conn).unwrap()),
+        "hash" => Op::Hash(redis::cmd("HGETALL").arg(key).query(conn).unwrap()),
+        "set" => Op::Members(redis::cmd("SMEMBERS").arg(key).query(conn).unwrap()),
+        other => panic!("{key}: unexpected type {other}"),
+    }
 }
 
 #[derive(Default, Debug)]
@@ -44,34 +71,33 @@ impl Model {
         self.keys.values().filter(|h| h.acked.is_some()).count()
     }
 
+    /// Keys with an acknowledged write whose name says they are of `kind` ("h" hashes,
+    /// "s" sets, "k" strings): the load did reach every type.
+    pub fn acked_of_kind(&self, kind: &str) -> usize {
+        self.keys
+            .iter()
+            .filter(|((_, key), h)| h.acked.is_some() && key.contains(&format!(":{kind}")))
+            .count()
+    }
+
     /// Checks the dataset behind `conn` against the model; returns the problems found.
     pub fn verify(&self, conn: &mut redis::Connection) -> Vec<String> {
         let mut problems = Vec::new();
         for ((db, key), history) in &self.keys {
             let _: () = redis::cmd("SELECT").arg(*db).query(conn).unwrap();
-            let actual: Option<Vec<u8>> = redis::cmd("GET").arg(key).query(conn).unwrap();
+            let actual = read_state(conn, key);
             let candidates = match history.acked {
                 Some(index) => &history.ops[index..],
                 None => &history.ops[..],
             };
-            let matches = |op: &Op| match (op, &actual) {
-                (Op::Set(v), Some(a)) => v == a,
-                (Op::Del, None) => true,
-                _ => false,
-            };
-            let never_acked_and_absent = history.acked.is_none() && actual.is_none();
-            if !(never_acked_and_absent || candidates.iter().any(matches)) {
+            let never_acked_and_absent = history.acked.is_none() && actual == Op::Del;
+            if !(never_acked_and_absent || candidates.contains(&actual)) {
                 problems.push(format!(
-                    "db {db} key {key}: found {:?}, acked op {:?} of {} (last acked {:?})",
-                    actual
-                        .as_ref()
-                        .map(|v| String::from_utf8_lossy(&v[..v.len().min(40)]).into_owned()),
+                    "db {db} key {key}: found {}, acked op {:?} of {} (last acked {:?})",
+                    actual.describe(),
                     history.acked,
                     history.ops.len(),
-                    history.acked.map(|i| match &history.ops[i] {
-                        Op::Set(v) => String::from_utf8_lossy(&v[..v.len().min(40)]).into_owned(),
-                        Op::Del => "DEL".into(),
-                    })
+                    history.acked.map(|i| history.ops[i].describe())
                 ));
             }
         }
@@ -91,8 +117,9 @@ impl Model {
 }
 
 /// One client's write load: SET (some with a far expiry, values of many sizes, some long
-/// and compressible), APPEND and DEL, on its own keys in database `db`, until `stop` or
-/// the first error (an unanswered request counts as attempted, not acknowledged).
+/// and compressible), APPEND and DEL on its string keys, HINCRBY/HDEL on its hashes and
+/// SADD/SREM on its sets, in database `db`, until `stop` or the first error (an
+/// unanswered request counts as attempted, not acknowledged).
 pub fn write_load(
     url: &str,
     client: usize,
@@ -114,8 +141,73 @@ pub fn write_load(
         if stop.load(Ordering::Relaxed) {
             break;
         }
-        let key = format!("c{client}:k{}", rng.random_range(0..40u32));
         let choice = rng.random_range(0..100u32);
+        if choice >= 70 {
+            // Collections: a hash or a set of this client's, changed one element at a time.
+            let hash = choice < 85;
+            let key = if hash {
+                format!("c{client}:h{}", rng.random_range(0..10u32))
+            } else {
+                format!("c{client}:s{}", rng.random_range(0..10u32))
+            };
+            let last = model
+                .keys
+                .get(&(db, key.clone()))
+                .and_then(|h| h.ops.last().cloned());
+            let element = format!("e{}", rng.random_range(0..12u32)).into_bytes();
+            let remove = rng.random_bool(0.25);
+            let (op, command) = if hash {
+                let mut fields = match last {
+                    Some(Op::Hash(fields)) => fields,
+                    _ => BTreeMap::new(),
+                };
+                let mut command = redis::cmd(if remove { "HDEL" } else { "HINCRBY" });
+                command.arg(&key).arg(&element);
+                if remove {
+                    fields.remove(&element);
+                } else {
+                    let by = rng.random_range(1..1000i64);
+                    command.arg(by);
+                    let old: i64 = fields
+                        .get(&element)
+                        .map_or(0, |v| String::from_utf8_lossy(v).parse().unwrap());
+                    fields.insert(element.clone(), (old + by).to_string().into_bytes());
+                }
+                let op = if fields.is_empty() {
+                    Op::Del
+                } else {
+                    Op::Hash(fields)
+                };
+                (op, command)
+            } else {
+                let mut members = match last {
+                    Some(Op::Members(members)) => members,
+                    _ => BTreeSet::new(),
+                };
+                let mut command = redis::cmd(if remove { "SREM" } else { "SADD" });
+                command.arg(&key).arg(&element);
+                if remove {
+                    members.remove(&element);
+                } else {
+                    members.insert(element.clone());
+                }
+                let op = if members.is_empty() {
+                    Op::Del
+                } else {
+                    Op::Members(members)
+                };
+                (op, command)
+            };
+            let history = model.keys.entry((db, key)).or_default();
+            history.ops.push(op);
+            let index = history.ops.len() - 1;
+            match command.query::<redis::Value>(&mut conn) {
+                Ok(_) => history.acked = Some(index),
+                Err(_) => break,
+            }
+            continue;
+        }
+        let key = format!("c{client}:k{}", rng.random_range(0..40u32));
         let current = model
             .keys
             .get(&(db, key.clone()))
@@ -156,6 +248,7 @@ pub fn write_load(
                 .arg(3_600_000)
                 .query(&mut conn),
             Op::Set(value) => redis::cmd("SET").arg(&key).arg(value).query(&mut conn),
+            _ => unreachable!("strings only here"),
         };
         match result {
             Ok(_) => history.acked = Some(index),

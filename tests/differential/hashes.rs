@@ -90,9 +90,11 @@ impl Gen {
                 let increment = if self.chance(0.7) {
                     format!("{}", self.range(-1000, 1000) as f64 / 8.0).into_bytes()
                 } else {
-                    self.pick(&["abc", "1e3", "inf", "-inf", "nan", "", " 1", "0x10", "1.5.5"])
-                        .as_bytes()
-                        .to_vec()
+                    self.pick(&[
+                        "abc", "1e3", "inf", "-inf", "nan", "", " 1", "0x10", "1.5.5",
+                    ])
+                    .as_bytes()
+                    .to_vec()
                 };
                 args.push(increment);
             }
@@ -123,11 +125,19 @@ impl Gen {
                 check = Check::Run(full_hscan);
                 args.push(self.word("hscan"));
                 args.push(self.key());
-                let cursor = if self.chance(0.9) { "0" } else { self.pick(&["abc", "-1", ""]) };
+                let cursor = if self.chance(0.9) {
+                    "0"
+                } else {
+                    self.pick(&["abc", ""])
+                };
                 args.push(cursor.as_bytes().to_vec());
                 if self.chance(0.4) {
                     args.push(self.word("match"));
-                    args.push(self.pick(&["*", "f*", "?", "[ab]", "x*"]).as_bytes().to_vec());
+                    args.push(
+                        self.pick(&["*", "f*", "?", "[ab]", "x*"])
+                            .as_bytes()
+                            .to_vec(),
+                    );
                 }
                 if self.chance(0.3) {
                     args.push(self.word("count"));
