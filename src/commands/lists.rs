@@ -506,12 +506,12 @@ fn lpos(ctx: &mut Ctx, args: &Args) -> Action {
     // Redis negates RANK: LONG_MIN stays negative and matches the first hit from the tail.
     let rank = if rank == i64::MIN { -1 } else { rank };
     let positions = found.map_or_else(Vec::new, |list| {
-        let wanted = count.map_or(1, |n| n.min(usize::MAX as i64) as usize);
+        let wanted = count.map_or(1, |n| usize::try_from(n).unwrap_or(usize::MAX));
         list.positions(
             args[2],
             rank,
             wanted,
-            maxlen.min(usize::MAX as i64) as usize,
+            usize::try_from(maxlen).unwrap_or(usize::MAX),
         )
     });
     match count {
@@ -575,12 +575,15 @@ fn rpoplpush(ctx: &mut Ctx, args: &Args) -> Action {
     Action::None
 }
 
+/// LMPOP's parsed arguments: the keys, the end to pop from, COUNT if given.
+pub(crate) type LmpopArgs<'a> = (Vec<&'a [u8]>, End, Option<usize>);
+
 /// LMPOP's arguments after the command name (and BLMPOP's after the timeout):
 /// `numkeys key... LEFT|RIGHT [COUNT n]` → (keys, end, count), or Err after replying.
 pub(crate) fn parse_lmpop<'a>(
     ctx: &mut Ctx,
     args: &[&'a [u8]],
-) -> Result<(Vec<&'a [u8]>, End, Option<usize>), super::AlreadyReplied> {
+) -> Result<LmpopArgs<'a>, super::AlreadyReplied> {
     let numkeys = match crate::resp::parse_i64(args[0]) {
         Some(n) if n > 0 => n as usize,
         _ => {

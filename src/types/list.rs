@@ -407,31 +407,30 @@ impl List {
         let mut list = List::default();
         match value_type {
             value_type::LIST_QUICKLIST_2 => {
+                // No nodes, or only empty listpacks: an empty list, skipped by the loader.
                 let nodes = reader.read_length()?;
-                if nodes == 0 {
-                    return Err(corrupt(reader.offset(), "quicklist with no nodes"));
-                }
                 for _ in 0..nodes {
                     let offset = reader.offset();
                     let container = reader.read_length()?;
+                    if container != CONTAINER_PACKED && container != CONTAINER_PLAIN {
+                        return Err(corrupt(
+                            offset,
+                            format!("quicklist node container {container}"),
+                        ));
+                    }
                     let blob = reader.read_string()?;
-                    match container {
-                        CONTAINER_PACKED => {
-                            let lp = Listpack::from_bytes(&blob)
-                                .map_err(|e| corrupt(offset, format!("list listpack: {}", e.0)))?;
-                            if lp.is_empty() {
-                                continue;
-                            }
-                            list.len += lp.len();
-                            list.nodes.push_back(lp);
-                        }
-                        CONTAINER_PLAIN => list.push(End::Right, &blob),
-                        other => {
-                            return Err(corrupt(
-                                offset,
-                                format!("quicklist node container {other}"),
-                            ));
-                        }
+                    if blob.is_empty() {
+                        return Err(corrupt(offset, "empty quicklist node"));
+                    }
+                    if container == CONTAINER_PLAIN {
+                        list.push(End::Right, &blob);
+                        continue;
+                    }
+                    let lp = Listpack::from_bytes(&blob)
+                        .map_err(|e| corrupt(offset, format!("list listpack: {}", e.0)))?;
+                    if !lp.is_empty() {
+                        list.len += lp.len();
+                        list.nodes.push_back(lp);
                     }
                 }
                 Ok(list)
