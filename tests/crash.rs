@@ -372,7 +372,7 @@ fn random_power_loss_under_load_with_back_to_back_compactions() {
             "seed {seed}: the load made progress"
         );
         if run_for > 200 {
-            for kind in ["k", "h", "s"] {
+            for kind in ["k", "h", "s", "l", "z"] {
                 assert!(
                     model.acked_of_kind(kind) > 0,
                     "seed {seed}: no {kind} keys written"

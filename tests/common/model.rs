@@ -16,6 +16,9 @@ pub enum Op {
     Set(Vec<u8>),
     Hash(BTreeMap<Vec<u8>, Vec<u8>>),
     Members(BTreeSet<Vec<u8>>),
+    List(Vec<Vec<u8>>),
+    /// Member to (integer) score.
+    Scores(BTreeMap<Vec<u8>, i64>),
     Del,
 }
 
@@ -26,6 +29,8 @@ impl Op {
             Op::Set(v) => String::from_utf8_lossy(&v[..v.len().min(40)]).into_owned(),
             Op::Hash(h) => format!("hash of {} fields", h.len()),
             Op::Members(m) => format!("set of {} members", m.len()),
+            Op::List(l) => format!("list of {} elements", l.len()),
+            Op::Scores(z) => format!("sorted set of {} members", z.len()),
             Op::Del => "DEL".into(),
         }
     }
@@ -39,6 +44,24 @@ fn read_state(conn: &mut redis::Connection, key: &str) -> Op {
         "string" => Op::Set(redis::cmd("GET").arg(key).query(conn).unwrap()),
         "hash" => Op::Hash(redis::cmd("HGETALL").arg(key).query(conn).unwrap()),
         "set" => Op::Members(redis::cmd("SMEMBERS").arg(key).query(conn).unwrap()),
+        "list" => Op::List(
+            redis::cmd("LRANGE")
+                .arg(key)
+                .arg(0)
+                .arg(-1)
+                .query(conn)
+                .unwrap(),
+        ),
+        "zset" => {
+            let pairs: Vec<(Vec<u8>, i64)> = redis::cmd("ZRANGE")
+                .arg(key)
+                .arg(0)
+                .arg(-1)
+                .arg("WITHSCORES")
+                .query(conn)
+                .unwrap();
+            Op::Scores(pairs.into_iter().collect())
+        }
         other => panic!("{key}: unexpected type {other}"),
     }
 }
@@ -71,8 +94,8 @@ impl Model {
         self.keys.values().filter(|h| h.acked.is_some()).count()
     }
 
-    /// Keys with an acknowledged write whose name says they are of `kind` ("h" hashes,
-    /// "s" sets, "k" strings): the load did reach every type.
+    /// Keys with an acknowledged write whose name says they are of `kind` ("k" strings,
+    /// "h" hashes, "s" sets, "l" lists, "z" sorted sets): the load did reach every type.
     pub fn acked_of_kind(&self, kind: &str) -> usize {
         self.keys
             .iter()
@@ -117,9 +140,10 @@ impl Model {
 }
 
 /// One client's write load: SET (some with a far expiry, values of many sizes, some long
-/// and compressible), APPEND and DEL on its string keys, HINCRBY/HDEL on its hashes and
-/// SADD/SREM on its sets, in database `db`, until `stop` or the first error (an
-/// unanswered request counts as attempted, not acknowledged).
+/// and compressible), APPEND and DEL on its string keys, HINCRBY/HDEL on its hashes,
+/// SADD/SREM on its sets, RPUSH/LPOP on its lists and ZINCRBY/ZREM on its sorted sets,
+/// in database `db`, until `stop` or the first error (an unanswered request counts as
+/// attempted, not acknowledged).
 pub fn write_load(
     url: &str,
     client: usize,
@@ -143,60 +167,109 @@ pub fn write_load(
         }
         let choice = rng.random_range(0..100u32);
         if choice >= 70 {
-            // Collections: a hash or a set of this client's, changed one element at a time.
-            let hash = choice < 85;
-            let key = if hash {
-                format!("c{client}:h{}", rng.random_range(0..10u32))
-            } else {
-                format!("c{client}:s{}", rng.random_range(0..10u32))
-            };
+            // Collections of this client's, changed one element at a time: hashes,
+            // sets, lists and sorted sets.
+            let kind = ["h", "s", "l", "z"][((choice - 70) / 8) as usize];
+            let key = format!("c{client}:{kind}{}", rng.random_range(0..10u32));
             let last = model
                 .keys
                 .get(&(db, key.clone()))
                 .and_then(|h| h.ops.last().cloned());
             let element = format!("e{}", rng.random_range(0..12u32)).into_bytes();
             let remove = rng.random_bool(0.25);
-            let (op, command) = if hash {
-                let mut fields = match last {
-                    Some(Op::Hash(fields)) => fields,
-                    _ => BTreeMap::new(),
-                };
-                let mut command = redis::cmd(if remove { "HDEL" } else { "HINCRBY" });
-                command.arg(&key).arg(&element);
-                if remove {
-                    fields.remove(&element);
-                } else {
-                    let by = rng.random_range(1..1000i64);
-                    command.arg(by);
-                    let old: i64 = fields
-                        .get(&element)
-                        .map_or(0, |v| String::from_utf8_lossy(v).parse().unwrap());
-                    fields.insert(element.clone(), (old + by).to_string().into_bytes());
+            let (op, command) = match kind {
+                "h" => {
+                    let mut fields = match last {
+                        Some(Op::Hash(fields)) => fields,
+                        _ => BTreeMap::new(),
+                    };
+                    let mut command = redis::cmd(if remove { "HDEL" } else { "HINCRBY" });
+                    command.arg(&key).arg(&element);
+                    if remove {
+                        fields.remove(&element);
+                    } else {
+                        let by = rng.random_range(1..1000i64);
+                        command.arg(by);
+                        let old: i64 = fields
+                            .get(&element)
+                            .map_or(0, |v| String::from_utf8_lossy(v).parse().unwrap());
+                        fields.insert(element.clone(), (old + by).to_string().into_bytes());
+                    }
+                    let op = if fields.is_empty() {
+                        Op::Del
+                    } else {
+                        Op::Hash(fields)
+                    };
+                    (op, command)
                 }
-                let op = if fields.is_empty() {
-                    Op::Del
-                } else {
-                    Op::Hash(fields)
-                };
-                (op, command)
-            } else {
-                let mut members = match last {
-                    Some(Op::Members(members)) => members,
-                    _ => BTreeSet::new(),
-                };
-                let mut command = redis::cmd(if remove { "SREM" } else { "SADD" });
-                command.arg(&key).arg(&element);
-                if remove {
-                    members.remove(&element);
-                } else {
-                    members.insert(element.clone());
+                "s" => {
+                    let mut members = match last {
+                        Some(Op::Members(members)) => members,
+                        _ => BTreeSet::new(),
+                    };
+                    let mut command = redis::cmd(if remove { "SREM" } else { "SADD" });
+                    command.arg(&key).arg(&element);
+                    if remove {
+                        members.remove(&element);
+                    } else {
+                        members.insert(element.clone());
+                    }
+                    let op = if members.is_empty() {
+                        Op::Del
+                    } else {
+                        Op::Members(members)
+                    };
+                    (op, command)
                 }
-                let op = if members.is_empty() {
-                    Op::Del
-                } else {
-                    Op::Members(members)
-                };
-                (op, command)
+                "l" => {
+                    let mut items = match last {
+                        Some(Op::List(items)) => items,
+                        _ => Vec::new(),
+                    };
+                    let command = if remove {
+                        if !items.is_empty() {
+                            items.remove(0);
+                        }
+                        let mut command = redis::cmd("LPOP");
+                        command.arg(&key);
+                        command
+                    } else {
+                        let mut value = element.clone();
+                        value.extend_from_slice(format!("-{n}").as_bytes());
+                        let mut command = redis::cmd("RPUSH");
+                        command.arg(&key).arg(&value);
+                        items.push(value);
+                        command
+                    };
+                    let op = if items.is_empty() {
+                        Op::Del
+                    } else {
+                        Op::List(items)
+                    };
+                    (op, command)
+                }
+                _ => {
+                    let mut scores = match last {
+                        Some(Op::Scores(scores)) => scores,
+                        _ => BTreeMap::new(),
+                    };
+                    let mut command = redis::cmd(if remove { "ZREM" } else { "ZINCRBY" });
+                    command.arg(&key);
+                    if remove {
+                        scores.remove(&element);
+                    } else {
+                        let by = rng.random_range(1..100i64);
+                        command.arg(by);
+                        *scores.entry(element.clone()).or_insert(0) += by;
+                    }
+                    command.arg(&element);
+                    let op = if scores.is_empty() {
+                        Op::Del
+                    } else {
+                        Op::Scores(scores)
+                    };
+                    (op, command)
+                }
             };
             let history = model.keys.entry((db, key)).or_default();
             history.ops.push(op);
