@@ -513,8 +513,10 @@ fn store_op(ctx: &mut Ctx, args: &Args, op: Op) -> Action {
     };
     let destination = args[1];
     ctx.expire_if_needed(destination);
-    if members.is_empty() {
-        ctx.db().remove(destination);
+    // An empty result deletes the destination; if there was none, nothing changed and
+    // nothing is logged (so a WATCH on it is not touched, as in Redis).
+    let changed = if members.is_empty() {
+        ctx.db().remove(destination).is_some()
     } else {
         let mut set = Set::default();
         for member in &members {
@@ -525,8 +527,11 @@ fn store_op(ctx: &mut Ctx, args: &Args, op: Op) -> Action {
             value: Value::Set(Arc::new(set)),
             expire_at_ms: NO_EXPIRY,
         });
+        true
+    };
+    if changed {
+        ctx.propagate(args);
     }
-    ctx.propagate(args);
     ctx.out.integer(members.len() as i64);
     Action::None
 }

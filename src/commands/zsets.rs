@@ -587,8 +587,8 @@ struct ScoreRange {
 impl ScoreRange {
     fn parse(min: &[u8], max: &[u8]) -> Option<ScoreRange> {
         let bound = |arg: &[u8]| match arg.first() {
-            Some(b'(') => score::parse(&arg[1..]).map(|v| (v, true)),
-            _ => score::parse(arg).map(|v| (v, false)),
+            Some(b'(') => score::parse_bound(&arg[1..]).map(|v| (v, true)),
+            _ => score::parse_bound(arg).map(|v| (v, false)),
         };
         let (min, min_ex) = bound(min)?;
         let (max, max_ex) = bound(max)?;
@@ -884,8 +884,10 @@ fn zrange(ctx: &mut Ctx, args: &Args) -> Action {
 fn store_result(ctx: &mut Ctx, destination: &[u8], elements: Vec<(Vec<u8>, f64)>, logged: &Args) {
     ctx.expire_if_needed(destination);
     let count = elements.len();
-    if count == 0 {
-        ctx.db().remove(destination);
+    // An empty result deletes the destination; if there was none, nothing changed and
+    // nothing is logged (so a WATCH on it is not touched, as in Redis).
+    let changed = if count == 0 {
+        ctx.db().remove(destination).is_some()
     } else {
         let zset = ZSet::from_elements(elements);
         ctx.db().insert(Entry {
@@ -893,8 +895,11 @@ fn store_result(ctx: &mut Ctx, destination: &[u8], elements: Vec<(Vec<u8>, f64)>
             value: Value::ZSet(Arc::new(zset)),
             expire_at_ms: NO_EXPIRY,
         });
+        true
+    };
+    if changed {
+        ctx.propagate(logged);
     }
-    ctx.propagate(logged);
     ctx.out.integer(count as i64);
 }
 

@@ -32,6 +32,19 @@ pub fn parse(text: &[u8]) -> Option<f64> {
     Some(value)
 }
 
+/// Redis's `zslParseRange` number rules, looser than a score's: C `strtod` up to the
+/// first NUL, leading spaces and an empty text (0) accepted, overflow to infinity
+/// accepted, only NaN and trailing garbage refused.
+pub fn parse_bound(text: &[u8]) -> Option<f64> {
+    let text = text.split(|&b| b == 0).next().unwrap_or_default();
+    let c_text = CString::new(text).ok()?;
+    let mut end: *mut libc::c_char = std::ptr::null_mut();
+    // SAFETY: `c_text` is NUL-terminated and outlives the call.
+    let value = unsafe { libc::strtod(c_text.as_ptr(), &mut end) };
+    let consumed = end as usize - c_text.as_ptr() as usize;
+    (consumed == text.len() && !value.is_nan()).then_some(value)
+}
+
 fn snprintf_g17(value: f64) -> String {
     let mut buf = [0u8; 64];
     // SAFETY: the buffer is large enough for any "%.17g" output (at most 24 chars) and
@@ -94,6 +107,16 @@ mod tests {
         ] {
             assert_eq!(parse(bad), None, "{:?}", String::from_utf8_lossy(bad));
         }
+    }
+
+    #[test]
+    fn range_bounds_are_looser_than_scores() {
+        assert_eq!(parse_bound(b" 1"), Some(1.0));
+        assert_eq!(parse_bound(b""), Some(0.0));
+        assert_eq!(parse_bound(b"1e400"), Some(f64::INFINITY));
+        assert_eq!(parse_bound(b"1\0junk"), Some(1.0));
+        assert_eq!(parse_bound(b"nan"), None);
+        assert_eq!(parse_bound(b"1 "), None);
     }
 
     #[test]
