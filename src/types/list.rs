@@ -198,18 +198,27 @@ impl List {
     /// Drops empty nodes and merges neighbours that fit in one node (after removals).
     fn compact(&mut self) {
         self.nodes.retain(|n| !n.is_empty());
-        let (entries, bytes) = node_limit();
         let mut i = 0;
         while i + 1 < self.nodes.len() {
-            let (a, b) = (&self.nodes[i], &self.nodes[i + 1]);
-            if a.len() + b.len() <= entries && a.byte_len() + b.byte_len() <= bytes {
-                let b = self.nodes.remove(i + 1).expect("exists");
-                let a = &mut self.nodes[i];
-                for value in b.iter() {
-                    a.push_back(&value.to_bytes());
-                }
-            } else {
+            let before = self.nodes.len();
+            self.merge_with_next(i);
+            if self.nodes.len() == before {
                 i += 1;
+            }
+        }
+    }
+
+    /// Merges node `at` with the next one if both fit in one node.
+    fn merge_with_next(&mut self, at: usize) {
+        let (entries, bytes) = node_limit();
+        let (Some(a), Some(b)) = (self.nodes.get(at), self.nodes.get(at + 1)) else {
+            return;
+        };
+        if a.len() + b.len() <= entries && a.byte_len() + b.byte_len() <= bytes {
+            let b = self.nodes.remove(at + 1).expect("exists");
+            let a = &mut self.nodes[at];
+            for value in b.iter() {
+                a.push_back(&value.to_bytes());
             }
         }
     }
@@ -325,8 +334,13 @@ impl List {
         };
         self.drop_from(End::Left, left as usize);
         self.drop_from(End::Right, right as usize);
-        if left + right > 0 {
-            self.compact();
+        // Only the end nodes changed: merge there (a capped list trims on every push,
+        // so no walk over every node here).
+        if left > 0 {
+            self.merge_with_next(0);
+        }
+        if right > 0 && self.nodes.len() >= 2 {
+            self.merge_with_next(self.nodes.len() - 2);
         }
         (left + right) as usize
     }
