@@ -207,10 +207,17 @@ fn replies_and_errors_match_redis() {
         vec!["OBJECT", "ENCODING", "e"],
         vec!["TYPE", "e"],
     ];
-    for args in &script {
-        let a = run(&mut ours, args);
-        let b = run(&mut theirs, args);
-        assert_eq!(a, b, "{args:?}");
+    // Again with two-entry nodes (splits on LINSERT/LSET, merges after LREM/LTRIM).
+    for size in ["-2", "2"] {
+        for conn in [&mut ours, &mut theirs] {
+            run(conn, &["FLUSHALL"]);
+            run(conn, &["CONFIG", "SET", "list-max-listpack-size", size]);
+        }
+        for args in &script {
+            let a = run(&mut ours, args);
+            let b = run(&mut theirs, args);
+            assert_eq!(a, b, "{args:?} with list-max-listpack-size {size}");
+        }
     }
 }
 
