@@ -726,8 +726,11 @@ fn swapdb(ctx: &mut Ctx, args: &Args) -> Action {
         ctx.out.error("ERR DB index is out of range");
         return Action::None;
     }
-    ctx.touch_db(first as usize, Some(second as usize));
-    ctx.touch_db(second as usize, Some(first as usize));
+    if first != second {
+        // Swapping a database with itself changes nothing a WATCH could see.
+        ctx.touch_db(first as usize, Some(second as usize));
+        ctx.touch_db(second as usize, Some(first as usize));
+    }
     ctx.keyspace.dbs.swap(first as usize, second as usize);
     let logged: Vec<&[u8]> = args.to_vec();
     ctx.propagate(&logged);

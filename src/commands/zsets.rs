@@ -837,14 +837,15 @@ fn zrange(ctx: &mut Ctx, args: &Args) -> Action {
         }
         at += 1;
     }
-    const LIMIT_WITH_RANK: &str =
-        "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX";
-    let limit_with_rank = limit.is_some() && kind == "rank";
-    // ZRANGESTORE refuses it at once; ZRANGE only once it found a sorted set (a missing
-    // key answers empty, another type WRONGTYPE), as Redis 7.0 does.
-    if limit_with_rank && store {
-        ctx.out.error(LIMIT_WITH_RANK);
+    // Redis's check is on the count: LIMIT <offset> -1 is "no limit", even by rank.
+    if kind == "rank" && limit.is_some_and(|(_, count)| count != -1) {
+        ctx.out.error(
+            "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
+        );
         return Action::None;
+    }
+    if kind == "rank" {
+        limit = None;
     }
     if with_scores && kind == "lex" {
         ctx.out
@@ -862,10 +863,6 @@ fn zrange(ctx: &mut Ctx, args: &Args) -> Action {
     let Ok(found) = exists(ctx, source) else {
         return Action::None;
     };
-    if limit_with_rank && found {
-        ctx.out.error(LIMIT_WITH_RANK);
-        return Action::None;
-    }
     let elements = found
         .then(|| peek(ctx.keyspace, ctx.client.db, source))
         .flatten()
