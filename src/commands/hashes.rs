@@ -3,8 +3,7 @@
 //! Logged forms: HSET/HMSET/HSETNX/HDEL/HINCRBY as given (deterministic); HINCRBYFLOAT
 //! as `HSET key field <result>`, as Redis propagates it, so replay gives the same bytes.
 
-use super::keys::{ScanOptions, parse_cursor, scan_options};
-use super::{Action, AlreadyReplied, Args, Ctx, NOT_INTEGER, SYNTAX_ERROR, flags, int_arg};
+use super::{Action, AlreadyReplied, Args, Ctx, flags, int_arg};
 use crate::command;
 use crate::glob::glob_match;
 use crate::keyspace::{Keyspace, Value};
@@ -418,28 +417,9 @@ fn hincrbyfloat(ctx: &mut Ctx, args: &Args) -> Action {
 
 /// HRANDFIELD key [count [WITHVALUES]]. Random picks are not logged: nothing changes.
 fn hrandfield(ctx: &mut Ctx, args: &Args) -> Action {
-    let (count, with_values) = match args.len() {
-        2 => (None, false),
-        3 | 4 => {
-            if args.len() == 4 && !args[3].eq_ignore_ascii_case(b"withvalues") {
-                ctx.out.error(SYNTAX_ERROR);
-                return Action::None;
-            }
-            let Some(count) = crate::resp::parse_i64(args[2]) else {
-                ctx.out.error(NOT_INTEGER);
-                return Action::None;
-            };
-            (Some(count), args.len() == 4)
-        }
-        _ => {
-            ctx.out.error(SYNTAX_ERROR);
-            return Action::None;
-        }
-    };
-    if with_values && count.is_some_and(|c| c < -(i64::MAX / 2)) {
-        ctx.out.error("ERR value is out of range");
+    let Some((count, with_values)) = super::picks::random_args(ctx, args, "withvalues") else {
         return Action::None;
-    }
+    };
     let Ok(found) = exists(ctx, args[1]) else {
         return Action::None;
     };
@@ -461,16 +441,7 @@ fn hrandfield(ctx: &mut Ctx, args: &Args) -> Action {
         ctx.out.array(0);
         return Action::None;
     };
-    let len = hash.len();
-    let picks: Vec<usize> = if count < 0 {
-        (0..count.unsigned_abs())
-            .map(|_| rand::random_range(0..len))
-            .collect()
-    } else if count as usize >= len {
-        (0..len).collect()
-    } else {
-        rand::seq::index::sample(&mut rand::rng(), len, count as usize).into_vec()
-    };
+    let picks = super::picks::random_picks(hash.len(), count);
     let resp3 = ctx.client.resp3;
     if with_values && !resp3 {
         ctx.out.array(picks.len() * 2);
@@ -491,36 +462,18 @@ fn hrandfield(ctx: &mut Ctx, args: &Args) -> Action {
 }
 
 fn hscan(ctx: &mut Ctx, args: &Args) -> Action {
-    let Some(cursor) = parse_cursor(args[2]) else {
-        ctx.out.error("ERR invalid cursor");
-        return Action::None;
-    };
-    let Ok(found) = exists(ctx, args[1]) else {
-        return Action::None;
-    };
-    if !found {
-        ctx.out.array(2);
-        ctx.out.bulk(b"0");
-        ctx.out.array(0);
-        return Action::None;
-    }
-    let Some(ScanOptions { count, pattern, .. }) = scan_options(ctx, &args[3..], false) else {
+    let Some((cursor, options)) = super::picks::scan_prelude::<Hash>(ctx, args) else {
         return Action::None;
     };
     let hash = peek(ctx.keyspace, ctx.client.db, args[1]).expect("checked above");
-    let mut pairs: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-    let next = hash.scan(cursor, count, |field, value| {
+    let mut items: Vec<Vec<u8>> = Vec::new();
+    let next = hash.scan(cursor, options.count, |field, value| {
         let field = field.to_bytes();
-        if pattern.is_none_or(|p| glob_match(p, &field, false)) {
-            pairs.push((field, value.to_bytes()));
+        if options.pattern.is_none_or(|p| glob_match(p, &field, false)) {
+            items.push(field);
+            items.push(value.to_bytes());
         }
     });
-    ctx.out.array(2);
-    ctx.out.bulk(itoa::Buffer::new().format(next).as_bytes());
-    ctx.out.array(pairs.len() * 2);
-    for (field, value) in &pairs {
-        ctx.out.bulk(field);
-        ctx.out.bulk(value);
-    }
+    super::picks::reply_scan(ctx, next, &items);
     Action::None
 }

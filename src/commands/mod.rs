@@ -12,6 +12,7 @@ mod hashes;
 mod keys;
 mod lists;
 mod object;
+mod picks;
 mod server;
 mod sets;
 mod strings;

@@ -4,7 +4,6 @@
 //! the state they replay on); SPOP as `SREM key <the members popped>` (or `DEL key` when it
 //! took them all), since the pick is random; SRANDMEMBER logs nothing.
 
-use super::keys::{ScanOptions, parse_cursor, scan_options};
 use super::{Action, AlreadyReplied, Args, Ctx, NOT_INTEGER, SYNTAX_ERROR, flags};
 use crate::command;
 use crate::glob::glob_match;
@@ -374,16 +373,7 @@ fn srandmember(ctx: &mut Ctx, args: &Args) -> Action {
         ctx.out.array(0);
         return Action::None;
     };
-    let len = set.len();
-    let picks: Vec<usize> = if count < 0 {
-        (0..count.unsigned_abs())
-            .map(|_| rand::random_range(0..len))
-            .collect()
-    } else if count as usize >= len {
-        (0..len).collect()
-    } else {
-        rand::seq::index::sample(&mut rand::rng(), len, count as usize).into_vec()
-    };
+    let picks = super::picks::random_picks(set.len(), count);
     ctx.out.array(picks.len());
     for index in picks {
         let member = set.get_index(index).expect("in range");
@@ -586,34 +576,19 @@ fn sintercard(ctx: &mut Ctx, args: &Args) -> Action {
 }
 
 fn sscan(ctx: &mut Ctx, args: &Args) -> Action {
-    let Some(cursor) = parse_cursor(args[2]) else {
-        ctx.out.error("ERR invalid cursor");
-        return Action::None;
-    };
-    let Ok(found) = exists(ctx, args[1]) else {
-        return Action::None;
-    };
-    if !found {
-        ctx.out.array(2);
-        ctx.out.bulk(b"0");
-        ctx.out.array(0);
-        return Action::None;
-    }
-    let Some(ScanOptions { count, pattern, .. }) = scan_options(ctx, &args[3..], false) else {
+    let Some((cursor, options)) = super::picks::scan_prelude::<Set>(ctx, args) else {
         return Action::None;
     };
     let set = peek(ctx.keyspace, ctx.client.db, args[1]).expect("checked above");
     let mut members: Vec<Vec<u8>> = Vec::new();
-    let next = set.scan(cursor, count, |member| {
-        if pattern.is_none_or(|p| glob_match(p, &member, false)) {
+    let next = set.scan(cursor, options.count, |member| {
+        if options
+            .pattern
+            .is_none_or(|p| glob_match(p, &member, false))
+        {
             members.push(member.into_owned());
         }
     });
-    ctx.out.array(2);
-    ctx.out.bulk(itoa::Buffer::new().format(next).as_bytes());
-    ctx.out.array(members.len());
-    for member in &members {
-        ctx.out.bulk(member);
-    }
+    super::picks::reply_scan(ctx, next, &members);
     Action::None
 }

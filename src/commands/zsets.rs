@@ -4,7 +4,7 @@
 //! INCR included: the same parse of the same text gives the same double), so commands are
 //! logged as given, ZMPOP as the ZPOPMIN / ZPOPMAX it amounts to; reads log nothing.
 
-use super::keys::{ScanOptions, parse_cursor, scan_options};
+use super::keys::ScanOptions;
 use super::{Action, AlreadyReplied, Args, Ctx, NOT_INTEGER, SYNTAX_ERROR, flags};
 use crate::command;
 use crate::glob::glob_match;
@@ -1113,28 +1113,9 @@ fn zmpop(ctx: &mut Ctx, args: &Args) -> Action {
 // ---------------------------------------------------------------------------------------
 
 fn zrandmember(ctx: &mut Ctx, args: &Args) -> Action {
-    let (count, with_scores) = match args.len() {
-        2 => (None, false),
-        3 | 4 => {
-            if args.len() == 4 && !args[3].eq_ignore_ascii_case(b"withscores") {
-                ctx.out.error(SYNTAX_ERROR);
-                return Action::None;
-            }
-            let Some(count) = crate::resp::parse_i64(args[2]) else {
-                ctx.out.error(NOT_INTEGER);
-                return Action::None;
-            };
-            (Some(count), args.len() == 4)
-        }
-        _ => {
-            ctx.out.error(SYNTAX_ERROR);
-            return Action::None;
-        }
-    };
-    if with_scores && count.is_some_and(|c| c < -(i64::MAX / 2)) {
-        ctx.out.error("ERR value is out of range");
+    let Some((count, with_scores)) = super::picks::random_args(ctx, args, "withscores") else {
         return Action::None;
-    }
+    };
     let Ok(found) = exists(ctx, args[1]) else {
         return Action::None;
     };
@@ -1157,36 +1138,16 @@ fn zrandmember(ctx: &mut Ctx, args: &Args) -> Action {
         return Action::None;
     };
     let all: Vec<(Vec<u8>, f64)> = zset.iter().map(|(m, s)| (m.into_owned(), s)).collect();
-    let len = all.len();
-    let picks: Vec<usize> = if count < 0 {
-        (0..count.unsigned_abs())
-            .map(|_| rand::random_range(0..len))
-            .collect()
-    } else if count as usize >= len {
-        (0..len).collect()
-    } else {
-        rand::seq::index::sample(&mut rand::rng(), len, count as usize).into_vec()
-    };
+    let picks = super::picks::random_picks(all.len(), count);
     let picked: Vec<(Vec<u8>, f64)> = picks.into_iter().map(|i| all[i].clone()).collect();
     reply_elements(ctx, &picked, with_scores);
     Action::None
 }
 
 fn zscan(ctx: &mut Ctx, args: &Args) -> Action {
-    let Some(cursor) = parse_cursor(args[2]) else {
-        ctx.out.error("ERR invalid cursor");
-        return Action::None;
-    };
-    let Ok(found) = exists(ctx, args[1]) else {
-        return Action::None;
-    };
-    if !found {
-        ctx.out.array(2);
-        ctx.out.bulk(b"0");
-        ctx.out.array(0);
-        return Action::None;
-    }
-    let Some(ScanOptions { count, pattern, .. }) = scan_options(ctx, &args[3..], false) else {
+    let Some((cursor, ScanOptions { count, pattern, .. })) =
+        super::picks::scan_prelude::<ZSet>(ctx, args)
+    else {
         return Action::None;
     };
     let zset = peek(ctx.keyspace, ctx.client.db, args[1]).expect("checked above");
@@ -1196,12 +1157,7 @@ fn zscan(ctx: &mut Ctx, args: &Args) -> Action {
     let (start, end) = if matches!(zset, ZSet::Listpack(_)) {
         (all.len(), 0)
     } else {
-        let start = if cursor == 0 || cursor as usize > all.len() {
-            all.len()
-        } else {
-            cursor as usize
-        };
-        (start, start.saturating_sub(count.max(1)))
+        crate::types::scan_window(cursor, all.len(), count)
     };
     let picked: Vec<&(Vec<u8>, f64)> = all[end..start]
         .iter()

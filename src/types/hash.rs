@@ -165,12 +165,7 @@ impl Hash {
                 0
             }
             Hash::Table(t) => {
-                let start = if cursor == 0 || cursor as usize > t.len() {
-                    t.len()
-                } else {
-                    cursor as usize
-                };
-                let end = start.saturating_sub(count.max(1));
+                let (start, end) = super::scan_window(cursor, t.len(), count);
                 for index in (end..start).rev() {
                     let (f, v) = t.get_index(index).expect("in range");
                     visit(LpValue::Bytes(f), LpValue::Bytes(v));

@@ -20,3 +20,16 @@ pub use list::List;
 pub use set::Set;
 pub use string::Str;
 pub use zset::ZSet;
+
+/// The positions one step of a collection scan visits in a table of `len` elements, from
+/// `cursor` (0: a new scan): `(end..start)`, walked downwards; `end` is the next cursor.
+/// Counting down from the end means a removal — which moves the last element into the
+/// hole — never hides an element the scan has not visited yet.
+pub fn scan_window(cursor: u64, len: usize, count: usize) -> (usize, usize) {
+    let start = if cursor == 0 || cursor as usize > len {
+        len
+    } else {
+        cursor as usize
+    };
+    (start, start.saturating_sub(count.max(1)))
+}

@@ -134,12 +134,7 @@ impl Set {
                 0
             }
             Set::Table(t) => {
-                let start = if cursor == 0 || cursor as usize > t.len() {
-                    t.len()
-                } else {
-                    cursor as usize
-                };
-                let end = start.saturating_sub(count.max(1));
+                let (start, end) = super::scan_window(cursor, t.len(), count);
                 for index in (end..start).rev() {
                     visit(Cow::Borrowed(&t[index]));
                 }
