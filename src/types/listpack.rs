@@ -84,7 +84,95 @@ pub struct InvalidListpack(pub &'static str);
 
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Listpack {
-    bytes: Box<[u8]>,
+    bytes: ThinBytes,
+}
+
+/// A listpack's bytes behind one pointer: the length is the listpack's own first four
+/// bytes (its total size), so the handle is 8 bytes instead of a boxed slice's 16. A
+/// small hash or sorted set is then a 32-byte `Arc` allocation rather than 48.
+struct ThinBytes {
+    ptr: std::ptr::NonNull<u8>,
+}
+
+// The bytes are owned and only reached through `&`/`&mut self`, as for `Box<[u8]>`.
+unsafe impl Send for ThinBytes {}
+unsafe impl Sync for ThinBytes {}
+
+impl ThinBytes {
+    fn layout(len: usize) -> std::alloc::Layout {
+        std::alloc::Layout::array::<u8>(len).expect("listpack size fits a layout")
+    }
+
+    /// Copies `bytes`, whose first four bytes must be their total size (little-endian).
+    fn new(bytes: &[u8]) -> ThinBytes {
+        assert!(
+            bytes.len() >= HEADER + 1
+                && u32::from_le_bytes(bytes[0..4].try_into().expect("4")) as usize == bytes.len(),
+            "a listpack starts with its own size"
+        );
+        let layout = Self::layout(bytes.len());
+        // SAFETY: the layout is non-zero; `bytes.len()` bytes are copied into it.
+        unsafe {
+            let raw = std::alloc::alloc(layout);
+            let Some(ptr) = std::ptr::NonNull::new(raw) else {
+                std::alloc::handle_alloc_error(layout);
+            };
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), raw, bytes.len());
+            ThinBytes { ptr }
+        }
+    }
+
+    fn stored_len(&self) -> usize {
+        // SAFETY: at least the 4 size bytes are allocated and initialised.
+        let header = unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), 4) };
+        u32::from_le_bytes(header.try_into().expect("4")) as usize
+    }
+}
+
+impl std::ops::Deref for ThinBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: `stored_len` bytes were allocated and initialised by `new`.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.stored_len()) }
+    }
+}
+
+impl std::ops::DerefMut for ThinBytes {
+    /// For in-place edits that keep the size (the entry count): the first four bytes
+    /// must not change.
+    fn deref_mut(&mut self) -> &mut [u8] {
+        let len = self.stored_len();
+        // SAFETY: as for `deref`, and `&mut self` makes the access unique.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), len) }
+    }
+}
+
+impl Drop for ThinBytes {
+    fn drop(&mut self) {
+        let layout = Self::layout(self.stored_len());
+        // SAFETY: allocated in `new` with this layout; the size bytes never change.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) }
+    }
+}
+
+impl Clone for ThinBytes {
+    fn clone(&self) -> ThinBytes {
+        ThinBytes::new(self)
+    }
+}
+
+impl PartialEq for ThinBytes {
+    fn eq(&self, other: &ThinBytes) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for ThinBytes {}
+
+impl std::hash::Hash for ThinBytes {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (**self).hash(state)
+    }
 }
 
 impl std::fmt::Debug for Listpack {
@@ -243,7 +331,7 @@ impl Listpack {
         bytes.extend_from_slice(&0u16.to_le_bytes());
         bytes.push(EOF);
         Listpack {
-            bytes: bytes.into_boxed_slice(),
+            bytes: ThinBytes::new(&bytes),
         }
     }
 
@@ -287,7 +375,7 @@ impl Listpack {
             return Err(InvalidListpack("entry count does not match"));
         }
         Ok(Listpack {
-            bytes: bytes.into(),
+            bytes: ThinBytes::new(bytes),
         })
     }
 
@@ -424,7 +512,7 @@ impl Listpack {
             }
         };
         bytes[4..6].copy_from_slice(&new.to_le_bytes());
-        self.bytes = bytes.into_boxed_slice();
+        self.bytes = ThinBytes::new(&bytes);
         if new == COUNT_UNKNOWN && count_delta < 0 {
             // Back under the limit after deletions: Redis stores the count again.
             let counted = self.len();
@@ -673,6 +761,16 @@ mod tests {
             .into_iter()
             .collect();
         assert_eq!(lp.as_bytes(), &expected[..]);
+    }
+
+    #[test]
+    fn a_listpack_handle_is_one_pointer() {
+        assert_eq!(std::mem::size_of::<Listpack>(), 8);
+        assert_eq!(std::mem::size_of::<Option<Listpack>>(), 8);
+        let lp: Listpack = [&b"a"[..], b"b"].into_iter().collect();
+        let copy = lp.clone();
+        drop(lp);
+        assert_eq!(copy.len(), 2);
     }
 
     #[test]
