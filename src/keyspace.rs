@@ -90,10 +90,9 @@ pub fn string_encoding(bytes: &[u8]) -> &'static str {
     }
 }
 
-/// A key's bytes: 16 bytes inline (pointer and length) rather than `Bytes`' 32, which
-/// keeps a boxed `Entry` in jemalloc's 64-byte class. Keys are never shared, so a
-/// refcount buys nothing.
-pub type Key = Box<[u8]>;
+/// A key's bytes in 16 bytes, short keys inline (see `types::key`). Keys are never shared,
+/// so a refcount buys nothing.
+pub use crate::types::key::Key;
 
 #[derive(Clone, Debug)]
 pub struct Entry {

@@ -789,8 +789,7 @@ impl<R: Read> RdbReader<R> {
                 }
                 type_byte => {
                     check_value_type(type_byte, self.item_offset)?;
-                    // Unique and exactly sized: becomes a boxed slice without a copy.
-                    let key = Vec::from(self.read_string()?).into_boxed_slice();
+                    let key = crate::keyspace::Key::from(&self.read_string()?[..]);
                     let value = self.read_value(type_byte)?;
                     if value.is_empty_collection() {
                         // Redis 7.0 skips empty keys on load (RDB_LOAD_ERR_EMPTY_KEY).
@@ -1276,7 +1275,7 @@ mod tests {
 
     fn entry(key: &[u8], value: &[u8], expire_at_ms: i64) -> Entry {
         Entry {
-            key: Box::from(key),
+            key: crate::keyspace::Key::from(key),
             value: Value::String(crate::types::Str::from(value)),
             expire_at_ms,
         }

@@ -481,7 +481,7 @@ fn classify(args: &[&[u8]], offset: u64) -> Replayed {
         };
         if let Some(expire_at_ms) = expire_at_ms {
             return Replayed::Set {
-                key: Box::from(args[1]),
+                key: crate::keyspace::Key::from(args[1]),
                 value: crate::types::Str::from(args[2]),
                 expire_at_ms,
                 offset,

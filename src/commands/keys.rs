@@ -394,7 +394,7 @@ fn rename(ctx: &mut Ctx, args: &Args) -> Action {
     }
     let db = ctx.db();
     let mut entry = db.remove(source).expect("looked up above");
-    entry.key = Box::from(target);
+    entry.key = crate::keyspace::Key::from(target);
     db.insert(entry);
     let logged: Vec<&[u8]> = args.to_vec();
     ctx.propagate(&logged);
@@ -470,7 +470,7 @@ fn copy(ctx: &mut Ctx, args: &Args) -> Action {
         return Action::None;
     }
     ctx.keyspace.dbs[target_db].insert(Entry {
-        key: Box::from(target),
+        key: crate::keyspace::Key::from(target),
         ..entry
     });
     let logged: Vec<&[u8]> = args.to_vec();

@@ -479,7 +479,7 @@ impl<'a> Ctx<'a> {
     ) -> Result<&mut T, AlreadyReplied> {
         if self.write::<T>(key)?.is_none() {
             self.keyspace.dbs[self.client.db].insert(Entry {
-                key: Box::from(key),
+                key: crate::keyspace::Key::from(key),
                 value: T::into_value(Arc::new(T::default())),
                 expire_at_ms: crate::keyspace::NO_EXPIRY,
             });

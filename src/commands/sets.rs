@@ -513,7 +513,7 @@ fn store_op(ctx: &mut Ctx, args: &Args, op: Op) -> Action {
             set.insert(member);
         }
         ctx.db().insert(Entry {
-            key: Box::from(destination),
+            key: crate::keyspace::Key::from(destination),
             value: Value::Set(Arc::new(set)),
             expire_at_ms: NO_EXPIRY,
         });

@@ -213,7 +213,7 @@ fn store(ctx: &mut Ctx, key: &[u8], value: Str, expire_at_ms: i64, keep_ttl: boo
         expire_at_ms
     };
     db.insert(Entry {
-        key: Box::from(key),
+        key: crate::keyspace::Key::from(key),
         value: Value::String(value),
         expire_at_ms,
     });

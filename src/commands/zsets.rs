@@ -888,7 +888,7 @@ fn store_result(ctx: &mut Ctx, destination: &[u8], elements: Vec<(Vec<u8>, f64)>
     } else {
         let zset = ZSet::from_elements(elements);
         ctx.db().insert(Entry {
-            key: Box::from(destination),
+            key: crate::keyspace::Key::from(destination),
             value: Value::ZSet(Arc::new(zset)),
             expire_at_ms: NO_EXPIRY,
         });

@@ -7,6 +7,7 @@
 
 pub mod hash;
 pub mod intset;
+pub mod key;
 pub mod limits;
 pub mod list;
 pub mod listpack;
