@@ -396,7 +396,7 @@ fn zadd(ctx: &mut Ctx, args: &Args) -> Action {
         at += 1;
     }
     let pairs = &args[at..];
-    if pairs.is_empty() || pairs.len() % 2 != 0 {
+    if pairs.is_empty() || !pairs.len().is_multiple_of(2) {
         ctx.out.error(SYNTAX_ERROR);
         return Action::None;
     }
@@ -405,7 +405,7 @@ fn zadd(ctx: &mut Ctx, args: &Args) -> Action {
             .error("ERR XX and NX options at the same time are not compatible");
         return Action::None;
     }
-    if (flags.gt && flags.nx) || (flags.lt && flags.nx) || (flags.gt && flags.lt) {
+    if (flags.nx && (flags.gt || flags.lt)) || (flags.gt && flags.lt) {
         ctx.out
             .error("ERR GT, LT, and/or NX options at the same time are not compatible");
         return Action::None;
@@ -692,12 +692,7 @@ enum RangeKind {
 }
 
 /// Elements of `zset` in `kind`, in the requested direction, after LIMIT.
-fn select(
-    zset: &ZSet,
-    kind: &RangeKind,
-    reverse: bool,
-    limit: Option<(i64, i64)>,
-) -> Vec<(Vec<u8>, f64)> {
+fn select(zset: &ZSet, kind: &RangeKind, reverse: bool, limit: Option<(i64, i64)>) -> Elements {
     let all: Vec<(Vec<u8>, f64)> = if reverse {
         zset.iter()
             .rev()
@@ -727,7 +722,8 @@ fn select(
         // ranges assume, that is the range; otherwise it is what Redis answers.
         RangeKind::Lex(range) if !range.may_match(&all, reverse) => Vec::new(),
         RangeKind::Lex(range) => {
-            let (starts, stays): (&dyn Fn(&[u8]) -> bool, &dyn Fn(&[u8]) -> bool) = if reverse {
+            type Test<'t> = &'t dyn Fn(&[u8]) -> bool;
+            let (starts, stays): (Test, Test) = if reverse {
                 (&|m| range.lte_max(m), &|m| range.gte_min(m))
             } else {
                 (&|m| range.gte_min(m), &|m| range.lte_max(m))
@@ -954,12 +950,7 @@ fn zremrange(ctx: &mut Ctx, args: &Args) -> Action {
 
 /// Pops up to `count` elements from `key` (lowest scores first unless `max`), logging
 /// the matching ZPOPMIN/ZPOPMAX. The key must hold a sorted set (checked by the caller).
-pub(crate) fn pop_elements(
-    ctx: &mut Ctx,
-    key: &[u8],
-    max: bool,
-    count: usize,
-) -> Vec<(Vec<u8>, f64)> {
+pub(crate) fn pop_elements(ctx: &mut Ctx, key: &[u8], max: bool, count: usize) -> Elements {
     let Ok(Some(zset)) = ctx.write::<ZSet>(key) else {
         return Vec::new();
     };
@@ -1186,7 +1177,10 @@ enum Aggregate {
 
 /// The elements of every input (a sorted set, or a set with scores of 1); None after
 /// WRONGTYPE.
-fn inputs(ctx: &mut Ctx, keys: &[&[u8]]) -> Option<Vec<Option<Vec<(Vec<u8>, f64)>>>> {
+/// Owned (member, score) pairs, in order.
+type Elements = Vec<(Vec<u8>, f64)>;
+
+fn inputs(ctx: &mut Ctx, keys: &[&[u8]]) -> Option<Vec<Option<Elements>>> {
     let mut all = Vec::with_capacity(keys.len());
     for key in keys {
         ctx.expire_if_needed(key);
@@ -1204,7 +1198,7 @@ fn inputs(ctx: &mut Ctx, keys: &[&[u8]]) -> Option<Vec<Option<Vec<(Vec<u8>, f64)
     Some(all)
 }
 
-fn members_of_set(set: &Set) -> Vec<(Vec<u8>, f64)> {
+fn members_of_set(set: &Set) -> Elements {
     set.iter().map(|m| (m.into_owned(), 1.0)).collect()
 }
 
@@ -1228,12 +1222,12 @@ fn aggregate(into: &mut f64, value: f64, how: Aggregate) {
 
 /// Computes ZUNION / ZINTER / ZDIFF over `sources`; the result in (score, member) order.
 fn combine(
-    sources: Vec<Option<Vec<(Vec<u8>, f64)>>>,
+    sources: Vec<Option<Elements>>,
     op: &str,
     weights: &[f64],
     how: Aggregate,
     limit: usize,
-) -> Vec<(Vec<u8>, f64)> {
+) -> Elements {
     let mut result: indexmap::IndexMap<Vec<u8>, f64> = indexmap::IndexMap::new();
     match op {
         "union" => {

@@ -106,7 +106,7 @@ impl ThinBytes {
     /// Copies `bytes`, whose first four bytes must be their total size (little-endian).
     fn new(bytes: &[u8]) -> ThinBytes {
         assert!(
-            bytes.len() >= HEADER + 1
+            bytes.len() > HEADER
                 && u32::from_le_bytes(bytes[0..4].try_into().expect("4")) as usize == bytes.len(),
             "a listpack starts with its own size"
         );

@@ -112,7 +112,7 @@ impl Set {
     /// The member at `index` in the set's order (random picks).
     pub fn get_index(&self, index: usize) -> Option<Cow<'_, [u8]>> {
         match self {
-            Set::Intset(s) => s.get(index).map(|n| int_text(n)),
+            Set::Intset(s) => s.get(index).map(int_text),
             Set::Table(t) => t.get_index(index).map(|m| Cow::Borrowed(&**m)),
         }
     }
@@ -120,7 +120,7 @@ impl Set {
     /// Members in the set's order (ascending for an intset).
     pub fn iter(&self) -> Box<dyn Iterator<Item = Cow<'_, [u8]>> + '_> {
         match self {
-            Set::Intset(s) => Box::new(s.iter().map(|n| int_text(n))),
+            Set::Intset(s) => Box::new(s.iter().map(int_text)),
             Set::Table(t) => Box::new(t.iter().map(|m| Cow::Borrowed(&**m))),
         }
     }
