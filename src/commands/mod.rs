@@ -491,13 +491,7 @@ impl<'a> Ctx<'a> {
     /// true if it did. The command's own log record covers the deletion on replay.
     pub fn remove_if_empty(&mut self, key: &[u8]) -> bool {
         let db = &mut self.keyspace.dbs[self.client.db];
-        let empty = db.get(key).is_some_and(|e| match &e.value {
-            Value::String(_) => false,
-            Value::List(l) => l.is_empty(),
-            Value::Hash(h) => h.is_empty(),
-            Value::Set(s) => s.is_empty(),
-            Value::ZSet(z) => z.is_empty(),
-        });
+        let empty = db.get(key).is_some_and(|e| e.value.is_empty_collection());
         if empty {
             db.remove(key);
         }
