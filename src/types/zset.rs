@@ -60,7 +60,13 @@ pub type Element<'a> = (Cow<'a, [u8]>, f64);
 fn lp_score(value: LpValue) -> f64 {
     match value {
         LpValue::Int(n) => n as f64,
-        LpValue::Bytes(b) => score::parse(b).expect("listpack scores are valid"),
+        // What a listpack holds is d2string's "%.17g" (or inf / -inf), which Rust's
+        // correctly rounded parser reads back to the same double, without the C call.
+        LpValue::Bytes(b) => std::str::from_utf8(b)
+            .ok()
+            .and_then(|t| t.parse().ok())
+            .or_else(|| score::parse(b))
+            .expect("listpack scores are valid"),
     }
 }
 
@@ -138,21 +144,6 @@ impl ZSet {
         )
     }
 
-    fn rebuild_listpack(elements: &[(Vec<u8>, f64)]) -> Listpack {
-        let texts: Vec<String> = elements
-            .iter()
-            .map(|(_, s)| score::listpack_text(*s))
-            .collect();
-        let mut lp = Listpack::new();
-        lp.extend(
-            elements
-                .iter()
-                .zip(&texts)
-                .flat_map(|((m, _), t)| [m.as_slice(), t.as_bytes()]),
-        );
-        lp
-    }
-
     fn convert(&mut self) {
         let tree = match self {
             ZSet::Listpack(_) => {
@@ -180,19 +171,36 @@ impl ZSet {
             self.convert();
         }
         match self {
-            ZSet::Listpack(_) => {
-                let mut elements: Vec<(Vec<u8>, f64)> =
-                    self.iter().map(|(m, s)| (m.into_owned(), s)).collect();
-                let previous = elements.iter().position(|(m, _)| m == member).map(|i| {
-                    let (_, old) = elements.remove(i);
+            ZSet::Listpack(lp) => {
+                // Walk the pairs without copying them: drop the member's old pair, then
+                // insert the new one before the first pair that sorts after it.
+                let previous = lp.find(member, 1).map(|pos| {
+                    let old = lp_score(lp.get(lp.next(pos).expect("a score follows")));
+                    lp.delete_range(pos, 2);
                     old
                 });
-                let at = elements
-                    .iter()
-                    .position(|(m, s)| in_order((member, new_score), (m, *s)))
-                    .unwrap_or(elements.len());
-                elements.insert(at, (member.to_vec(), new_score));
-                *self = ZSet::Listpack(Self::rebuild_listpack(&elements));
+                let mut at = lp.first();
+                while let Some(pos) = at {
+                    let score_pos = lp.next(pos).expect("a score follows");
+                    let (m, s) = (lp.get(pos), lp_score(lp.get(score_pos)));
+                    let after = match Score(new_score).cmp(&Score(s)) {
+                        std::cmp::Ordering::Less => true,
+                        std::cmp::Ordering::Greater => false,
+                        std::cmp::Ordering::Equal => m.cmp_bytes(member).is_gt(),
+                    };
+                    if after {
+                        break;
+                    }
+                    at = lp.next(score_pos);
+                }
+                let text = score::listpack_text(new_score);
+                match at {
+                    Some(pos) => {
+                        let inserted = lp.insert_before(pos, member);
+                        lp.insert_after(inserted, text.as_bytes());
+                    }
+                    None => lp.extend([member, text.as_bytes()]),
+                }
                 previous
             }
             ZSet::Tree(t) => {
