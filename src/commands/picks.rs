@@ -1,0 +1,88 @@
+//! What the collection commands share: the HSCAN / SSCAN / ZSCAN preamble, and the
+//! count rules of HRANDFIELD / SRANDMEMBER / ZRANDMEMBER.
+
+use super::keys::{ScanOptions, parse_cursor, scan_options};
+use super::{Args, Collection, Ctx, NOT_INTEGER, SYNTAX_ERROR};
+
+/// `KEY cursor [MATCH p] [COUNT n]` in Redis's order: the cursor, then the key (missing:
+/// the empty scan is replied; WRONGTYPE), then the options. Some((cursor, options)) when
+/// the scan should run.
+pub(crate) fn scan_prelude<'a, T: Collection>(
+    ctx: &mut Ctx,
+    args: &[&'a [u8]],
+) -> Option<(u64, ScanOptions<'a>)> {
+    let Some(cursor) = parse_cursor(args[2]) else {
+        ctx.out.error("ERR invalid cursor");
+        return None;
+    };
+    match ctx.read::<T>(args[1]) {
+        Err(_) => return None,
+        Ok(None) => {
+            ctx.out.array(2);
+            ctx.out.bulk(b"0");
+            ctx.out.array(0);
+            return None;
+        }
+        Ok(Some(_)) => {}
+    }
+    let options = scan_options(ctx, &args[3..], false)?;
+    Some((cursor, options))
+}
+
+/// Writes a scan reply: the next cursor and the items.
+pub(crate) fn reply_scan<T: AsRef<[u8]>>(ctx: &mut Ctx, next: u64, items: &[T]) {
+    ctx.out.array(2);
+    ctx.out.bulk(itoa::Buffer::new().format(next).as_bytes());
+    ctx.out.array(items.len());
+    for item in items {
+        ctx.out.bulk(item.as_ref());
+    }
+}
+
+/// `key [count [WITHWORD]]` of HRANDFIELD / ZRANDMEMBER: (count, with) or None after
+/// replying Redis's error.
+pub(crate) fn random_args(
+    ctx: &mut Ctx,
+    args: &Args,
+    with_word: &str,
+) -> Option<(Option<i64>, bool)> {
+    let (count, with) = match args.len() {
+        2 => (None, false),
+        3 | 4 => {
+            if args.len() == 4 && !args[3].eq_ignore_ascii_case(with_word.as_bytes()) {
+                ctx.out.error(SYNTAX_ERROR);
+                return None;
+            }
+            let Some(count) = crate::resp::parse_i64(args[2]) else {
+                ctx.out.error(NOT_INTEGER);
+                return None;
+            };
+            (Some(count), args.len() == 4)
+        }
+        _ => {
+            ctx.out.error(SYNTAX_ERROR);
+            return None;
+        }
+    };
+    // Redis doubles the count for the pairs; past half the range it refuses.
+    if with && count.is_some_and(|c| c < -(i64::MAX / 2)) {
+        ctx.out.error("ERR value is out of range");
+        return None;
+    }
+    Some((count, with))
+}
+
+/// The positions a random-members reply shows for `count` out of `len` (len > 0,
+/// count != 0): distinct ones when positive (all of them when count >= len), |count| with
+/// repeats when negative.
+pub(crate) fn random_picks(len: usize, count: i64) -> Vec<usize> {
+    if count < 0 {
+        (0..count.unsigned_abs())
+            .map(|_| rand::random_range(0..len))
+            .collect()
+    } else if count as usize >= len {
+        (0..len).collect()
+    } else {
+        rand::seq::index::sample(&mut rand::rng(), len, count as usize).into_vec()
+    }
+}
