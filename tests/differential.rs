@@ -763,6 +763,53 @@ impl Gen {
     }
 }
 
+/// Random picks (SPOP, SRANDMEMBER, HRANDFIELD, ZRANDMEMBER): errors and nil exactly,
+/// otherwise the same kind of reply and the same size.
+fn same_random_shape(ours: &Reply, theirs: &Reply) -> bool {
+    match (ours, theirs) {
+        (Ok(Value::Array(a)), Ok(Value::Array(b))) => a.len() == b.len(),
+        (Ok(Value::BulkString(_)), Ok(Value::BulkString(_))) => true,
+        _ => ours == theirs,
+    }
+}
+
+/// A whole HSCAN / SSCAN / ZSCAN iteration: the union of its items taken `chunk` at a time
+/// (pairs or single members), sorted — the order and batching are each server's own.
+fn full_scan(conn: &mut redis::Connection, step: &Step, chunk: usize) -> Reply {
+    let mut args = step.args.clone();
+    let mut items: Vec<String> = Vec::new();
+    for _ in 0..10_000 {
+        let reply = query(conn, &args)?;
+        let Value::Array(parts) = &reply else {
+            return Ok(reply);
+        };
+        let [Value::BulkString(cursor), Value::Array(batch)] = parts.as_slice() else {
+            return Ok(reply);
+        };
+        items.extend(batch.chunks(chunk).map(|c| format!("{c:?}")));
+        if cursor.as_slice() == b"0" {
+            items.sort();
+            items.dedup();
+            return Ok(Value::Array(
+                items.into_iter().map(Value::SimpleString).collect(),
+            ));
+        }
+        args[2] = cursor.clone();
+    }
+    Err(format!(
+        "<{} did not finish>",
+        String::from_utf8_lossy(&step.args[0])
+    ))
+}
+
+fn full_scan_pairs(conn: &mut redis::Connection, step: &Step) -> Reply {
+    full_scan(conn, step, 2)
+}
+
+fn full_scan_members(conn: &mut redis::Connection, step: &Step) -> Reply {
+    full_scan(conn, step, 1)
+}
+
 fn shuffle<T>(rng: &mut StdRng, items: &mut [T]) {
     for i in (1..items.len()).rev() {
         let j = rng.random_range(0..=i);

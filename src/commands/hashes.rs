@@ -255,34 +255,11 @@ fn hmget(ctx: &mut Ctx, args: &Args) -> Action {
 }
 
 fn hdel(ctx: &mut Ctx, args: &Args) -> Action {
-    let Ok(hash) = ctx.write::<Hash>(args[1]) else {
-        return Action::None;
-    };
-    let Some(hash) = hash else {
-        ctx.out.integer(0);
-        return Action::None;
-    };
-    let mut removed = 0;
-    for field in &args[2..] {
-        removed += hash.remove(field) as i64;
-        if hash.is_empty() {
-            break;
-        }
-    }
-    ctx.remove_if_empty(args[1]);
-    if removed > 0 {
-        ctx.propagate(args);
-    }
-    ctx.out.integer(removed);
-    Action::None
+    super::picks::remove_members::<Hash>(ctx, args)
 }
 
 fn hlen(ctx: &mut Ctx, args: &Args) -> Action {
-    if let Ok(hash) = ctx.read::<Hash>(args[1]) {
-        let len = hash.map_or(0, Hash::len);
-        ctx.out.integer(len as i64);
-    }
-    Action::None
+    super::picks::cardinality::<Hash>(ctx, args)
 }
 
 fn hexists(ctx: &mut Ctx, args: &Args) -> Action {

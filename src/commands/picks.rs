@@ -1,8 +1,77 @@
-//! What the collection commands share: the HSCAN / SSCAN / ZSCAN preamble, and the
+//! What the hash, set and sorted-set commands share: removal by element (HDEL, SREM,
+//! ZREM), cardinality (HLEN, SCARD, ZCARD), the HSCAN / SSCAN / ZSCAN preamble, and the
 //! count rules of HRANDFIELD / SRANDMEMBER / ZRANDMEMBER.
 
 use super::keys::{ScanOptions, parse_cursor, scan_options};
-use super::{Args, Collection, Ctx, NOT_INTEGER, SYNTAX_ERROR};
+use super::{Action, Args, Collection, Ctx, NOT_INTEGER, SYNTAX_ERROR};
+use crate::types::{Hash, Set, ZSet};
+
+/// A collection addressed by element (a hash's field, a set's or sorted set's member).
+pub(crate) trait Members: Collection {
+    fn count(&self) -> usize;
+    fn remove_member(&mut self, member: &[u8]) -> bool;
+}
+
+impl Members for Hash {
+    fn count(&self) -> usize {
+        self.len()
+    }
+    fn remove_member(&mut self, member: &[u8]) -> bool {
+        self.remove(member)
+    }
+}
+
+impl Members for Set {
+    fn count(&self) -> usize {
+        self.len()
+    }
+    fn remove_member(&mut self, member: &[u8]) -> bool {
+        self.remove(member)
+    }
+}
+
+impl Members for ZSet {
+    fn count(&self) -> usize {
+        self.len()
+    }
+    fn remove_member(&mut self, member: &[u8]) -> bool {
+        self.remove(member)
+    }
+}
+
+/// HDEL / SREM / ZREM key element...: the number removed; the key goes when emptied, and
+/// the command is logged only if it removed something.
+pub(crate) fn remove_members<T: Members>(ctx: &mut Ctx, args: &Args) -> Action {
+    let Ok(collection) = ctx.write::<T>(args[1]) else {
+        return Action::None;
+    };
+    let Some(collection) = collection else {
+        ctx.out.integer(0);
+        return Action::None;
+    };
+    let mut removed = 0;
+    for member in &args[2..] {
+        removed += collection.remove_member(member) as i64;
+        if collection.count() == 0 {
+            break;
+        }
+    }
+    ctx.remove_if_empty(args[1]);
+    if removed > 0 {
+        ctx.propagate(args);
+    }
+    ctx.out.integer(removed);
+    Action::None
+}
+
+/// HLEN / SCARD / ZCARD.
+pub(crate) fn cardinality<T: Members>(ctx: &mut Ctx, args: &Args) -> Action {
+    if let Ok(collection) = ctx.read::<T>(args[1]) {
+        let len = collection.map_or(0, T::count);
+        ctx.out.integer(len as i64);
+    }
+    Action::None
+}
 
 /// `KEY cursor [MATCH p] [COUNT n]` in Redis's order: the cursor, then the key (missing:
 /// the empty scan is replied; WRONGTYPE), then the options. Some((cursor, options)) when

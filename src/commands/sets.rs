@@ -194,34 +194,11 @@ fn sadd(ctx: &mut Ctx, args: &Args) -> Action {
 }
 
 fn srem(ctx: &mut Ctx, args: &Args) -> Action {
-    let Ok(set) = ctx.write::<Set>(args[1]) else {
-        return Action::None;
-    };
-    let Some(set) = set else {
-        ctx.out.integer(0);
-        return Action::None;
-    };
-    let mut removed = 0;
-    for member in &args[2..] {
-        removed += set.remove(member) as i64;
-        if set.is_empty() {
-            break;
-        }
-    }
-    ctx.remove_if_empty(args[1]);
-    if removed > 0 {
-        ctx.propagate(args);
-    }
-    ctx.out.integer(removed);
-    Action::None
+    super::picks::remove_members::<Set>(ctx, args)
 }
 
 fn scard(ctx: &mut Ctx, args: &Args) -> Action {
-    if let Ok(set) = ctx.read::<Set>(args[1]) {
-        let len = set.map_or(0, Set::len);
-        ctx.out.integer(len as i64);
-    }
-    Action::None
+    super::picks::cardinality::<Set>(ctx, args)
 }
 
 fn sismember(ctx: &mut Ctx, args: &Args) -> Action {

@@ -497,26 +497,7 @@ fn zincrby(ctx: &mut Ctx, args: &Args) -> Action {
 }
 
 fn zrem(ctx: &mut Ctx, args: &Args) -> Action {
-    let Ok(zset) = ctx.write::<ZSet>(args[1]) else {
-        return Action::None;
-    };
-    let Some(zset) = zset else {
-        ctx.out.integer(0);
-        return Action::None;
-    };
-    let mut removed = 0;
-    for member in &args[2..] {
-        removed += zset.remove(member) as i64;
-        if zset.is_empty() {
-            break;
-        }
-    }
-    ctx.remove_if_empty(args[1]);
-    if removed > 0 {
-        ctx.propagate(args);
-    }
-    ctx.out.integer(removed);
-    Action::None
+    super::picks::remove_members::<ZSet>(ctx, args)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -524,11 +505,7 @@ fn zrem(ctx: &mut Ctx, args: &Args) -> Action {
 // ---------------------------------------------------------------------------------------
 
 fn zcard(ctx: &mut Ctx, args: &Args) -> Action {
-    if let Ok(zset) = ctx.read::<ZSet>(args[1]) {
-        let len = zset.map_or(0, ZSet::len);
-        ctx.out.integer(len as i64);
-    }
-    Action::None
+    super::picks::cardinality::<ZSet>(ctx, args)
 }
 
 fn zscore(ctx: &mut Ctx, args: &Args) -> Action {

@@ -5,7 +5,7 @@
 //! Replies whose order Redis leaves to its table (HKEYS, HVALS, HGETALL once a hash is
 //! a table; HSCAN) are compared as multisets of pairs; HRANDFIELD by shape and size.
 
-use super::{Check, Gen, Reply, Step, query};
+use super::{Check, Gen, Reply, Step, full_scan_pairs, same_random_shape};
 use rand::RngExt;
 use redis::Value;
 
@@ -122,7 +122,7 @@ impl Gen {
                 }
             }
             _ => {
-                check = Check::Run(full_hscan);
+                check = Check::Run(full_scan_pairs);
                 args.push(self.word("hscan"));
                 args.push(self.key());
                 let cursor = if self.chance(0.9) {
@@ -181,39 +181,4 @@ fn same_pairs_unordered(ours: &Reply, theirs: &Reply) -> bool {
         }
         _ => ours == theirs,
     }
-}
-
-/// HRANDFIELD: errors and nil exactly; otherwise the same kind of reply and length.
-fn same_random_shape(ours: &Reply, theirs: &Reply) -> bool {
-    match (ours, theirs) {
-        (Ok(Value::Array(a)), Ok(Value::Array(b))) => a.len() == b.len(),
-        (Ok(Value::BulkString(_)), Ok(Value::BulkString(_))) => true,
-        _ => ours == theirs,
-    }
-}
-
-/// A whole HSCAN iteration: the union of pairs, sorted (the order and the batching are
-/// each server's own).
-fn full_hscan(conn: &mut redis::Connection, step: &Step) -> Reply {
-    let mut args = step.args.clone();
-    let mut pairs: Vec<String> = Vec::new();
-    for _ in 0..10_000 {
-        let reply = query(conn, &args)?;
-        let Value::Array(parts) = &reply else {
-            return Ok(reply);
-        };
-        let [Value::BulkString(cursor), Value::Array(items)] = parts.as_slice() else {
-            return Ok(reply);
-        };
-        pairs.extend(items.chunks(2).map(|c| format!("{c:?}")));
-        if cursor.as_slice() == b"0" {
-            pairs.sort();
-            pairs.dedup();
-            return Ok(Value::Array(
-                pairs.into_iter().map(Value::SimpleString).collect(),
-            ));
-        }
-        args[2] = cursor.clone();
-    }
-    Err("<HSCAN did not finish>".into())
 }

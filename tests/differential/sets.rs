@@ -7,7 +7,7 @@
 //! followed by a DEL of its key on both servers so that the random choice never shows in
 //! later replies.
 
-use super::{Check, Gen, Reply, Step, query};
+use super::{Check, Gen, Reply, Step, full_scan_members, same_random_shape};
 use rand::RngExt;
 use redis::Value;
 
@@ -139,7 +139,7 @@ impl Gen {
                 }
             }
             _ => {
-                check = Check::Run(full_sscan);
+                check = Check::Run(full_scan_members);
                 args.push(self.word("sscan"));
                 args.push(self.key());
                 let cursor = if self.chance(0.9) {
@@ -188,38 +188,4 @@ fn same_members(ours: &Reply, theirs: &Reply) -> bool {
         }
         _ => ours == theirs,
     }
-}
-
-/// SPOP / SRANDMEMBER: errors and nil exactly, otherwise the same shape and size.
-fn same_random_shape(ours: &Reply, theirs: &Reply) -> bool {
-    match (ours, theirs) {
-        (Ok(Value::Array(a)), Ok(Value::Array(b))) => a.len() == b.len(),
-        (Ok(Value::BulkString(_)), Ok(Value::BulkString(_))) => true,
-        _ => ours == theirs,
-    }
-}
-
-/// A whole SSCAN iteration: the union of members, sorted.
-fn full_sscan(conn: &mut redis::Connection, step: &Step) -> Reply {
-    let mut args = step.args.clone();
-    let mut members: Vec<String> = Vec::new();
-    for _ in 0..10_000 {
-        let reply = query(conn, &args)?;
-        let Value::Array(parts) = &reply else {
-            return Ok(reply);
-        };
-        let [Value::BulkString(cursor), Value::Array(items)] = parts.as_slice() else {
-            return Ok(reply);
-        };
-        members.extend(items.iter().map(|v| format!("{v:?}")));
-        if cursor.as_slice() == b"0" {
-            members.sort();
-            members.dedup();
-            return Ok(Value::Array(
-                members.into_iter().map(Value::SimpleString).collect(),
-            ));
-        }
-        args[2] = cursor.clone();
-    }
-    Err("<SSCAN did not finish>".into())
 }

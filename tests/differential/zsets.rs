@@ -5,9 +5,8 @@
 //! Sorted-set replies are ordered by definition and compared exactly; ZRANDMEMBER by
 //! shape, ZSCAN as a whole iteration.
 
-use super::{Check, Gen, Reply, Step, query};
+use super::{Check, Gen, Step, full_scan_pairs, same_random_shape};
 use rand::RngExt;
-use redis::Value;
 
 const MEMBERS: &[&str] = &["a", "b", "c", "d", "e", "m1", "m2", "10", "-1", "", "x y"];
 const SCORES: &[&str] = &[
@@ -276,7 +275,7 @@ impl Gen {
                 }
             }
             _ => {
-                check = Check::Run(full_zscan);
+                check = Check::Run(full_scan_pairs);
                 args.push(self.word("zscan"));
                 args.push(self.key());
                 let cursor = if self.chance(0.9) {
@@ -298,38 +297,4 @@ impl Gen {
         }
         vec![Step { args, check }]
     }
-}
-
-/// ZRANDMEMBER: errors and nil exactly, otherwise the same shape and size.
-fn same_random_shape(ours: &Reply, theirs: &Reply) -> bool {
-    match (ours, theirs) {
-        (Ok(Value::Array(a)), Ok(Value::Array(b))) => a.len() == b.len(),
-        (Ok(Value::BulkString(_)), Ok(Value::BulkString(_))) => true,
-        _ => ours == theirs,
-    }
-}
-
-/// A whole ZSCAN iteration: the union of (member, score) pairs, sorted.
-fn full_zscan(conn: &mut redis::Connection, step: &Step) -> Reply {
-    let mut args = step.args.clone();
-    let mut pairs: Vec<String> = Vec::new();
-    for _ in 0..10_000 {
-        let reply = query(conn, &args)?;
-        let Value::Array(parts) = &reply else {
-            return Ok(reply);
-        };
-        let [Value::BulkString(cursor), Value::Array(items)] = parts.as_slice() else {
-            return Ok(reply);
-        };
-        pairs.extend(items.chunks(2).map(|c| format!("{c:?}")));
-        if cursor.as_slice() == b"0" {
-            pairs.sort();
-            pairs.dedup();
-            return Ok(Value::Array(
-                pairs.into_iter().map(Value::SimpleString).collect(),
-            ));
-        }
-        args[2] = cursor.clone();
-    }
-    Err("<ZSCAN did not finish>".into())
 }
