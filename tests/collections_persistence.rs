@@ -13,16 +13,6 @@ use std::collections::BTreeMap;
 
 const DATABASES: i64 = 3;
 
-fn run(conn: &mut redis::Connection, args: &[&str]) -> Value {
-    let mut command = redis::cmd(args[0]);
-    for arg in &args[1..] {
-        command.arg(*arg);
-    }
-    command
-        .query(conn)
-        .unwrap_or_else(|e| panic!("{args:?}: {e}"))
-}
-
 fn text(value: &Value) -> String {
     match value {
         Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),

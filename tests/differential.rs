@@ -271,6 +271,29 @@ impl Gen {
         }
     }
 
+    /// `NAME key cursor [MATCH p] [COUNT n]` for HSCAN / SSCAN / ZSCAN: mostly a fresh scan,
+    /// sometimes an unparsable cursor, options valid or not. (Never a cursor the server
+    /// did not return: Redis then scans an unspecified part of a table.)
+    fn collection_scan(&mut self, name: &str, patterns: &[&str]) -> Vec<Vec<u8>> {
+        let mut args = vec![self.word(name), self.key()];
+        let cursor = if self.chance(0.9) {
+            "0"
+        } else {
+            self.pick(&["abc", ""])
+        };
+        args.push(cursor.as_bytes().to_vec());
+        if self.chance(0.4) {
+            args.push(self.word("match"));
+            args.push(self.pick(patterns).as_bytes().to_vec());
+        }
+        if self.chance(0.3) {
+            args.push(self.word("count"));
+            let count = self.pick(&["1", "2", "10", "0", "-1", "abc"]);
+            args.push(count.as_bytes().to_vec());
+        }
+        args
+    }
+
     /// The next command(s): one of the families, or the string and keyspace commands.
     fn step(&mut self) -> Vec<Step> {
         if self.chance(0.03) {

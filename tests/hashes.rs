@@ -8,16 +8,6 @@ use common::*;
 use redis::Value;
 use std::collections::HashSet;
 
-fn run(conn: &mut redis::Connection, args: &[&str]) -> Value {
-    let mut command = redis::cmd(args[0]);
-    for arg in &args[1..] {
-        command.arg(*arg);
-    }
-    command
-        .query(conn)
-        .unwrap_or_else(|e| panic!("{args:?}: {e}"))
-}
-
 fn strings(value: Value) -> Vec<String> {
     match value {
         Value::Array(items) => items

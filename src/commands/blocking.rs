@@ -165,8 +165,10 @@ impl BlockedKeys {
     /// A logged change touched `key`: if someone waits on it, it is served after the
     /// current command.
     pub fn signal(&mut self, db: usize, key: &[u8]) {
-        let entry = (db, Bytes::copy_from_slice(key));
-        if self.waiting.contains_key(&entry) && self.ready_set.insert(entry.clone()) {
+        let lookup = super::DbKey(db, key);
+        if self.waiting.contains_key(&lookup) && !self.ready_set.contains(&lookup) {
+            let entry = (db, Bytes::copy_from_slice(key));
+            self.ready_set.insert(entry.clone());
             self.ready.push(entry);
         }
     }

@@ -263,15 +263,8 @@ fn pop_generic(ctx: &mut Ctx, args: &Args, end: End) -> Action {
         super::wrong_arity(ctx, &name);
         return Action::None;
     }
-    let count = match args.get(2) {
-        Some(arg) => match crate::resp::parse_i64(arg) {
-            Some(n) if n >= 0 => Some(n as usize),
-            _ => {
-                ctx.out.error("ERR value is out of range, must be positive");
-                return Action::None;
-            }
-        },
-        None => None,
+    let Ok(count) = super::optional_count(ctx, args.get(2)) else {
+        return Action::None;
     };
     match ctx.read::<List>(args[1]) {
         Err(_) => return Action::None,

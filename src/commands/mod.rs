@@ -532,6 +532,17 @@ collection!(crate::types::Hash, Hash);
 collection!(crate::types::Set, Set);
 collection!(crate::types::ZSet, ZSet);
 
+/// A (database, key) looked up in a map keyed by `(usize, Bytes)` without copying the
+/// key: it hashes as the tuple does (`Bytes` hashes as its bytes).
+#[derive(Hash)]
+pub(crate) struct DbKey<'a>(pub usize, pub &'a [u8]);
+
+impl hashbrown::Equivalent<(usize, Bytes)> for DbKey<'_> {
+    fn equivalent(&self, key: &(usize, Bytes)) -> bool {
+        self.0 == key.0 && self.1 == key.1.as_ref()
+    }
+}
+
 /// The command's error reply has been written; the handler only has to return.
 #[derive(Debug)]
 pub struct AlreadyReplied;
@@ -547,6 +558,21 @@ pub fn int_arg(ctx: &mut Ctx, arg: &[u8]) -> Option<i64> {
         ctx.out.error(NOT_INTEGER);
     }
     parsed
+}
+
+/// The optional count of LPOP / RPOP / SPOP / ZPOPMIN / ZPOPMAX: Ok(None) when absent,
+/// Err after Redis's error for anything but a non-negative integer.
+pub fn optional_count(ctx: &mut Ctx, arg: Option<&&[u8]>) -> Result<Option<usize>, AlreadyReplied> {
+    match arg {
+        None => Ok(None),
+        Some(arg) => match crate::resp::parse_i64(arg) {
+            Some(n) if n >= 0 => Ok(Some(n as usize)),
+            _ => {
+                ctx.out.error("ERR value is out of range, must be positive");
+                Err(AlreadyReplied)
+            }
+        },
+    }
 }
 
 pub fn eq_ignore_case(arg: &[u8], word: &str) -> bool {

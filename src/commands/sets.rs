@@ -251,19 +251,12 @@ fn smembers(ctx: &mut Ctx, args: &Args) -> Action {
 }
 
 fn spop(ctx: &mut Ctx, args: &Args) -> Action {
-    let count = match args.len() {
-        2 => None,
-        3 => match crate::resp::parse_i64(args[2]).filter(|n| *n >= 0) {
-            Some(n) => Some(n as usize),
-            None => {
-                ctx.out.error("ERR value is out of range, must be positive");
-                return Action::None;
-            }
-        },
-        _ => {
-            ctx.out.error(SYNTAX_ERROR);
-            return Action::None;
-        }
+    if args.len() > 3 {
+        ctx.out.error(SYNTAX_ERROR);
+        return Action::None;
+    }
+    let Ok(count) = super::optional_count(ctx, args.get(2)) else {
+        return Action::None;
     };
     let Ok(set) = ctx.write::<Set>(args[1]) else {
         return Action::None;

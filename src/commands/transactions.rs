@@ -130,7 +130,7 @@ impl Watches {
 
     /// `key` in `db` changed; `exists` says whether it is there now.
     pub fn touch(&mut self, db: usize, key: &[u8], exists: bool) {
-        let Some(watchers) = self.by_key.get_mut(&(db, Bytes::copy_from_slice(key))) else {
+        let Some(watchers) = self.by_key.get_mut(&super::DbKey(db, key)) else {
             return;
         };
         for watcher in watchers {

@@ -621,7 +621,7 @@ impl LexRange {
     }
     /// Redis's `zzlIsInLexRange`: an empty range, a first element above the end or a
     /// last element below the start means nothing matches (checked before walking).
-    fn may_match(&self, ordered: &[(Vec<u8>, f64)], reversed: bool) -> bool {
+    fn may_match(&self, zset: &ZSet) -> bool {
         let rank = |b: &LexBound| match b {
             LexBound::Min => (0, None, false),
             LexBound::Inclusive(v) => (1, Some(v.clone()), false),
@@ -633,13 +633,10 @@ impl LexRange {
         if order.is_gt() || (order.is_eq() && (min.2 || max.2)) {
             return false;
         }
-        let (first, last) = if reversed {
-            (ordered.last(), ordered.first())
-        } else {
-            (ordered.first(), ordered.last())
-        };
-        match (first, last) {
-            (Some((first, _)), Some((last, _))) => self.lte_max(first) && self.gte_min(last),
+        // The lowest-scored element must not be above the end, the highest not below
+        // the start (whatever the direction asked).
+        match (zset.iter().next(), zset.iter().next_back()) {
+            (Some((first, _)), Some((last, _))) => self.lte_max(&first) && self.gte_min(&last),
             _ => false,
         }
     }
@@ -670,59 +667,71 @@ enum RangeKind {
 
 /// Elements of `zset` in `kind`, in the requested direction, after LIMIT.
 fn select(zset: &ZSet, kind: &RangeKind, reverse: bool, limit: Option<(i64, i64)>) -> Elements {
-    let all: Vec<(Vec<u8>, f64)> = if reverse {
-        zset.iter()
-            .rev()
-            .map(|(m, s)| (m.into_owned(), s))
-            .collect()
+    use crate::types::zset::Element;
+    // Walks the elements in place and copies only those picked.
+    let ordered: Box<dyn Iterator<Item = Element<'_>> + '_> = if reverse {
+        Box::new(zset.iter().rev())
     } else {
-        zset.iter().map(|(m, s)| (m.into_owned(), s)).collect()
+        zset.iter()
     };
-    let picked: Vec<(Vec<u8>, f64)> = match kind {
+    let picked: Box<dyn Iterator<Item = Element<'_>> + '_> = match kind {
         RangeKind::Rank(start, end) => {
-            let len = all.len() as i64;
-            let mut start = if *start < 0 { start + len } else { *start };
-            let mut end = if *end < 0 { end + len } else { *end };
-            start = start.max(0);
-            end = end.min(len - 1);
+            let len = zset.len() as i64;
+            let start = if *start < 0 { start + len } else { *start }.max(0);
+            let end = if *end < 0 { end + len } else { *end }.min(len - 1);
             if start > end || start >= len {
                 return Vec::new();
             }
-            all[start as usize..=end as usize].to_vec()
+            Box::new(
+                ordered
+                    .skip(start as usize)
+                    .take((end - start + 1) as usize),
+            )
         }
-        RangeKind::Score(range) => all
-            .into_iter()
-            .filter(|(_, s)| range.contains(*s))
-            .collect(),
+        RangeKind::Score(range) => Box::new(ordered.filter(|(_, s)| range.contains(*s))),
         // Redis walks the (score-ordered) list: from the first element past the start
         // bound, while elements stay within the end bound. With equal scores, as lex
         // ranges assume, that is the range; otherwise it is what Redis answers.
-        RangeKind::Lex(range) if !range.may_match(&all, reverse) => Vec::new(),
+        RangeKind::Lex(range) if !range.may_match(zset) => return Vec::new(),
         RangeKind::Lex(range) => {
-            type Test<'t> = &'t dyn Fn(&[u8]) -> bool;
-            let (starts, stays): (Test, Test) = if reverse {
-                (&|m| range.lte_max(m), &|m| range.gte_min(m))
-            } else {
-                (&|m| range.gte_min(m), &|m| range.lte_max(m))
+            let starts = move |m: &[u8]| {
+                if reverse {
+                    range.lte_max(m)
+                } else {
+                    range.gte_min(m)
+                }
             };
-            all.into_iter()
-                .skip_while(|(m, _)| !starts(m))
-                .take_while(|(m, _)| stays(m))
-                .collect()
+            let stays = move |m: &[u8]| {
+                if reverse {
+                    range.gte_min(m)
+                } else {
+                    range.lte_max(m)
+                }
+            };
+            Box::new(
+                ordered
+                    .skip_while(move |(m, _)| !starts(m))
+                    .take_while(move |(m, _)| stays(m)),
+            )
         }
     };
-    match limit {
-        None => picked,
-        Some((offset, _)) if offset < 0 => Vec::new(),
-        Some((offset, count)) => {
-            let rest = picked.into_iter().skip(offset as usize);
+    let (skip, take) = match limit {
+        None => (0, usize::MAX),
+        Some((offset, _)) if offset < 0 => return Vec::new(),
+        Some((offset, count)) => (
+            offset as usize,
             if count < 0 {
-                rest.collect()
+                usize::MAX
             } else {
-                rest.take(count as usize).collect()
-            }
-        }
-    }
+                count as usize
+            },
+        ),
+    };
+    picked
+        .skip(skip)
+        .take(take)
+        .map(|(m, s)| (m.into_owned(), s))
+        .collect()
 }
 
 fn reply_elements(ctx: &mut Ctx, elements: &[(Vec<u8>, f64)], with_scores: bool) {
@@ -957,19 +966,12 @@ pub(crate) fn pop_elements(ctx: &mut Ctx, key: &[u8], max: bool, count: usize) -
 
 fn zpop(ctx: &mut Ctx, args: &Args) -> Action {
     let max = args[0].eq_ignore_ascii_case(b"zpopmax");
-    let count = match args.len() {
-        2 => None,
-        3 => match crate::resp::parse_i64(args[2]).filter(|n| *n >= 0) {
-            Some(n) => Some(n as usize),
-            None => {
-                ctx.out.error("ERR value is out of range, must be positive");
-                return Action::None;
-            }
-        },
-        _ => {
-            ctx.out.error(SYNTAX_ERROR);
-            return Action::None;
-        }
+    if args.len() > 3 {
+        ctx.out.error(SYNTAX_ERROR);
+        return Action::None;
+    }
+    let Ok(count) = super::optional_count(ctx, args.get(2)) else {
+        return Action::None;
     };
     let Ok(found) = ctx.check_type::<ZSet>(args[1]) else {
         return Action::None;

@@ -337,6 +337,17 @@ impl Drop for RedisOracle {
     }
 }
 
+/// Runs a command given as words; panics (naming it) on an error reply.
+pub fn run(conn: &mut redis::Connection, args: &[&str]) -> redis::Value {
+    let mut command = redis::cmd(args[0]);
+    for arg in &args[1..] {
+        command.arg(*arg);
+    }
+    command
+        .query(conn)
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
 pub fn dbsize(conn: &mut redis::Connection) -> usize {
     redis::cmd("DBSIZE").query(conn).unwrap()
 }

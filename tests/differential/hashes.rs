@@ -123,27 +123,7 @@ impl Gen {
             }
             _ => {
                 check = Check::Run(full_scan_pairs);
-                args.push(self.word("hscan"));
-                args.push(self.key());
-                let cursor = if self.chance(0.9) {
-                    "0"
-                } else {
-                    self.pick(&["abc", ""])
-                };
-                args.push(cursor.as_bytes().to_vec());
-                if self.chance(0.4) {
-                    args.push(self.word("match"));
-                    args.push(
-                        self.pick(&["*", "f*", "?", "[ab]", "x*"])
-                            .as_bytes()
-                            .to_vec(),
-                    );
-                }
-                if self.chance(0.3) {
-                    args.push(self.word("count"));
-                    let count = self.pick(&["1", "2", "10", "0", "-1", "abc"]);
-                    args.push(count.as_bytes().to_vec());
-                }
+                args = self.collection_scan("hscan", &["*", "f*", "?", "[ab]", "x*"]);
                 if self.chance(0.05) {
                     args.push(self.word("type"));
                     args.push(b"hash".to_vec());

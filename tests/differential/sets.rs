@@ -140,27 +140,7 @@ impl Gen {
             }
             _ => {
                 check = Check::Run(full_scan_members);
-                args.push(self.word("sscan"));
-                args.push(self.key());
-                let cursor = if self.chance(0.9) {
-                    "0"
-                } else {
-                    self.pick(&["abc", ""])
-                };
-                args.push(cursor.as_bytes().to_vec());
-                if self.chance(0.4) {
-                    args.push(self.word("match"));
-                    args.push(
-                        self.pick(&["*", "1*", "?", "[ab]", "h*"])
-                            .as_bytes()
-                            .to_vec(),
-                    );
-                }
-                if self.chance(0.3) {
-                    args.push(self.word("count"));
-                    let count = self.pick(&["1", "2", "10", "0", "abc"]);
-                    args.push(count.as_bytes().to_vec());
-                }
+                args = self.collection_scan("sscan", &["*", "1*", "?", "[ab]", "h*"]);
             }
         }
         let mut steps = vec![Step { args, check }];

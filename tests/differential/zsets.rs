@@ -276,23 +276,7 @@ impl Gen {
             }
             _ => {
                 check = Check::Run(full_scan_pairs);
-                args.push(self.word("zscan"));
-                args.push(self.key());
-                let cursor = if self.chance(0.9) {
-                    "0"
-                } else {
-                    self.pick(&["abc", ""])
-                };
-                args.push(cursor.as_bytes().to_vec());
-                if self.chance(0.4) {
-                    args.push(self.word("match"));
-                    args.push(self.pick(&["*", "m*", "?", "[ab]"]).as_bytes().to_vec());
-                }
-                if self.chance(0.3) {
-                    args.push(self.word("count"));
-                    let count = self.pick(&["1", "2", "10", "0", "abc"]);
-                    args.push(count.as_bytes().to_vec());
-                }
+                args = self.collection_scan("zscan", &["*", "m*", "?", "[ab]"]);
             }
         }
         vec![Step { args, check }]
