@@ -155,3 +155,25 @@ pub(crate) fn random_picks(len: usize, count: i64) -> Vec<usize> {
         rand::seq::index::sample(&mut rand::rng(), len, count as usize).into_vec()
     }
 }
+
+/// SINTERCARD's and ZINTERCARD's options after the keys: `[LIMIT n]` (repeatable, the last
+/// wins; 0 is no limit). None after Redis's error.
+pub(crate) fn intercard_limit(ctx: &mut Ctx, mut rest: &[&[u8]]) -> Option<usize> {
+    let mut limit = 0usize;
+    while !rest.is_empty() {
+        if rest.len() >= 2 && rest[0].eq_ignore_ascii_case(b"limit") {
+            match crate::resp::parse_i64(rest[1]) {
+                Some(n) if n >= 0 => limit = n as usize,
+                _ => {
+                    ctx.out.error("ERR LIMIT can't be negative");
+                    return None;
+                }
+            }
+            rest = &rest[2..];
+        } else {
+            ctx.out.error(SYNTAX_ERROR);
+            return None;
+        }
+    }
+    Some(limit)
+}

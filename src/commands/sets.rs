@@ -522,23 +522,9 @@ fn sintercard(ctx: &mut Ctx, args: &Args) -> Action {
         return Action::None;
     }
     let keys = &args[2..2 + numkeys];
-    let mut limit = 0usize;
-    let mut rest = &args[2 + numkeys..];
-    while !rest.is_empty() {
-        if rest.len() >= 2 && rest[0].eq_ignore_ascii_case(b"limit") {
-            match crate::resp::parse_i64(rest[1]) {
-                Some(n) if n >= 0 => limit = n as usize,
-                _ => {
-                    ctx.out.error("ERR LIMIT can't be negative");
-                    return Action::None;
-                }
-            }
-            rest = &rest[2..];
-        } else {
-            ctx.out.error(SYNTAX_ERROR);
-            return Action::None;
-        }
-    }
+    let Some(limit) = super::picks::intercard_limit(ctx, &args[2 + numkeys..]) else {
+        return Action::None;
+    };
     if let Some(members) = combine(ctx, keys, Op::Inter, limit) {
         ctx.out.integer(members.len() as i64);
     }

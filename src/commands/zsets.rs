@@ -1369,23 +1369,9 @@ fn zintercard(ctx: &mut Ctx, args: &Args) -> Action {
     let Some(sources) = inputs(ctx, keys) else {
         return Action::None;
     };
-    let mut limit = 0usize;
-    let mut rest = &args[2 + numkeys..];
-    while !rest.is_empty() {
-        if rest.len() >= 2 && rest[0].eq_ignore_ascii_case(b"limit") {
-            match crate::resp::parse_i64(rest[1]) {
-                Some(n) if n >= 0 => limit = n as usize,
-                _ => {
-                    ctx.out.error("ERR LIMIT can't be negative");
-                    return Action::None;
-                }
-            }
-            rest = &rest[2..];
-        } else {
-            ctx.out.error(SYNTAX_ERROR);
-            return Action::None;
-        }
-    }
+    let Some(limit) = super::picks::intercard_limit(ctx, &args[2 + numkeys..]) else {
+        return Action::None;
+    };
     let weights = vec![1.0; numkeys];
     let count = combine(sources, "inter", &weights, Aggregate::Sum, limit).len();
     ctx.out.integer(count as i64);
