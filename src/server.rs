@@ -62,14 +62,19 @@ struct Client {
     arg_ranges: Vec<Range<usize>>,
     output: Vec<u8>,
     output_sent: usize,
-    /// The log batch that must be durable before `output` may be sent.
+    /// The log batch that must be durable before `output` may be sent: the replies in it
+    /// acknowledge writes.
     hold_seq: u64,
-    /// A command ran this turn whose reply may show state not yet durable. Replies of
-    /// commands refused before running (MISCONF, NOAUTH, arity) reveal nothing and need
-    /// not wait, so a client can learn promptly that the log is failing.
-    reply_reads_state: bool,
-    /// Listed in `Server::held`, waiting for `hold_seq` to become durable. Never flushed
-    /// while set: the only way out is `release_held`.
+    /// The log batch that replies of reads in `output` wait for: they may show writes not
+    /// yet durable. Unlike `hold_seq` this is waived while the log is failing, so that a
+    /// full disk stops writes but not reads (see `Client::required_seq`).
+    read_hold_seq: u64,
+    /// The most a reply produced this turn may reveal. Replies of commands refused before
+    /// running (MISCONF, NOAUTH, arity) reveal nothing and need not wait, so a client can
+    /// learn promptly that the log is failing.
+    reply_shows: ReplyShows,
+    /// Listed in `Server::held`, waiting for its required batch to become durable. Never
+    /// flushed while set: the only way out is `release_held`.
     in_held: bool,
     close_after_reply: bool,
     /// Parked by a blocking command: its later input waits until it is served or times out.
@@ -77,6 +82,34 @@ struct Client {
     created: Instant,
     last_interaction: Instant,
     last_command: &'static str,
+}
+
+/// What a command's reply may reveal of state not yet in the log, which decides how long
+/// it waits for the log writer. Ordered: a turn's replies wait as long as the most
+/// revealing one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+enum ReplyShows {
+    /// Refused before running, or touched no key (PING, INFO, CONFIG).
+    #[default]
+    Nothing,
+    /// Read keys: may show another client's write that is not yet acknowledged.
+    Reads,
+    /// Wrote keys: the reply is the write's acknowledgement.
+    Writes,
+}
+
+impl Client {
+    /// The log batch that must be durable (under `always`; written, otherwise) before this
+    /// client's output may go. While the log is failing, replies of reads go out at once:
+    /// they may show writes whose acknowledgements are still held (a dirty read, which
+    /// Redis under `everysec` also gives), but the disk being full must not stop reads.
+    fn required_seq(&self, log_failing: bool) -> u64 {
+        if log_failing {
+            self.hold_seq
+        } else {
+            self.hold_seq.max(self.read_hold_seq)
+        }
+    }
 }
 
 /// Sessions indexed by their poll token; slots are reused after a client leaves.
@@ -532,7 +565,8 @@ impl Server {
                 output: Vec::new(),
                 output_sent: 0,
                 hold_seq: 0,
-                reply_reads_state: false,
+                read_hold_seq: 0,
+                reply_shows: ReplyShows::Nothing,
                 in_held: false,
                 close_after_reply: false,
                 blocked: None,
@@ -667,7 +701,7 @@ impl Server {
                     let args: SmallVec<[&[u8]; 8]> =
                         ranges.iter().map(|r| &frame[r.clone()]).collect();
                     if !args.is_empty() {
-                        let (action, name, reads_keys) = self.execute(
+                        let (action, name, shows) = self.execute(
                             &mut client.state,
                             &mut client.output,
                             &args,
@@ -675,7 +709,7 @@ impl Server {
                         );
                         produced_output = true;
                         client.last_command = name.unwrap_or(client.last_command);
-                        client.reply_reads_state |= reads_keys;
+                        client.reply_shows = client.reply_shows.max(shows);
                         pending_action = Some(action);
                     }
                     consumed_total += used;
@@ -683,7 +717,7 @@ impl Server {
                 Parse::Inline(words, used) => {
                     if !words.is_empty() {
                         let args: Vec<&[u8]> = words.iter().map(|w| w.as_slice()).collect();
-                        let (action, name, reads_keys) = self.execute(
+                        let (action, name, shows) = self.execute(
                             &mut client.state,
                             &mut client.output,
                             &args,
@@ -691,7 +725,7 @@ impl Server {
                         );
                         produced_output = true;
                         client.last_command = name.unwrap_or(client.last_command);
-                        client.reply_reads_state |= reads_keys;
+                        client.reply_shows = client.reply_shows.max(shows);
                         pending_action = Some(action);
                     }
                     consumed_total += used;
@@ -772,11 +806,11 @@ impl Server {
                     };
                     let args: SmallVec<[&[u8]; 8]> = command.iter().map(Vec::as_slice).collect();
                     let mode = BlockMode::Serving(key.clone());
-                    let (action, _, reads_keys) =
+                    let (action, _, shows) =
                         self.execute(&mut client.state, &mut client.output, &args, mode);
                     if !matches!(action, Action::Block(_)) {
                         self.unblock(token, &mut client);
-                        client.reply_reads_state |= reads_keys;
+                        client.reply_shows = client.reply_shows.max(shows);
                         let mut shutdown = None;
                         self.apply_action(token, &mut client, action, &mut shutdown);
                     }
@@ -846,14 +880,14 @@ impl Server {
         ReplyWriter::new(&mut client.output, client.state.resp3).array(queued.len());
         for command in &queued {
             let args: SmallVec<[&[u8]; 8]> = command.iter().map(Vec::as_slice).collect();
-            let (action, name, reads_keys) = self.execute(
+            let (action, name, shows) = self.execute(
                 &mut client.state,
                 &mut client.output,
                 &args,
                 BlockMode::Never,
             );
             client.last_command = name.unwrap_or(client.last_command);
-            client.reply_reads_state |= reads_keys;
+            client.reply_shows = client.reply_shows.max(shows);
             self.apply_action(token, client, action, shutdown);
         }
         if self.propagation.records - records_before > 1 {
@@ -887,7 +921,7 @@ impl Server {
     }
 
     /// Runs one command for a client; the reply goes to `output`. Returns the action and
-    /// the command's name if it ran, and whether its reply may reveal key data. Inside
+    /// the command's name if it ran, and what its reply may reveal. Inside
     /// MULTI, commands other than the transaction's own are checked and queued.
     fn execute(
         &mut self,
@@ -895,7 +929,7 @@ impl Server {
         output: &mut Vec<u8>,
         args: &[&[u8]],
         block_mode: BlockMode,
-    ) -> (Action, Option<&'static str>, bool) {
+    ) -> (Action, Option<&'static str>, ReplyShows) {
         let mut out = ReplyWriter::new(output, client.resp3);
         let spec = self.registry.get(args[0]);
         let rejection = match spec {
@@ -909,7 +943,7 @@ impl Server {
             if let Some(multi) = &mut client.multi {
                 multi.failed = true;
             }
-            return (Action::None, None, false);
+            return (Action::None, None, ReplyShows::Nothing);
         }
         let spec = spec.expect("rejected above when unknown");
         if let Some(multi) = &mut client.multi
@@ -922,13 +956,13 @@ impl Server {
                 multi.failed = true;
                 out.error("ERR Transaction discarded: the queued commands exceed client-query-buffer-limit");
                 self.state.stats.total_error_replies += 1;
-                return (Action::None, None, false);
+                return (Action::None, None, ReplyShows::Nothing);
             }
             multi.bytes += bytes;
             multi.has_write |= spec.has(flags::WRITE);
             multi.queued.push(args.iter().map(|a| a.to_vec()).collect());
             out.simple("QUEUED");
-            return (Action::None, Some(spec.name), false);
+            return (Action::None, Some(spec.name), ReplyShows::Nothing);
         }
         let mut ctx = Ctx {
             keyspace: &mut self.keyspace,
@@ -946,11 +980,17 @@ impl Server {
         self.state.stats.total_commands_processed += 1;
         let name = spec.name;
         // Only commands that read or write keys can show state not yet durable.
-        let touches_keys = spec.has(flags::READONLY) || spec.has(flags::WRITE);
+        let shows = if spec.has(flags::WRITE) {
+            ReplyShows::Writes
+        } else if spec.has(flags::READONLY) {
+            ReplyShows::Reads
+        } else {
+            ReplyShows::Nothing
+        };
         if name == "config" {
             self.apply_runtime_config();
         }
-        (action, Some(name), touches_keys)
+        (action, Some(name), shows)
     }
 
     /// Whether the client must still AUTH: a password is set now and it has not given it.
@@ -1021,15 +1061,18 @@ impl Server {
                 p.aof_pending_peak_bytes = p.aof_pending_peak_bytes.max(writer.pending_bytes());
             }
             let durable = release_watermark(writer, self.state.config.appendfsync);
-            let required = writer.last_submitted();
+            let failing = writer.is_failing();
+            let last = writer.last_submitted();
             for token in std::mem::take(&mut self.touched) {
                 let Some(client) = self.clients.get_mut(&token) else {
                     continue;
                 };
-                if std::mem::take(&mut client.reply_reads_state) && required > client.hold_seq {
-                    client.hold_seq = required;
+                match std::mem::take(&mut client.reply_shows) {
+                    ReplyShows::Nothing => {}
+                    ReplyShows::Reads => client.read_hold_seq = last,
+                    ReplyShows::Writes => client.hold_seq = last,
                 }
-                if client.hold_seq > durable {
+                if client.required_seq(failing) > durable {
                     if !client.in_held {
                         client.in_held = true;
                         self.held.push(token);
@@ -1039,7 +1082,7 @@ impl Server {
                 }
             }
             if !self.held.is_empty() {
-                self.release_held(durable);
+                self.release_held(durable, failing);
             }
         } else {
             for token in std::mem::take(&mut self.touched) {
@@ -1050,7 +1093,7 @@ impl Server {
 
     /// Sends the output of held clients whose batch is now durable. A client is listed in
     /// `held` at most once (its `in_held` flag), so one pass releases it.
-    fn release_held(&mut self, durable: u64) {
+    fn release_held(&mut self, durable: u64, log_failing: bool) {
         let mut still_held = Vec::new();
         for token in std::mem::take(&mut self.held) {
             let Some(client) = self.clients.get_mut(&token) else {
@@ -1059,7 +1102,7 @@ impl Server {
             if !client.in_held {
                 continue; // the token was reused by a client that is not waiting
             }
-            if client.hold_seq > durable {
+            if client.required_seq(log_failing) > durable {
                 still_held.push(token);
             } else {
                 client.in_held = false;
@@ -1095,6 +1138,9 @@ impl Server {
         if client.output_sent == client.output.len() {
             client.output.clear();
             client.output_sent = 0;
+            // Nothing is left that waits for the log.
+            client.hold_seq = 0;
+            client.read_hold_seq = 0;
             if client.output.capacity() > OUTPUT_KEEP_BYTES {
                 client.output = Vec::new();
             }
@@ -1492,7 +1538,7 @@ impl Server {
             self.state.persistence.aof_pending_bytes = writer.pending_bytes();
             let durable = release_watermark(writer, self.state.config.appendfsync);
             if !self.held.is_empty() {
-                self.release_held(durable);
+                self.release_held(durable, writer.is_failing());
             }
         }
         self.active_expire_cycle(now_ms);

@@ -224,6 +224,11 @@ impl LogWriter {
         self.shared.error.lock().unwrap().clone()
     }
 
+    /// A write or fsync failed and no retry has succeeded since.
+    pub fn is_failing(&self) -> bool {
+        self.shared.failed.load(Ordering::Acquire)
+    }
+
     pub fn set_policy(&self, policy: FsyncPolicy) {
         self.shared.pending.lock().unwrap().policy = policy;
         self.shared.wake_writer.notify_one();
@@ -449,7 +454,9 @@ impl WriterThread {
         self.unsynced_written = 0;
         self.unsynced.clear();
         if self.shared.failed.swap(false, Ordering::AcqRel) {
-            tracing::warn!("append-only log is writable again; accepting writes");
+            tracing::warn!(
+                "AOF write error looks solved: the append-only log is writable again, accepting writes"
+            );
             *self.shared.error.lock().unwrap() = None;
         }
     }
