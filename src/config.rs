@@ -40,6 +40,8 @@ pub struct Config {
     pub databases: usize,
     pub bulk_bytes_max: usize,
     pub query_buffer_bytes_max: usize,
+    /// `client-output-buffer-limit`, per class of client.
+    pub output_buffer_limits: OutputBufferLimits,
     pub timeout_seconds: u64,
     pub loglevel: String,
     pub logfile: String,
@@ -75,6 +77,93 @@ impl Config {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n,
         }
+    }
+}
+
+/// One class's `client-output-buffer-limit`: a client whose unsent replies exceed
+/// `hard_bytes`, or stay above `soft_bytes` for `soft_seconds`, is closed. 0 disables.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OutputBufferLimit {
+    pub hard_bytes: u64,
+    pub soft_bytes: u64,
+    pub soft_seconds: u64,
+}
+
+/// The classes of `client-output-buffer-limit`, with Redis's defaults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutputBufferLimits {
+    pub normal: OutputBufferLimit,
+    pub replica: OutputBufferLimit,
+    pub pubsub: OutputBufferLimit,
+}
+
+impl Default for OutputBufferLimits {
+    fn default() -> Self {
+        const MB: u64 = 1024 * 1024;
+        OutputBufferLimits {
+            normal: OutputBufferLimit::default(),
+            replica: OutputBufferLimit {
+                hard_bytes: 256 * MB,
+                soft_bytes: 64 * MB,
+                soft_seconds: 60,
+            },
+            pubsub: OutputBufferLimit {
+                hard_bytes: 32 * MB,
+                soft_bytes: 8 * MB,
+                soft_seconds: 60,
+            },
+        }
+    }
+}
+
+impl OutputBufferLimits {
+    /// CONFIG GET's form: `normal 0 0 0 slave 268435456 67108864 60 pubsub ...`.
+    fn text(&self) -> String {
+        [
+            ("normal", self.normal),
+            ("slave", self.replica),
+            ("pubsub", self.pubsub),
+        ]
+        .iter()
+        .map(|(name, l)| {
+            format!(
+                "{name} {} {} {}",
+                l.hard_bytes, l.soft_bytes, l.soft_seconds
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+    }
+
+    /// Sets the classes named in `<class> <hard> <soft> <seconds>` groups, all or none,
+    /// with Redis's error texts.
+    fn set(&mut self, args: &[String]) -> Result<(), String> {
+        let words: Vec<&str> = args.iter().flat_map(|a| a.split_whitespace()).collect();
+        if words.is_empty() || !words.len().is_multiple_of(4) {
+            return Err("Wrong number of arguments in buffer limit configuration.".into());
+        }
+        let mut updated = *self;
+        for group in words.chunks(4) {
+            let class = match group[0].to_ascii_lowercase().as_str() {
+                "normal" => &mut updated.normal,
+                "slave" | "replica" => &mut updated.replica,
+                "pubsub" => &mut updated.pubsub,
+                _ => {
+                    return Err(
+                        "Invalid client class specified in buffer limit configuration.".into(),
+                    );
+                }
+            };
+            let bad =
+                || "Error in hard, soft or soft_seconds setting in buffer limit configuration.";
+            *class = OutputBufferLimit {
+                hard_bytes: parse_memory(group[1]).ok_or_else(bad)?,
+                soft_bytes: parse_memory(group[2]).ok_or_else(bad)?,
+                soft_seconds: group[3].parse().map_err(|_| bad())?,
+            };
+        }
+        *self = updated;
+        Ok(())
     }
 }
 
@@ -134,6 +223,7 @@ impl Default for Config {
             databases: 16,
             bulk_bytes_max: 512 * 1024 * 1024,
             query_buffer_bytes_max: 1024 * 1024 * 1024,
+            output_buffer_limits: OutputBufferLimits::default(),
             timeout_seconds: 0,
             loglevel: "notice".into(),
             logfile: String::new(),
@@ -335,6 +425,12 @@ pub static DIRECTIVES: &[Directive] = &[
         true,
         |c| c.query_buffer_bytes_max.to_string(),
         |c, a| c.query_buffer_bytes_max = parse_memory_arg(a, 1024 * 1024)? as usize
+    ),
+    directive!(
+        "client-output-buffer-limit",
+        true,
+        |c| c.output_buffer_limits.text(),
+        |c, a| c.output_buffer_limits.set(a)?
     ),
     directive!(
         "timeout",
@@ -684,6 +780,46 @@ mod tests {
         assert_eq!(config.dir, PathBuf::from("/tmp/a b"));
         assert_eq!(config.bind, vec!["1.2.3.4".to_string(), "::1".to_string()]);
         assert!(Config::from_args(&["--appendonly".into(), "maybe".into()]).is_err());
+    }
+
+    #[test]
+    fn output_buffer_limits_as_redis_reads_and_prints_them() {
+        let mut config = Config::default();
+        assert_eq!(
+            config.output_buffer_limits.text(),
+            "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"
+        );
+        config
+            .apply_text(
+                "client-output-buffer-limit normal 1mb 512kb 10 replica 1gb 1gb 0\n",
+                true,
+            )
+            .unwrap();
+        let limits = config.output_buffer_limits;
+        assert_eq!(
+            limits.normal,
+            OutputBufferLimit {
+                hard_bytes: 1024 * 1024,
+                soft_bytes: 512 * 1024,
+                soft_seconds: 10
+            }
+        );
+        assert_eq!(limits.replica.hard_bytes, 1024 * 1024 * 1024);
+        for (bad, reason) in [
+            ("normal 1mb", "Wrong number"),
+            ("master 1mb 1mb 1", "Invalid client class"),
+            ("normal 1mbs 1mb 1", "Error in hard"),
+            ("normal 1mb 1mb x pubsub 1 1 1", "Error in hard"),
+        ] {
+            let error = config
+                .apply_text(&format!("client-output-buffer-limit {bad}\n"), true)
+                .unwrap_err();
+            assert!(error.reason.contains(reason), "{bad}: {error}");
+        }
+        assert_eq!(
+            config.output_buffer_limits, limits,
+            "a failed set changes nothing"
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@
 //!
 //! See ARCHITECTURE.md for the flows in prose.
 
+pub mod client_buffers;
 pub mod clock;
 pub mod commands;
 pub mod compaction;

@@ -35,6 +35,8 @@ fn log_limits() -> ParseLimits {
         bulk_bytes_max: usize::MAX / 2,
         inline_bytes_max: 64 * 1024,
         unauthenticated: false,
+        // A log file is read in large chunks already; its records are parsed in place.
+        big_argument_bytes_min: usize::MAX,
     }
 }
 
@@ -104,10 +106,14 @@ pub fn scan_records(
                 }
                 start += used;
             }
-            Parse::Complete(_) | Parse::Inline(..) | Parse::Invalid(_) => {
+            Parse::Complete(_)
+            | Parse::Inline(..)
+            | Parse::Invalid(_)
+            | Parse::BigArgument { .. } => {
                 let offset = base_offset + start as u64;
                 let reason = match parsed {
                     Parse::Invalid(why) => why.to_string(),
+                    Parse::BigArgument { .. } => unreachable!("disabled by log_limits"),
                     _ => "not a command record (expected '*' followed by a positive count)".into(),
                 };
                 return Err((LogDamage::Corrupt { offset, reason }, None));
@@ -676,6 +682,7 @@ fn replay_one(
         now_ms,
         loading: true,
         block_mode: crate::commands::blocking::BlockMode::Never,
+        big_arguments: &[],
     };
     (spec.handler)(&mut ctx, args);
     Ok(())

@@ -16,7 +16,14 @@ pub struct ParseLimits {
     pub inline_bytes_max: usize,
     /// Before authentication Redis refuses large requests (10 arguments, 16 KiB bulks).
     pub unauthenticated: bool,
+    /// A bulk at least this long that has not fully arrived is handed to the caller
+    /// (`Parse::BigArgument`) to be read into a buffer of its final size, as Redis does
+    /// past `PROTO_MBULK_BIG_ARG`; `usize::MAX`: never.
+    pub big_argument_bytes_min: usize,
 }
+
+/// Redis's `PROTO_MBULK_BIG_ARG`: bulks from this size on are read into their own buffer.
+pub const BIG_ARGUMENT_BYTES_MIN: usize = 32 * 1024;
 
 impl Default for ParseLimits {
     fn default() -> Self {
@@ -24,6 +31,7 @@ impl Default for ParseLimits {
             bulk_bytes_max: 512 * 1024 * 1024,
             inline_bytes_max: 64 * 1024,
             unauthenticated: false,
+            big_argument_bytes_min: usize::MAX,
         }
     }
 }
@@ -38,6 +46,13 @@ pub enum Parse {
     Incomplete,
     /// A protocol error; the reply text (without `-ERR `) and the connection is closed.
     Invalid(&'static str),
+    /// The next argument is a bulk of `len` bytes (at least `big_argument_bytes_min`)
+    /// whose data starts at `start` and has not all arrived. Every byte of the buffer from
+    /// `start` on belongs to it (data, then part of its CRLF). The caller moves those bytes
+    /// out (the buffer must end at `start` at the next call), reads the rest of the data
+    /// and the CRLF itself, and calls again once it has: parsing resumes after the
+    /// argument, whose place in `args` is the empty range `start..start`.
+    BigArgument { start: usize, len: usize },
 }
 
 /// How far an incomplete multibulk request was parsed, so that the next attempt resumes
@@ -68,7 +83,7 @@ pub fn parse_request(
         args.clear();
         parse_inline(buf, limits)
     };
-    if result != Parse::Incomplete {
+    if !matches!(result, Parse::Incomplete | Parse::BigArgument { .. }) {
         *progress = Progress::default();
     }
     result
@@ -174,6 +189,12 @@ fn parse_multibulk(
         }
         let start = end + 2;
         if buf.len() < start + len + 2 {
+            if len >= limits.big_argument_bytes_min {
+                args.push(start..start);
+                progress.next_argument = start;
+                progress.remaining -= 1;
+                return Parse::BigArgument { start, len };
+            }
             return Parse::Incomplete;
         }
         // Redis does not check the trailing CRLF of a bulk; neither do we (same bytes eaten).

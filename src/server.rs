@@ -8,6 +8,7 @@
 //! the writer reports that batch fsynced (group commit); the loop keeps serving meanwhile.
 //! Under `everysec` and `no` a reply waits only until its batch is written to the file.
 
+use crate::client_buffers::{BigArgument, BigArguments};
 use crate::commands::blocking::{BlockMode, Blocked};
 use crate::commands::{
     Action, ClientState, CommandSpec, Ctx, Propagation, Registry, ServerState, flags,
@@ -59,9 +60,13 @@ struct Client {
     input: Vec<u8>,
     /// Parse state of a request not yet complete in `input`.
     progress: Progress,
+    /// Arguments of that request read into buffers of their own (`client_buffers`).
+    big_arguments: BigArguments,
     arg_ranges: Vec<Range<usize>>,
     output: Vec<u8>,
     output_sent: usize,
+    /// When the unsent output went over its class's soft limit (`client_buffers`).
+    output_soft_since: Option<Instant>,
     /// The log batch that must be durable before `output` may be sent: the replies in it
     /// acknowledge writes.
     hold_seq: u64,
@@ -99,6 +104,11 @@ enum ReplyShows {
 }
 
 impl Client {
+    /// Bytes of requests received and not yet run (`client-query-buffer-limit`).
+    fn query_bytes(&self) -> usize {
+        self.input.len() + self.big_arguments.held_bytes()
+    }
+
     /// The log batch that must be durable (under `always`; written, otherwise) before this
     /// client's output may go. While the log is failing, replies of reads go out at once:
     /// they may show writes whose acknowledgements are still held (a dirty read, which
@@ -561,9 +571,11 @@ impl Server {
                 },
                 input: Vec::new(),
                 progress: Progress::default(),
+                big_arguments: BigArguments::default(),
                 arg_ranges: Vec::new(),
                 output: Vec::new(),
                 output_sent: 0,
+                output_soft_since: None,
                 hold_seq: 0,
                 read_hold_seq: 0,
                 reply_shows: ReplyShows::Nothing,
@@ -605,18 +617,26 @@ impl Server {
                 return None;
             }
             loop {
-                match client.stream.read(&mut self.read_buffer) {
-                    Ok(0) => {
+                // A big argument in progress is read straight into its own buffer.
+                let read = match client.big_arguments.reading() {
+                    Some(argument) => argument.read_from(&mut client.stream),
+                    None => client.stream.read(&mut self.read_buffer).map(|n| {
+                        client.input.extend_from_slice(&self.read_buffer[..n]);
+                        (n, self.read_buffer.len())
+                    }),
+                };
+                match read {
+                    Ok((0, _)) => {
                         peer_done = true;
                         break;
                     }
-                    Ok(n) => {
-                        client.input.extend_from_slice(&self.read_buffer[..n]);
+                    Ok((n, wanted)) => {
+                        client.big_arguments.settle();
                         self.state.stats.total_net_input_bytes += n as u64;
                         // A short read drained the socket: skip the read that would only
                         // say WouldBlock (bytes arriving later raise a new edge event).
-                        let drained = n < self.read_buffer.len() && !until_eof;
-                        if drained || client.input.len() > limit {
+                        let drained = n < wanted && !until_eof;
+                        if drained || client.query_bytes() > limit {
                             break;
                         }
                         read_now += n;
@@ -640,13 +660,13 @@ impl Server {
         }
         let shutdown = self.process_input(token);
         if let Some(client) = self.clients.get(&token)
-            && client.input.len() > limit
+            && client.query_bytes() > limit
         {
             tracing::warn!(
                 "closing client id={} addr={}: query buffer of {} bytes exceeds client-query-buffer-limit",
                 client.state.id,
                 client.peer,
-                client.input.len()
+                client.query_bytes()
             );
             closed = true;
         }
@@ -680,11 +700,25 @@ impl Server {
                 bulk_bytes_max: self.state.config.bulk_bytes_max,
                 inline_bytes_max: 64 * 1024,
                 unauthenticated: self.auth_required(&client.state),
+                big_argument_bytes_min: crate::resp::BIG_ARGUMENT_BYTES_MIN,
             };
+            if client.big_arguments.is_reading() {
+                break; // the rest of the request waits behind the big argument
+            }
             let input = &client.input[consumed_total..];
             match parse_request(input, &limits, &mut ranges, &mut client.progress) {
                 Parse::Incomplete => break,
+                Parse::BigArgument { start, len } => {
+                    // Its bytes so far move to a buffer of its final size; the socket's
+                    // next bytes go there too (`read_and_execute`).
+                    let at = consumed_total + start;
+                    let argument = BigArgument::start(ranges.len() - 1, len, &client.input[at..]);
+                    client.big_arguments.begin(argument);
+                    client.input.truncate(at);
+                    break;
+                }
                 Parse::Invalid(reason) => {
+                    client.big_arguments.clear();
                     let mut writer = ReplyWriter::new(&mut client.output, client.state.resp3);
                     writer.error(&format!("ERR {reason}"));
                     self.state.stats.total_error_replies += 1;
@@ -698,20 +732,27 @@ impl Server {
                 }
                 Parse::Complete(used) => {
                     let frame = &client.input[consumed_total..consumed_total + used];
-                    let args: SmallVec<[&[u8]; 8]> =
-                        ranges.iter().map(|r| &frame[r.clone()]).collect();
+                    let big = &client.big_arguments;
+                    let args: SmallVec<[&[u8]; 8]> = ranges
+                        .iter()
+                        .enumerate()
+                        .map(|(i, r)| big.argument(i, frame, r.clone()))
+                        .collect();
                     if !args.is_empty() {
                         let (action, name, shows) = self.execute(
                             &mut client.state,
                             &mut client.output,
                             &args,
                             BlockMode::Normal,
+                            big.complete(),
                         );
                         produced_output = true;
                         client.last_command = name.unwrap_or(client.last_command);
                         client.reply_shows = client.reply_shows.max(shows);
                         pending_action = Some(action);
                     }
+                    drop(args);
+                    client.big_arguments.clear();
                     consumed_total += used;
                 }
                 Parse::Inline(words, used) => {
@@ -722,6 +763,7 @@ impl Server {
                             &mut client.output,
                             &args,
                             BlockMode::Normal,
+                            &[],
                         );
                         produced_output = true;
                         client.last_command = name.unwrap_or(client.last_command);
@@ -807,7 +849,7 @@ impl Server {
                     let args: SmallVec<[&[u8]; 8]> = command.iter().map(Vec::as_slice).collect();
                     let mode = BlockMode::Serving(key.clone());
                     let (action, _, shows) =
-                        self.execute(&mut client.state, &mut client.output, &args, mode);
+                        self.execute(&mut client.state, &mut client.output, &args, mode, &[]);
                     if !matches!(action, Action::Block(_)) {
                         self.unblock(token, &mut client);
                         client.reply_shows = client.reply_shows.max(shows);
@@ -885,6 +927,7 @@ impl Server {
                 &mut client.output,
                 &args,
                 BlockMode::Never,
+                &[],
             );
             client.last_command = name.unwrap_or(client.last_command);
             client.reply_shows = client.reply_shows.max(shows);
@@ -929,6 +972,7 @@ impl Server {
         output: &mut Vec<u8>,
         args: &[&[u8]],
         block_mode: BlockMode,
+        big_arguments: &[(usize, crate::types::string::Str)],
     ) -> (Action, Option<&'static str>, ReplyShows) {
         let mut out = ReplyWriter::new(output, client.resp3);
         let spec = self.registry.get(args[0]);
@@ -973,6 +1017,7 @@ impl Server {
             now_ms: crate::clock::unix_ms(),
             loading: false,
             block_mode,
+            big_arguments,
         };
         let action = (spec.handler)(&mut ctx, args);
         let errors = ctx.out.errors;
@@ -1052,8 +1097,46 @@ impl Server {
         all.into_iter().map(describe).collect()
     }
 
+    /// Closes the clients of this turn whose unsent replies went over their limits,
+    /// before anything is sent (Redis closes them "ASAP", without flushing).
+    fn enforce_output_limits(&mut self) {
+        let now = Instant::now();
+        let limit = self.state.config.output_buffer_limits.normal;
+        let password_set = self.state.config.requirepass.is_some();
+        let mut over = Vec::new();
+        for &token in &self.touched {
+            let Some(client) = self.clients.get_mut(&token) else {
+                continue;
+            };
+            if over.contains(&token) {
+                continue; // listed twice this turn
+            }
+            let unsent = client.output.len() - client.output_sent;
+            let authenticated = !password_set || client.state.authenticated;
+            let breach = crate::client_buffers::check_output(
+                unsent,
+                authenticated,
+                &limit,
+                &mut client.output_soft_since,
+                now,
+            );
+            if let Some(breach) = breach {
+                tracing::warn!(
+                    "Client id={} addr={} omem={unsent} scheduled to be closed ASAP for overcoming of output buffer limits ({breach:?})",
+                    client.state.id,
+                    client.peer,
+                );
+                over.push(token);
+            }
+        }
+        for token in over {
+            self.close_client(token);
+        }
+    }
+
     /// Hands this turn's log records to the writer and sends the replies that may go.
     fn end_of_turn(&mut self) {
+        self.enforce_output_limits();
         if let Some(writer) = &mut self.log_writer {
             if !self.propagation.buffer.is_empty() {
                 writer.submit(&mut self.propagation.buffer);

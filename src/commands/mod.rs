@@ -284,12 +284,30 @@ pub struct Ctx<'a> {
     pub loading: bool,
     /// Whether a blocking command may block now (not inside EXEC), or is being served.
     pub block_mode: blocking::BlockMode,
+    /// Arguments that arrived as big bulks, read into strings of their own: (position,
+    /// value). A command that stores an argument whole takes it through `value_arg`.
+    pub big_arguments: &'a [(usize, crate::types::string::Str)],
 }
 
 impl<'a> Ctx<'a> {
     /// Running inside EXEC (queued commands never block, background jobs are scheduled).
     pub fn in_exec(&self) -> bool {
         !self.loading && self.block_mode == blocking::BlockMode::Never
+    }
+
+    /// Argument `index` (whose bytes are `bytes`) as a value to store: the very string it
+    /// was read into when it came as a big bulk (no copy), else a copy.
+    pub fn value_arg(&self, index: usize, bytes: &[u8]) -> crate::types::string::Str {
+        match self.big_arguments.iter().find(|(i, _)| *i == index) {
+            Some((_, value)) => {
+                assert!(
+                    std::ptr::eq(value.as_ptr(), bytes.as_ptr()),
+                    "value_arg({index}) given another argument's bytes"
+                );
+                value.clone()
+            }
+            None => crate::types::string::Str::from(bytes),
+        }
     }
 
     pub fn db(&mut self) -> &mut Db {

@@ -368,13 +368,8 @@ fn set(ctx: &mut Ctx, args: &Args) -> Action {
         reply_set_result(ctx, get, old, false);
         return Action::None;
     }
-    store(
-        ctx,
-        key,
-        Str::from(value),
-        expire_at_ms,
-        expiry == Expiry::Keep,
-    );
+    let stored = ctx.value_arg(2, value);
+    store(ctx, key, stored, expire_at_ms, expiry == Expiry::Keep);
     if expire_at_ms != NO_EXPIRY {
         // Relative times would replay differently; log the absolute time.
         let at = ms_text(expire_at_ms);
@@ -406,7 +401,8 @@ fn setnx(ctx: &mut Ctx, args: &Args) -> Action {
         ctx.out.integer(0);
         return Action::None;
     }
-    store(ctx, args[1], Str::from(args[2]), NO_EXPIRY, false);
+    let value = ctx.value_arg(2, args[2]);
+    store(ctx, args[1], value, NO_EXPIRY, false);
     ctx.propagate(&[b"SET", args[1], args[2]]);
     ctx.out.integer(1);
     Action::None
@@ -424,7 +420,8 @@ fn setex(ctx: &mut Ctx, args: &Args) -> Action {
             .error(&format!("ERR invalid expire time in '{name}' command"));
         return Action::None;
     };
-    store(ctx, args[1], Str::from(args[3]), at, false);
+    let stored = ctx.value_arg(3, args[3]);
+    store(ctx, args[1], stored, at, false);
     let at_text = ms_text(at);
     ctx.propagate(&[b"SET", args[1], args[3], b"PXAT", at_text.as_bytes()]);
     ctx.out.ok();
@@ -464,8 +461,9 @@ fn mset(ctx: &mut Ctx, args: &Args) -> Action {
             return Action::None;
         }
     }
-    for pair in args[1..].chunks(2) {
-        store(ctx, pair[0], Str::from(pair[1]), NO_EXPIRY, false);
+    for (index, pair) in args[1..].chunks(2).enumerate() {
+        let value = ctx.value_arg(2 + 2 * index, pair[1]);
+        store(ctx, pair[0], value, NO_EXPIRY, false);
     }
     let mut logged: Vec<&[u8]> = Vec::with_capacity(args.len());
     logged.push(b"MSET");
@@ -483,7 +481,8 @@ fn getset(ctx: &mut Ctx, args: &Args) -> Action {
     let Ok(old) = ctx.get_string(args[1]) else {
         return Action::None;
     };
-    store(ctx, args[1], Str::from(args[2]), NO_EXPIRY, false);
+    let value = ctx.value_arg(2, args[2]);
+    store(ctx, args[1], value, NO_EXPIRY, false);
     ctx.propagate(&[b"SET", args[1], args[2]]);
     match old {
         Some(v) => ctx.out.bulk(&v),

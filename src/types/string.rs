@@ -76,6 +76,116 @@ impl Str {
     }
 }
 
+/// A `Str` of a known length being filled in place (a big argument read straight from a
+/// socket), so that a value is never copied from a read buffer into its final home. Its
+/// allocation grows towards that length as bytes arrive, never ahead of them by more than
+/// twice: a length a client merely claims is not allocated.
+pub struct StrBuilder {
+    /// Header, then `capacity` initialised bytes.
+    ptr: NonNull<Header>,
+    len: usize,
+    capacity: usize,
+}
+
+// SAFETY: the builder owns its allocation alone; nothing else points into it.
+unsafe impl Send for StrBuilder {}
+
+impl StrBuilder {
+    /// A builder for `len` bytes, with room for `capacity` of them at first.
+    pub fn new(len: usize, capacity: usize) -> StrBuilder {
+        assert!(len <= MAX_LEN, "string longer than 4 GB");
+        let capacity = capacity.min(len);
+        let layout = Str::layout(capacity);
+        // SAFETY: the layout is non-zero (header); the header is written before use, and
+        // the bytes after it are zeroed by the allocator, so they are initialised.
+        unsafe {
+            let raw = std::alloc::alloc_zeroed(layout);
+            if raw.is_null() {
+                handle_alloc_error(layout);
+            }
+            let header = raw as *mut Header;
+            header.write(Header {
+                refs: AtomicU32::new(1),
+                len: len as u32,
+            });
+            StrBuilder {
+                ptr: NonNull::new_unchecked(header),
+                len,
+                capacity,
+            }
+        }
+    }
+
+    /// The length of the finished string.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Room for `capacity` bytes (at most the final length), keeping those written.
+    pub fn grow_to(&mut self, capacity: usize) {
+        let capacity = capacity.min(self.len);
+        if capacity <= self.capacity {
+            return;
+        }
+        let new_size = HEADER + capacity;
+        // SAFETY: `ptr` was allocated with `layout(self.capacity)`; the new size is larger
+        // and fits a layout (checked by `Str::layout` above for the final length). The
+        // bytes past the old capacity are zeroed before anyone reads them.
+        unsafe {
+            let raw = std::alloc::realloc(
+                self.ptr.as_ptr() as *mut u8,
+                Str::layout(self.capacity),
+                new_size,
+            );
+            if raw.is_null() {
+                handle_alloc_error(Str::layout(capacity));
+            }
+            std::ptr::write_bytes(raw.add(HEADER + self.capacity), 0, capacity - self.capacity);
+            self.ptr = NonNull::new_unchecked(raw as *mut Header);
+        }
+        self.capacity = capacity;
+    }
+
+    /// The bytes there is room for so far.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: `capacity` initialised bytes follow the header, and the builder is their
+        // only owner.
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                (self.ptr.as_ptr() as *mut u8).add(HEADER),
+                self.capacity,
+            )
+        }
+    }
+
+    /// The finished string, immutable from now on. All of it must have room by now.
+    pub fn finish(self) -> Str {
+        assert_eq!(
+            self.capacity, self.len,
+            "a string finished before it was filled"
+        );
+        let value = Str { ptr: self.ptr };
+        std::mem::forget(self);
+        value
+    }
+}
+
+impl Drop for StrBuilder {
+    fn drop(&mut self) {
+        // SAFETY: allocated with this layout and never handed to a `Str` (`finish`
+        // forgets the builder).
+        unsafe { dealloc(self.ptr.as_ptr() as *mut u8, Str::layout(self.capacity)) }
+    }
+}
+
 impl Clone for Str {
     fn clone(&self) -> Str {
         // Relaxed is enough for an increment (as in `Arc`); the overflow check keeps a
@@ -182,6 +292,25 @@ mod tests {
         }
         assert_eq!(std::mem::size_of::<Str>(), 8);
         assert_eq!(std::mem::size_of::<Option<Str>>(), 8);
+    }
+
+    #[test]
+    fn a_builder_grows_as_filled_then_is_shared_without_a_copy() {
+        let mut builder = StrBuilder::new(100_000, 1000);
+        assert_eq!(builder.as_mut_slice().len(), 1000);
+        builder.as_mut_slice()[999] = 9;
+        builder.grow_to(50_000);
+        assert_eq!(builder.as_mut_slice()[999], 9, "kept across growth");
+        assert!(builder.as_mut_slice()[1000..].iter().all(|&b| b == 0));
+        builder.grow_to(1 << 30);
+        assert_eq!(builder.capacity(), 100_000, "never past the final length");
+        let start = builder.as_mut_slice().as_ptr();
+        builder.as_mut_slice()[99_999] = 7;
+        let s = builder.finish();
+        assert_eq!((s.len(), s[999], s[99_999]), (100_000, 9, 7));
+        assert_eq!(s.as_ptr(), start, "no copy");
+        assert_eq!(&*StrBuilder::new(0, 0).finish(), b"");
+        drop(StrBuilder::new(10, 5)); // an unfinished builder frees what it has
     }
 
     #[test]
