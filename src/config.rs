@@ -228,6 +228,19 @@ fn parse_memory_arg(args: &[String], min: u64) -> Result<u64, String> {
     Ok(value)
 }
 
+/// `dir` must name a directory that exists: Redis 7.0 changes into it while reading the
+/// configuration, and a failure is a configuration error with the OS's reason. Tessera
+/// does not change directory (paths are joined to `dir`) and does not create it.
+fn existing_dir(text: &str) -> Result<PathBuf, String> {
+    match std::fs::metadata(text) {
+        Ok(meta) if meta.is_dir() => Ok(PathBuf::from(text)),
+        Ok(_) => Err(crate::process::os_error_text(
+            &std::io::Error::from_raw_os_error(libc::ENOTDIR),
+        )),
+        Err(e) => Err(crate::process::os_error_text(&e)),
+    }
+}
+
 fn file_name(args: &[String]) -> Result<String, String> {
     let name = one(args)?;
     if name.is_empty() || name.contains('/') || name == "." || name == ".." {
@@ -267,7 +280,7 @@ pub static DIRECTIVES: &[Directive] = &[
     ),
     directive!("dir", false, |c| c.dir.display().to_string(), |c, a| c
         .dir =
-        PathBuf::from(one(a)?)),
+        existing_dir(one(a)?)?),
     directive!("appendonly", false, |c| yes_no(c.appendonly), |c, a| c
         .appendonly =
         parse_bool(a)?),
@@ -673,17 +686,27 @@ mod tests {
         assert_eq!(config.query_buffer_bytes_max, 2 * 1024 * 1024);
         let err = config.apply_text("port 1\nnosuch 1\n", true).unwrap_err();
         assert_eq!(err.line_number, Some(2));
-        let args: Vec<String> = [
-            "--port", "7001", "--dir", "/tmp/a b", "--bind", "1.2.3.4", "::1",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+        let args: Vec<String> = ["--port", "7001", "--dir", "/", "--bind", "1.2.3.4", "::1"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
         let config = Config::from_args(&args).unwrap();
         assert_eq!(config.port, 7001);
-        assert_eq!(config.dir, PathBuf::from("/tmp/a b"));
+        assert_eq!(config.dir, PathBuf::from("/"));
         assert_eq!(config.bind, vec!["1.2.3.4".to_string(), "::1".to_string()]);
         assert!(Config::from_args(&["--appendonly".into(), "maybe".into()]).is_err());
+    }
+
+    #[test]
+    fn dir_must_exist_and_be_a_directory() {
+        let mut config = Config::default();
+        let err = config
+            .apply_text("dir /nonexistent/tessera-dir\n", true)
+            .unwrap_err();
+        assert_eq!(err.reason, "No such file or directory");
+        let err = config.apply_text("dir /dev/null\n", true).unwrap_err();
+        assert_eq!(err.reason, "Not a directory");
+        config.apply_text("dir /\n", true).unwrap();
     }
 
     #[test]
