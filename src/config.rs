@@ -241,6 +241,17 @@ fn existing_dir(text: &str) -> Result<PathBuf, String> {
     }
 }
 
+/// A name in the data directory: a plain name, and not the directory's lock file.
+fn data_dir_entry(args: &[String]) -> Result<String, String> {
+    let name = file_name(args)?;
+    if name == crate::process::LOCK_FILE {
+        return Err(format!(
+            "{name} is the name of the data directory's lock file"
+        ));
+    }
+    Ok(name)
+}
+
 fn file_name(args: &[String]) -> Result<String, String> {
     let name = one(args)?;
     if name.is_empty() || name.contains('/') || name == "." || name == ".." {
@@ -294,11 +305,11 @@ pub static DIRECTIVES: &[Directive] = &[
         "appenddirname",
         false,
         |c| c.appenddirname.clone(),
-        |c, a| c.appenddirname = file_name(a)?
+        |c, a| c.appenddirname = data_dir_entry(a)?
     ),
     directive!("dbfilename", false, |c| c.dbfilename.clone(), |c, a| c
         .dbfilename =
-        file_name(a)?),
+        data_dir_entry(a)?),
     directive!(
         "appendfsync",
         true,
@@ -707,6 +718,20 @@ mod tests {
         let err = config.apply_text("dir /dev/null\n", true).unwrap_err();
         assert_eq!(err.reason, "Not a directory");
         config.apply_text("dir /\n", true).unwrap();
+    }
+
+    #[test]
+    fn the_lock_file_name_is_taken() {
+        let mut config = Config::default();
+        for directive in ["dbfilename", "appenddirname"] {
+            let err = config
+                .apply_text(&format!("{directive} tessera.lock\n"), true)
+                .unwrap_err();
+            assert!(err.reason.contains("lock file"), "{}", err.reason);
+        }
+        config
+            .apply_text("appendfilename tessera.lock\n", true)
+            .unwrap();
     }
 
     #[test]

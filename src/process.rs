@@ -1,6 +1,15 @@
-//! What the process sets up before the server starts, and the OS error text it reports.
+//! What the process sets up before the server starts: the lock that keeps a second
+//! server off a data directory.
 
-use std::io;
+use std::fs::{File, TryLockError};
+use std::io::{self, Read, Seek, Write};
+use std::path::{Path, PathBuf};
+
+/// The lock file in the data directory (`dir`). It holds the pid of the server that has
+/// the directory; the lock itself is an exclusive `flock` the kernel releases when the
+/// process ends, however it ends. The file stays: removing it would let two servers lock
+/// two different files of the same name.
+pub const LOCK_FILE: &str = "tessera.lock";
 
 /// An OS error's text without Rust's " (os error N)" suffix: what C's strerror gives.
 pub fn os_error_text(e: &io::Error) -> String {
@@ -9,6 +18,87 @@ pub fn os_error_text(e: &io::Error) -> String {
         (Some(_), Some(at)) => text[..at].to_string(),
         _ => text,
     }
+}
+
+/// Why the data directory could not be locked.
+#[derive(Debug)]
+pub enum LockError {
+    /// Another process holds the lock (its pid, if the file tells).
+    Held {
+        path: PathBuf,
+        pid: Option<u32>,
+    },
+    Io {
+        path: PathBuf,
+        source: io::Error,
+    },
+}
+
+impl std::fmt::Display for LockError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LockError::Held { path, pid } => {
+                write!(
+                    f,
+                    "the data directory is in use by another server: {} is locked",
+                    path.display()
+                )?;
+                if let Some(pid) = pid {
+                    write!(f, " by pid {pid}")?;
+                }
+                write!(f, "; two servers must not share a data directory")
+            }
+            LockError::Io { path, source } => write!(
+                f,
+                "can't lock the data directory with {}: {}",
+                path.display(),
+                os_error_text(source)
+            ),
+        }
+    }
+}
+
+impl std::error::Error for LockError {}
+
+/// Holds the data directory for the life of the process: dropping it, or the process
+/// ending in any way, releases the lock.
+#[derive(Debug)]
+pub struct DirLock {
+    _file: File,
+}
+
+/// Takes the exclusive lock on `<dir>/tessera.lock` (creating the file) and writes this
+/// process's pid into it. Fails at once if another process holds it.
+pub fn lock_data_dir(dir: &Path) -> Result<DirLock, LockError> {
+    let path = dir.join(LOCK_FILE);
+    let io_error = |source| LockError::Io {
+        path: path.clone(),
+        source,
+    };
+    // Not truncated on open: the holder's pid must stay readable for the message.
+    let mut file = File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(io_error)?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(TryLockError::WouldBlock) => {
+            let mut text = String::new();
+            let _ = file.read_to_string(&mut text);
+            return Err(LockError::Held {
+                pid: text.trim().parse().ok(),
+                path,
+            });
+        }
+        Err(TryLockError::Error(e)) => return Err(io_error(e)),
+    }
+    file.set_len(0).map_err(io_error)?;
+    file.rewind().map_err(io_error)?;
+    writeln!(file, "{}", std::process::id()).map_err(io_error)?;
+    Ok(DirLock { _file: file })
 }
 
 #[cfg(test)]
@@ -21,5 +111,20 @@ mod tests {
         assert_eq!(os_error_text(&e), "No such file or directory");
         let custom = io::Error::other("plain");
         assert_eq!(os_error_text(&custom), "plain");
+    }
+
+    #[test]
+    fn a_second_lock_on_a_directory_fails_until_the_first_is_dropped() {
+        let dir = std::env::temp_dir().join(format!("tessera-lock-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let first = lock_data_dir(&dir).unwrap();
+        match lock_data_dir(&dir) {
+            Err(LockError::Held { pid, .. }) => assert_eq!(pid, Some(std::process::id())),
+            other => panic!("expected Held, got {other:?}"),
+        }
+        drop(first);
+        let again = lock_data_dir(&dir).unwrap();
+        drop(again);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

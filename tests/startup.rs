@@ -1,5 +1,6 @@
 //! Start-up of the real `tessera-server` binary: the data directory must exist (its
-//! `appendonlydir` is created inside it).
+//! `appendonlydir` is created inside it), two servers never share one data directory
+//! (`tessera.lock`).
 
 mod common;
 
@@ -78,4 +79,51 @@ fn a_missing_data_directory_is_refused_and_not_created() {
             .is_file()
     );
     drop(server);
+}
+
+#[test]
+fn a_second_server_on_the_same_data_directory_refuses_to_start() {
+    let dir = temp_dir();
+    let mut first = start_server(dir.path(), &[]);
+    let mut conn = first.connection();
+    run(&mut conn, &["SET", "k", "v"]);
+    let Err(output) = try_start_server(dir.path(), &[]) else {
+        panic!("a second server started on the same data directory");
+    };
+    assert!(
+        output.contains("the data directory is in use by another server")
+            && output.contains("tessera.lock")
+            && output.contains(&format!("by pid {}", first.pid())),
+        "{output}"
+    );
+    // The first one is undisturbed, its lock file too.
+    let lock = dir.path().join("tessera.lock");
+    let holds = |server: &TestServer, conn: &mut redis::Connection| {
+        assert_eq!(
+            run(conn, &["GET", "k"]),
+            redis::Value::BulkString(b"v".to_vec())
+        );
+        assert_eq!(
+            std::fs::read_to_string(&lock).unwrap().trim(),
+            server.pid().to_string()
+        );
+    };
+    holds(&first, &mut conn);
+    // Another directory is fine meanwhile.
+    let other = temp_dir();
+    let elsewhere = start_server(other.path(), &[]);
+    drop(elsewhere);
+
+    // However the first one ends (here SIGKILL), the kernel releases the lock.
+    first.kill9();
+    let second = start_server(dir.path(), &[]);
+    // The lock file is not mistaken for one of the log's files by start-up housekeeping.
+    holds(&second, &mut second.connection());
+    assert!(
+        !dir.path()
+            .join("appendonlydir")
+            .join("tessera.lock")
+            .exists()
+    );
+    drop(second);
 }
