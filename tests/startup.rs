@@ -1,6 +1,6 @@
 //! Start-up of the real `tessera-server` binary: the data directory must exist (its
 //! `appendonlydir` is created inside it), two servers never share one data directory
-//! (`tessera.lock`).
+//! (`tessera.lock`), and a log that is not a terminal carries no colour codes.
 
 mod common;
 
@@ -126,4 +126,20 @@ fn a_second_server_on_the_same_data_directory_refuses_to_start() {
             .exists()
     );
     drop(second);
+}
+
+#[test]
+fn the_log_has_no_colour_codes_when_it_is_not_a_terminal() {
+    let dir = temp_dir();
+    let mut server = start_server(dir.path(), &["--loglevel", "verbose"]);
+    let mut conn = server.connection();
+    run(&mut conn, &["SET", "k", "v"]);
+    server.shutdown();
+    let log = server.log();
+    assert!(log.contains("ready to accept connections"), "{log}");
+    assert!(
+        !log.contains('\u{1b}'),
+        "escape codes in the log: {:?}",
+        log.lines().find(|l| l.contains('\u{1b}'))
+    );
 }

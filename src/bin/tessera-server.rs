@@ -28,7 +28,10 @@ fn init_logging(config: &Config) -> Result<(), String> {
         .with_max_level(level)
         .with_target(false);
     if config.logfile.is_empty() {
-        builder.init();
+        // Colours only for a terminal: a log captured to a file gets plain text.
+        builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+            .init();
     } else {
         let file = std::fs::OpenOptions::new()
             .create(true)
