@@ -27,6 +27,8 @@ impl FsyncPolicy {
 pub struct Config {
     pub port: u16,
     pub bind: Vec<String>,
+    /// The backlog given to listen(2) (Linux caps it at `net.core.somaxconn`).
+    pub tcp_backlog: i32,
     pub protected_mode: bool,
     pub dir: PathBuf,
     pub appendonly: bool,
@@ -121,6 +123,7 @@ impl Default for Config {
         Config {
             port: 6379,
             bind: vec!["127.0.0.1".into(), "-::1".into()],
+            tcp_backlog: 511,
             protected_mode: true,
             dir: PathBuf::from("."),
             appendonly: true,
@@ -228,6 +231,9 @@ fn parse_memory_arg(args: &[String], min: u64) -> Result<u64, String> {
     Ok(value)
 }
 
+/// Redis's CONFIG_BINDADDR_MAX.
+const BIND_ADDRESSES_MAX: usize = 16;
+
 /// `dir` must name a directory that exists: Redis 7.0 changes into it while reading the
 /// configuration, and a failure is a configuration error with the OS's reason. Tessera
 /// does not change directory (paths are joined to `dir`) and does not create it.
@@ -281,8 +287,22 @@ pub static DIRECTIVES: &[Directive] = &[
         if a.is_empty() {
             return Err("wrong number of arguments".into());
         }
-        c.bind = a.to_vec()
+        if a.len() > BIND_ADDRESSES_MAX {
+            return Err("Too many bind addresses specified.".into());
+        }
+        // As in Redis, one empty word is no address at all.
+        c.bind = if a.len() == 1 && a[0].is_empty() {
+            Vec::new()
+        } else {
+            a.to_vec()
+        }
     }),
+    directive!(
+        "tcp-backlog",
+        false,
+        |c| c.tcp_backlog.to_string(),
+        |c, a| c.tcp_backlog = parse_int_in(a, 0, i32::MAX as i64)? as i32
+    ),
     directive!(
         "protected-mode",
         true,
@@ -718,6 +738,23 @@ mod tests {
         let err = config.apply_text("dir /dev/null\n", true).unwrap_err();
         assert_eq!(err.reason, "Not a directory");
         config.apply_text("dir /\n", true).unwrap();
+    }
+
+    #[test]
+    fn bind_and_backlog() {
+        let mut config = Config::default();
+        assert_eq!(config.tcp_backlog, 511);
+        config
+            .apply_text("bind * -::*\ntcp-backlog 64\n", true)
+            .unwrap();
+        assert_eq!(config.bind, vec!["*".to_string(), "-::*".to_string()]);
+        assert_eq!(config.tcp_backlog, 64);
+        config.apply_text("bind \"\"\n", true).unwrap();
+        assert!(config.bind.is_empty());
+        let many = format!("bind {}\n", vec!["127.0.0.1"; 17].join(" "));
+        let err = config.apply_text(&many, true).unwrap_err();
+        assert_eq!(err.reason, "Too many bind addresses specified.");
+        assert!(config.apply_text("tcp-backlog -1\n", true).is_err());
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub mod glob;
 pub mod keyspace;
 pub mod log;
 pub mod long_double;
+pub mod net;
 pub mod process;
 pub mod rdb;
 pub mod recovery;

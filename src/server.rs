@@ -186,17 +186,6 @@ pub struct Server {
     resumed: Vec<usize>,
 }
 
-fn bind_addresses(config: &Config) -> Vec<(String, bool)> {
-    config
-        .bind
-        .iter()
-        .map(|addr| match addr.strip_prefix('-') {
-            Some(optional) => (optional.to_string(), true),
-            None => (addr.clone(), false),
-        })
-        .collect()
-}
-
 /// The highest log batch whose replies may go out. Under `always`, fsynced. Otherwise,
 /// written to the file: then an acknowledged write survives the death of the process (the
 /// page cache keeps it), as in Redis, which writes its log before sending replies.
@@ -229,37 +218,9 @@ impl Server {
         let registry = Registry::new();
         let keyspace = Keyspace::new(state.config.databases);
         let propagation = Propagation::default();
-        let mut listeners = Vec::new();
-        for (address, optional) in bind_addresses(&state.config) {
-            let text = if address.contains(':') {
-                format!("[{address}]:{}", state.config.port)
-            } else {
-                format!("{address}:{}", state.config.port)
-            };
-            let parsed: Result<SocketAddr, _> = text.parse();
-            let result = parsed
-                .map_err(|e| std::io::Error::new(ErrorKind::InvalidInput, e))
-                .and_then(TcpListener::bind);
-            match result {
-                Ok(listener) => {
-                    let bound = listener
-                        .local_addr()
-                        .map_or(text.clone(), |a| a.to_string());
-                    tracing::info!("listening on {bound}");
-                    listeners.push(listener);
-                }
-                Err(e) if optional => tracing::info!("skipping optional address {text}: {e}"),
-                Err(e) => return Err(format!("can't listen on {text}: {e}")),
-            }
-        }
-        if listeners.is_empty() {
-            return Err("no address to listen on".into());
-        }
-        if state.config.port == 0
-            && let Ok(addr) = listeners[0].local_addr()
-        {
-            state.tcp_port = addr.port();
-        }
+        let bound = crate::net::listen(&state.config).map_err(|e| e.to_string())?;
+        state.tcp_port = bound.port;
+        let mut listeners = bound.sockets;
         for (index, listener) in listeners.iter_mut().enumerate() {
             poll.registry()
                 .register(listener, Token(FIRST_LISTENER + index), Interest::READABLE)

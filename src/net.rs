@@ -1,0 +1,269 @@
+//! Listening sockets: Redis 7's `bind` syntax (`*` every IPv4 address, `::*` every IPv6
+//! address, a leading `-` for an address that may be missing), IPv6 sockets limited to
+//! IPv6 so that `*` and `::*` share a port, the `tcp-backlog` given to listen(2), and
+//! Redis's warning when `/proc/sys/net/core/somaxconn` caps it.
+
+use crate::config::Config;
+use crate::process::os_error_text;
+use mio::net::TcpListener;
+use socket2::{Domain, Protocol, Socket, Type};
+use std::io::{self, ErrorKind};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
+
+/// Where the kernel's cap on listen backlogs is published.
+const SOMAXCONN_PATH: &str = "/proc/sys/net/core/somaxconn";
+
+/// With `port 0`, how many times binding starts over on a new port when a later address
+/// finds the port the first one got already taken.
+const PORT_ZERO_ATTEMPTS: usize = 16;
+
+/// Why the server cannot listen.
+#[derive(Debug)]
+pub enum ListenError {
+    /// `bind ""`: Redis would listen on its Unix socket only; Tessera has none.
+    NoAddress,
+    /// An address that is not optional could not be bound (the reason is logged).
+    Failed { port: u16 },
+}
+
+impl std::fmt::Display for ListenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ListenError::NoAddress => write!(f, "no address to listen on (bind is empty)"),
+            ListenError::Failed { port } => {
+                write!(f, "Failed listening on port {port} (TCP), aborting.")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ListenError {}
+
+/// One failed step of opening a listening socket, shown as Redis shows it ("bind: ...").
+#[derive(Debug)]
+struct SocketError {
+    step: &'static str,
+    source: io::Error,
+}
+
+impl std::fmt::Display for SocketError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.step, os_error_text(&self.source))
+    }
+}
+
+impl SocketError {
+    fn at(step: &'static str) -> impl FnOnce(io::Error) -> SocketError {
+        move |source| SocketError { step, source }
+    }
+
+    /// Failures that mean "this machine has no such address family": skipped, as Redis
+    /// skips them, whether the address is optional or not.
+    fn unsupported_family(&self) -> bool {
+        matches!(
+            self.source.raw_os_error(),
+            Some(
+                libc::ENOPROTOOPT
+                    | libc::EPROTONOSUPPORT
+                    | libc::ESOCKTNOSUPPORT
+                    | libc::EPFNOSUPPORT
+                    | libc::EAFNOSUPPORT
+            )
+        )
+    }
+
+    fn address_not_available(&self) -> bool {
+        self.source.raw_os_error() == Some(libc::EADDRNOTAVAIL)
+    }
+
+    fn address_in_use(&self) -> bool {
+        self.source.kind() == ErrorKind::AddrInUse
+    }
+}
+
+/// One word of the `bind` directive.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BindAddress {
+    /// As written, without the leading `-`.
+    pub text: String,
+    pub optional: bool,
+}
+
+impl BindAddress {
+    pub fn parse(word: &str) -> BindAddress {
+        match word.strip_prefix('-') {
+            Some(rest) => BindAddress {
+                text: rest.to_string(),
+                optional: true,
+            },
+            None => BindAddress {
+                text: word.to_string(),
+                optional: false,
+            },
+        }
+    }
+
+    /// An address with a colon is IPv6, as in Redis.
+    pub fn is_ipv6(&self) -> bool {
+        self.text.contains(':')
+    }
+
+    /// The IP to bind: `*` and `::*` are the wildcards of their family; a name is looked up
+    /// (the first address of the family).
+    fn resolve(&self) -> Result<IpAddr, SocketError> {
+        match self.text.as_str() {
+            "*" => return Ok(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+            "::*" => return Ok(IpAddr::V6(Ipv6Addr::UNSPECIFIED)),
+            _ => {}
+        }
+        if let Ok(ip) = self.text.parse::<IpAddr>() {
+            return Ok(ip);
+        }
+        let found = (self.text.as_str(), 0)
+            .to_socket_addrs()
+            .map_err(SocketError::at("getaddrinfo"))?
+            .map(|a| a.ip())
+            .find(|ip| ip.is_ipv6() == self.is_ipv6());
+        found.ok_or_else(|| SocketError {
+            step: "getaddrinfo",
+            source: io::Error::from_raw_os_error(libc::EADDRNOTAVAIL),
+        })
+    }
+}
+
+/// The listening sockets, bound and listening.
+pub struct Bound {
+    pub sockets: Vec<TcpListener>,
+    /// The port they listen on (the one the kernel chose for `port 0`).
+    pub port: u16,
+}
+
+/// Binds every address of `bind` on `port` with `tcp-backlog`. A failing address that is
+/// optional and not available, or of a family the machine lacks, is skipped (Redis's
+/// rules); any other failure stops start-up. With `port 0` the first address gets a port
+/// from the kernel and the others share it.
+pub fn listen(config: &Config) -> Result<Bound, ListenError> {
+    let addresses: Vec<BindAddress> = config.bind.iter().map(|w| BindAddress::parse(w)).collect();
+    if addresses.is_empty() {
+        return Err(ListenError::NoAddress);
+    }
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        match listen_once(&addresses, config.port, config.tcp_backlog) {
+            Ok(bound) => {
+                warn_if_backlog_capped(config.tcp_backlog);
+                return Ok(bound);
+            }
+            Err(Retry::NewPort) if attempts < PORT_ZERO_ATTEMPTS => continue,
+            Err(_) => return Err(ListenError::Failed { port: config.port }),
+        }
+    }
+}
+
+enum Retry {
+    /// `port 0`: a later address found the first one's port taken; start over.
+    NewPort,
+    Fail,
+}
+
+fn listen_once(addresses: &[BindAddress], port: u16, backlog: i32) -> Result<Bound, Retry> {
+    let mut sockets: Vec<TcpListener> = Vec::new();
+    let mut chosen = port;
+    for address in addresses {
+        let opened = address
+            .resolve()
+            .and_then(|ip| open_listener(SocketAddr::new(ip, chosen), backlog));
+        match opened {
+            Ok(listener) => {
+                let local = listener.local_addr().ok();
+                if let Some(local) = local {
+                    tracing::info!("listening on {local}");
+                    if chosen == 0 {
+                        chosen = local.port();
+                    }
+                }
+                sockets.push(TcpListener::from_std(listener));
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "Warning: Could not create server TCP listening socket {}:{chosen}: {e}",
+                    address.text
+                );
+                if (e.address_not_available() && address.optional) || e.unsupported_family() {
+                    continue;
+                }
+                if port == 0 && !sockets.is_empty() && e.address_in_use() {
+                    return Err(Retry::NewPort);
+                }
+                return Err(Retry::Fail);
+            }
+        }
+    }
+    if sockets.is_empty() {
+        return Err(Retry::Fail);
+    }
+    Ok(Bound {
+        sockets,
+        port: chosen,
+    })
+}
+
+/// A non-blocking, close-on-exec listening socket with `SO_REUSEADDR` (and `IPV6_V6ONLY`
+/// for IPv6, as Redis sets it), listening with `backlog`.
+fn open_listener(addr: SocketAddr, backlog: i32) -> Result<std::net::TcpListener, SocketError> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))
+        .map_err(SocketError::at("socket"))?;
+    if addr.is_ipv6() {
+        socket
+            .set_only_v6(true)
+            .map_err(SocketError::at("setsockopt IPV6_V6ONLY"))?;
+    }
+    socket
+        .set_reuse_address(true)
+        .map_err(SocketError::at("setsockopt SO_REUSEADDR"))?;
+    socket.bind(&addr.into()).map_err(SocketError::at("bind"))?;
+    socket.listen(backlog).map_err(SocketError::at("listen"))?;
+    socket
+        .set_nonblocking(true)
+        .map_err(SocketError::at("fcntl O_NONBLOCK"))?;
+    Ok(socket.into())
+}
+
+/// Redis's start-up check: Linux silently caps a listen backlog at `somaxconn`.
+fn warn_if_backlog_capped(backlog: i32) {
+    let Ok(text) = std::fs::read_to_string(SOMAXCONN_PATH) else {
+        return;
+    };
+    if let Ok(somaxconn) = text.trim().parse::<i64>()
+        && somaxconn > 0
+        && somaxconn < i64::from(backlog)
+    {
+        tracing::warn!(
+            "WARNING: The TCP backlog setting of {backlog} cannot be enforced because {SOMAXCONN_PATH} is set to the lower value of {somaxconn}."
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bind_words() {
+        let star = BindAddress::parse("*");
+        assert_eq!(star.resolve().unwrap(), IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+        assert!(!star.is_ipv6() && !star.optional);
+        let any6 = BindAddress::parse("-::*");
+        assert!(any6.optional && any6.is_ipv6());
+        assert_eq!(any6.resolve().unwrap(), IpAddr::V6(Ipv6Addr::UNSPECIFIED));
+        assert_eq!(
+            BindAddress::parse("-::1").resolve().unwrap(),
+            IpAddr::V6(Ipv6Addr::LOCALHOST)
+        );
+        assert_eq!(
+            BindAddress::parse("10.1.2.3").resolve().unwrap(),
+            "10.1.2.3".parse::<IpAddr>().unwrap()
+        );
+    }
+}
