@@ -1,14 +1,35 @@
-//! Listening sockets: Redis 7's `bind` syntax (`*` every IPv4 address, `::*` every IPv6
-//! address, a leading `-` for an address that may be missing), IPv6 sockets limited to
-//! IPv6 so that `*` and `::*` share a port, the `tcp-backlog` given to listen(2), and
-//! Redis's warning when `/proc/sys/net/core/somaxconn` caps it.
+//! Listening sockets and the admission of new connections.
+//!
+//! - `listen`: Redis 7's `bind` syntax (`*` every IPv4 address, `::*` every IPv6 address,
+//!   a leading `-` for an address that may be missing), IPv6 sockets limited to IPv6 so
+//!   that `*` and `::*` share a port, the `tcp-backlog` given to listen(2), and Redis's
+//!   warning when `/proc/sys/net/core/somaxconn` caps it.
+//! - `protected_mode_denies`: Redis 7.0's protected mode, whatever `bind` says.
 
 use crate::config::Config;
 use crate::process::os_error_text;
-use mio::net::TcpListener;
+use mio::net::{TcpListener, TcpStream};
 use socket2::{Domain, Protocol, Socket, Type};
-use std::io::{self, ErrorKind};
+use std::io::{self, ErrorKind, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
+
+/// What a client is told when the server cannot take it (Redis's text).
+pub const MAX_CLIENTS_REACHED: &[u8] = b"-ERR max number of clients reached\r\n";
+
+/// Redis 7.0's reply to a client refused by protected mode, word for word.
+pub const DENIED: &[u8] = b"-DENIED Redis is running in protected mode because protected \
+mode is enabled and no password is set for the default user. In this mode connections are \
+only accepted from the loopback interface. If you want to connect from external computers \
+to Redis you may adopt one of the following solutions: 1) Just disable protected mode \
+sending the command 'CONFIG SET protected-mode no' from the loopback interface by \
+connecting to Redis from the same host the server is running, however MAKE SURE Redis is \
+not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change \
+permanent. 2) Alternatively you can just disable the protected mode by editing the Redis \
+configuration file, and setting the protected mode option to 'no', and then restarting \
+the server. 3) If you started the server manually just for testing, restart it with the \
+'--protected-mode no' option. 4) Setup a an authentication password for the default user. \
+NOTE: You only need to do one of the above things in order for the server to start \
+accepting connections from the outside.\r\n";
 
 /// Where the kernel's cap on listen backlogs is published.
 const SOMAXCONN_PATH: &str = "/proc/sys/net/core/somaxconn";
@@ -245,6 +266,40 @@ fn warn_if_backlog_capped(backlog: i32) {
     }
 }
 
+/// Bytes of a refused client's early input read and dropped before its socket is closed.
+const REFUSED_INPUT_DRAIN_BYTES: usize = 64 * 1024;
+
+/// Tells a connection why it is refused; the caller then drops (closes) it. Input the
+/// client already sent (a command right after connecting) is read and dropped first: a
+/// socket closed with unread input is reset at once, and the reset discards the reply
+/// not yet sent. Best effort, as Redis's own refusals: the socket is fresh and empty.
+pub fn refuse(stream: &mut TcpStream, message: &[u8]) {
+    let _ = stream.write(message);
+    let mut buf = [0u8; 4096];
+    let mut drained = 0;
+    while drained < REFUSED_INPUT_DRAIN_BYTES {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => drained += n,
+        }
+    }
+}
+
+/// Only 127.0.0.1 and ::1 count as local, exactly as Redis 7.0 compares the peer's text
+/// (IPv6 sockets are IPv6-only, so an IPv4 peer never appears in mapped form).
+pub fn is_local_peer(peer: &SocketAddr) -> bool {
+    match peer.ip() {
+        IpAddr::V4(ip) => ip == Ipv4Addr::LOCALHOST,
+        IpAddr::V6(ip) => ip == Ipv6Addr::LOCALHOST,
+    }
+}
+
+/// Redis 7.0's protected mode: on, and the default user has no password, then a peer that
+/// is not local is refused (with `DENIED`), whatever addresses the server listens on.
+pub fn protected_mode_denies(config: &Config, peer: &SocketAddr) -> bool {
+    config.protected_mode && config.requirepass.is_none() && !is_local_peer(peer)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -265,5 +320,24 @@ mod tests {
             BindAddress::parse("10.1.2.3").resolve().unwrap(),
             "10.1.2.3".parse::<IpAddr>().unwrap()
         );
+    }
+
+    #[test]
+    fn only_the_two_loopback_addresses_are_local() {
+        let local = |text: &str| is_local_peer(&text.parse().unwrap());
+        assert!(local("127.0.0.1:5000"));
+        assert!(local("[::1]:5000"));
+        // Redis compares the text: other loopback addresses are not local.
+        assert!(!local("127.0.0.2:5000"));
+        assert!(!local("[::ffff:127.0.0.1]:5000"));
+        assert!(!local("10.0.0.1:5000"));
+    }
+
+    #[test]
+    fn denied_is_one_resp_error_line() {
+        assert!(DENIED.starts_with(b"-DENIED Redis is running in protected mode"));
+        assert!(DENIED.ends_with(b"from the outside.\r\n"));
+        assert_eq!(DENIED.iter().filter(|&&b| b == b'\r').count(), 1);
+        assert!(!DENIED.windows(2).any(|w| w == b"  "));
     }
 }

@@ -456,23 +456,19 @@ impl Server {
                     return;
                 }
             };
-            self.state.stats.total_connections_received += 1;
+            // Redis's order: the client limit, then protected mode; only admitted
+            // connections count in total_connections_received.
             if self.clients.len() >= self.state.config.clients_max {
-                let _ = stream.write_all(b"-ERR max number of clients reached\r\n");
+                crate::net::refuse(&mut stream, crate::net::MAX_CLIENTS_REACHED);
                 self.state.stats.rejected_connections += 1;
                 continue;
             }
-            let config = &self.state.config;
-            let default_bind = config.bind == Config::default().bind;
-            if config.protected_mode
-                && config.requirepass.is_none()
-                && default_bind
-                && !peer.ip().is_loopback()
-            {
-                let _ = stream.write_all(b"-DENIED Tessera is running in protected mode because protected mode is enabled and no password is set for the default user. Connect from the loopback interface, set a password (requirepass), or disable protected mode (protected-mode no).\r\n");
+            if crate::net::protected_mode_denies(&self.state.config, &peer) {
+                crate::net::refuse(&mut stream, crate::net::DENIED);
                 self.state.stats.rejected_connections += 1;
                 continue;
             }
+            self.state.stats.total_connections_received += 1;
             let _ = stream.set_nodelay(true);
             let id = self.next_client_id;
             self.next_client_id += 1;

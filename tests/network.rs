@@ -1,13 +1,29 @@
-//! Listening, against the real `tessera-server` binary with real sockets: Redis 7's
-//! `bind` syntax and `tcp-backlog`.
+//! Listening and admitting connections, against the real `tessera-server` binary with real
+//! sockets: Redis 7's `bind` syntax, `tcp-backlog`, and protected mode checked from a
+//! network namespace the test creates.
 
 mod common;
 
 use common::*;
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
-use std::process::Command;
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
+
+/// Redis 7.0.15's reply to a client refused by protected mode (networking.c), word for word.
+const DENIED: &[u8] = b"-DENIED Redis is running in protected mode because protected \
+mode is enabled and no password is set for the default user. In this mode connections are \
+only accepted from the loopback interface. If you want to connect from external computers \
+to Redis you may adopt one of the following solutions: 1) Just disable protected mode \
+sending the command 'CONFIG SET protected-mode no' from the loopback interface by \
+connecting to Redis from the same host the server is running, however MAKE SURE Redis is \
+not publicly accessible from internet if you do so. Use CONFIG REWRITE to make this change \
+permanent. 2) Alternatively you can just disable the protected mode by editing the Redis \
+configuration file, and setting the protected mode option to 'no', and then restarting \
+the server. 3) If you started the server manually just for testing, restart it with the \
+'--protected-mode no' option. 4) Setup a an authentication password for the default user. \
+NOTE: You only need to do one of the above things in order for the server to start \
+accepting connections from the outside.\r\n";
 
 // ---------------------------------------------------------------------------------------
 // Helpers
@@ -73,6 +89,26 @@ fn expect_reply(stream: &mut TcpStream, request: &str, expected: &str) {
         show(expected.as_bytes()),
         "reply to {request:?}"
     );
+}
+
+fn info_stat(stream: &mut TcpStream, field: &str) -> Option<u64> {
+    stream.write_all(b"INFO stats\r\n").unwrap();
+    let (reply, _) = read_until(stream, usize::MAX, Duration::from_millis(500));
+    String::from_utf8_lossy(&reply).lines().find_map(|l| {
+        l.strip_prefix(field)?
+            .strip_prefix(':')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+fn program_exists(name: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(name).is_file()))
+        || ["/usr/sbin", "/sbin"]
+            .iter()
+            .any(|dir| std::path::Path::new(dir).join(name).is_file())
 }
 
 fn skip(test: &str, why: &str) {
@@ -204,4 +240,247 @@ fn tcp_backlog_is_what_listen_gets_and_a_capped_one_is_warned_about() {
         assert!(log.contains(&warning), "{log}");
         assert!(pong_within(capped.port, Duration::from_secs(5)));
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Protected mode, from another network namespace
+// ---------------------------------------------------------------------------------------
+
+/// A network namespace joined to this one by a veth pair, removed on drop (also when the
+/// test fails). The server runs here; clients run inside with `ip netns exec`.
+struct Netns {
+    name: String,
+    host_link: String,
+    /// Run `ip` through `sudo -n` (not root, passwordless sudo).
+    sudo: bool,
+    /// The address of this side, which clients in the namespace connect to.
+    host_ip: String,
+    /// The clients' source address.
+    inside_ip: String,
+}
+
+impl Netns {
+    /// Creates one, or says why not (then the caller skips).
+    fn create() -> Result<Netns, String> {
+        for tool in ["ip", "bash", "timeout"] {
+            if !program_exists(tool) {
+                return Err(format!("`{tool}` is not installed (apt install iproute2)"));
+            }
+        }
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        let sudo = !root;
+        if sudo
+            && !Command::new("sudo")
+                .args(["-n", "true"])
+                .output()
+                .is_ok_and(|o| o.status.success())
+        {
+            return Err(
+                "not root and no passwordless sudo: can't create a network namespace".into(),
+            );
+        }
+        static COUNTER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let pid = std::process::id();
+        // 198.18.0.0/15 is reserved for network tests; one /30 per (process, namespace).
+        let slot = (pid % 16000) * 4 + n;
+        let (third, fourth) = ((slot / 64) % 256, (slot % 64) * 4);
+        let second = 18 + (slot / (64 * 256)) % 2;
+        let netns = Netns {
+            name: format!("tessera-test-{pid}-{n}"),
+            host_link: format!("tsh{}", pid % 1_000_000 * 10 + n),
+            sudo,
+            host_ip: format!("198.{second}.{third}.{}", fourth + 1),
+            inside_ip: format!("198.{second}.{third}.{}", fourth + 2),
+        };
+        let inside_link = format!("tsi{}", pid % 1_000_000 * 10 + n);
+        let steps: Vec<Vec<String>> = vec![
+            vec!["netns", "add", &netns.name],
+            vec![
+                "link",
+                "add",
+                &netns.host_link,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                &inside_link,
+            ],
+            vec!["link", "set", &inside_link, "netns", &netns.name],
+            vec![
+                "addr",
+                "add",
+                &format!("{}/30", netns.host_ip),
+                "dev",
+                &netns.host_link,
+            ],
+            vec!["link", "set", &netns.host_link, "up"],
+            vec![
+                "-n",
+                &netns.name,
+                "addr",
+                "add",
+                &format!("{}/30", netns.inside_ip),
+                "dev",
+                &inside_link,
+            ],
+            vec!["-n", &netns.name, "link", "set", &inside_link, "up"],
+            vec!["-n", &netns.name, "link", "set", "lo", "up"],
+        ]
+        .into_iter()
+        .map(|step| step.into_iter().map(str::to_string).collect())
+        .collect();
+        for step in steps {
+            let output = netns.ip(&step)?;
+            if !output.status.success() {
+                // `netns` drops here and removes what was made.
+                return Err(format!(
+                    "`ip {}` failed: {}",
+                    step.join(" "),
+                    String::from_utf8_lossy(&output.stderr).trim()
+                ));
+            }
+        }
+        Ok(netns)
+    }
+
+    fn ip(&self, args: &[String]) -> Result<Output, String> {
+        let mut command = if self.sudo {
+            let mut c = Command::new("sudo");
+            c.args(["-n", "ip"]);
+            c
+        } else {
+            Command::new("ip")
+        };
+        command
+            .args(args)
+            .output()
+            .map_err(|e| format!("can't run ip: {e}"))
+    }
+
+    /// Runs `program args` inside the namespace (for at most 10 seconds).
+    fn run(&self, program: &str, args: &[&str]) -> Output {
+        let mut all: Vec<String> = ["netns", "exec", &self.name, "timeout", "10", program]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        all.extend(args.iter().map(|s| s.to_string()));
+        self.ip(&all).unwrap()
+    }
+
+    /// From inside: connects to the host side's `port`, writes `request` (printf escapes)
+    /// and returns every byte the server sends until it closes the connection.
+    fn exchange(&self, port: u16, request: &str) -> Vec<u8> {
+        let script = format!(
+            "exec 3<>/dev/tcp/{}/{port} && printf '{request}' >&3 && cat <&3",
+            self.host_ip
+        );
+        self.run("bash", &["-c", &script]).stdout
+    }
+
+    /// `exchange`, checking that exactly `expected` comes back.
+    fn expect(&self, port: u16, request: &str, expected: &[u8]) {
+        assert_eq!(
+            show(&self.exchange(port, request)),
+            show(expected),
+            "{request:?} from {} to port {port}",
+            self.inside_ip
+        );
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = self.ip(&["netns".into(), "del".into(), self.name.clone()]);
+        let _ = self.ip(&["link".into(), "del".into(), self.host_link.clone()]);
+    }
+}
+
+#[test]
+fn protected_mode_refuses_outside_clients_whatever_bind_says() {
+    let test = "protected_mode_refuses_outside_clients_whatever_bind_says";
+    let netns = match Netns::create() {
+        Ok(netns) => netns,
+        Err(why) => return skip(test, &why),
+    };
+
+    // Every IPv4 address, protected mode on (the default), no password.
+    let dir = temp_dir();
+    let server = start_server(dir.path(), &["--bind", "*"]);
+    // The outside client gets Redis's text and is closed, without sending anything.
+    netns.expect(server.port, "", DENIED);
+    // Loopback clients are served.
+    let mut local = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    expect_reply(&mut local, "PING\r\n", "+PONG\r\n");
+    assert_eq!(info_stat(&mut local, "rejected_connections"), Some(1));
+    assert_eq!(info_stat(&mut local, "total_connections_received"), Some(1));
+    // A password for the default user lets the outside in (with AUTH).
+    expect_reply(&mut local, "CONFIG SET requirepass s3cret\r\n", "+OK\r\n");
+    netns.expect(
+        server.port,
+        "AUTH s3cret\\r\\nPING\\r\\nQUIT\\r\\n",
+        b"+OK\r\n+PONG\r\n+OK\r\n",
+    );
+    // So does turning protected mode off.
+    let mut local = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    expect_reply(&mut local, "AUTH s3cret\r\n", "+OK\r\n");
+    expect_reply(
+        &mut local,
+        "CONFIG SET requirepass \"\" protected-mode no\r\n",
+        "+OK\r\n",
+    );
+    netns.expect(server.port, "PING\\r\\nQUIT\\r\\n", b"+PONG\r\n+OK\r\n");
+    drop(server);
+
+    // Real Redis 7.0 does the same.
+    if let Some(binary) = redis_server_path() {
+        let data = temp_dir();
+        let oracle = RedisOracle::start_with(&binary, data.path(), &["--bind", "*"]);
+        netns.expect(oracle.port, "", DENIED);
+    }
+
+    // Bound to the one address the outside reaches, and loopback: still refused.
+    let dir = temp_dir();
+    let server = start_server(dir.path(), &["--bind", &netns.host_ip, "127.0.0.1"]);
+    netns.expect(server.port, "", DENIED);
+    drop(server);
+
+    // Started with protected mode off, or with a password: served; a real client too.
+    let dir = temp_dir();
+    let server = start_server(
+        dir.path(),
+        &["--bind", &netns.host_ip, "--protected-mode", "no"],
+    );
+    if program_exists("redis-cli") {
+        let output = netns.run(
+            "redis-cli",
+            &["-h", &netns.host_ip, "-p", &server.port.to_string(), "PING"],
+        );
+        assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "PONG");
+    } else {
+        skip(
+            test,
+            "redis-cli is not installed (apt install redis-tools): not used",
+        );
+    }
+    netns.expect(server.port, "PING\\r\\nQUIT\\r\\n", b"+PONG\r\n+OK\r\n");
+    drop(server);
+    let dir = temp_dir();
+    let server = start_server(
+        dir.path(),
+        &["--bind", &netns.host_ip, "--requirepass", "pw"],
+    );
+    netns.expect(
+        server.port,
+        "PING\\r\\nAUTH pw\\r\\nPING\\r\\nQUIT\\r\\n",
+        b"-NOAUTH Authentication required.\r\n+OK\r\n+PONG\r\n+OK\r\n",
+    );
+    // The peer really is the namespace's address, not loopback.
+    let reply = netns.exchange(server.port, "AUTH pw\\r\\nCLIENT INFO\\r\\nQUIT\\r\\n");
+    let reply = String::from_utf8_lossy(&reply);
+    assert!(
+        reply.contains(&format!(" addr={}:", netns.inside_ip)),
+        "{reply}"
+    );
 }
