@@ -4,6 +4,11 @@
 //!   a leading `-` for an address that may be missing), IPv6 sockets limited to IPv6 so
 //!   that `*` and `::*` share a port, the `tcp-backlog` given to listen(2), and Redis's
 //!   warning when `/proc/sys/net/core/somaxconn` caps it.
+//! - `Listeners::accept`: accepting never stops for good. When the process runs out of
+//!   descriptors (EMFILE, ENFILE) a spare descriptor is closed, the waiting connection is
+//!   accepted on it, told the server is full and closed, and the spare is reopened; so the
+//!   edge-triggered listener is drained and the next connection raises a new event. Any
+//!   failure that leaves connections waiting asks the loop's timer to try again.
 //! - `protected_mode_denies`: Redis 7.0's protected mode, whatever `bind` says.
 
 use crate::config::Config;
@@ -12,6 +17,7 @@ use mio::net::{TcpListener, TcpStream};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
+use std::os::fd::OwnedFd;
 
 /// What a client is told when the server cannot take it (Redis's text).
 pub const MAX_CLIENTS_REACHED: &[u8] = b"-ERR max number of clients reached\r\n";
@@ -298,6 +304,144 @@ pub fn is_local_peer(peer: &SocketAddr) -> bool {
 /// is not local is refused (with `DENIED`), whatever addresses the server listens on.
 pub fn protected_mode_denies(config: &Config, peer: &SocketAddr) -> bool {
     config.protected_mode && config.requirepass.is_none() && !is_local_peer(peer)
+}
+
+/// What one call of `Listeners::accept` produced.
+pub enum Accepted {
+    Connection(TcpStream, SocketAddr),
+    /// The process is out of descriptors: a waiting connection was accepted on the spare
+    /// descriptor, told `MAX_CLIENTS_REACHED` and closed. Count it as rejected.
+    Refused,
+    /// Nothing more to accept now (the timer retries if connections may be waiting).
+    Done,
+}
+
+/// The listening sockets and what keeps them accepting when descriptors run out.
+pub struct Listeners {
+    sockets: Vec<TcpListener>,
+    /// A descriptor held in reserve (`/dev/null`), given up to accept-and-refuse a
+    /// connection when accept fails for lack of descriptors.
+    spare: Option<OwnedFd>,
+    /// Out of descriptors since the last accepted connection (logged once per episode).
+    starved: bool,
+    /// Connections may be waiting that no readiness event will announce again: the
+    /// loop's timer calls `accept` once more.
+    retry: bool,
+}
+
+fn open_spare() -> Option<OwnedFd> {
+    std::fs::File::open("/dev/null").ok().map(OwnedFd::from)
+}
+
+fn out_of_descriptors(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+}
+
+/// Errors of accept(2) that belong to one connection (Linux passes pending network errors
+/// of the new socket through accept): skip it and take the next.
+fn connection_failed(e: &io::Error) -> bool {
+    e.kind() == ErrorKind::Interrupted
+        || matches!(
+            e.raw_os_error(),
+            Some(
+                libc::ECONNABORTED
+                    | libc::EPROTO
+                    | libc::ENETDOWN
+                    | libc::ENOPROTOOPT
+                    | libc::EHOSTDOWN
+                    | libc::ENONET
+                    | libc::EHOSTUNREACH
+                    | libc::EOPNOTSUPP
+                    | libc::ENETUNREACH
+                    | libc::EPERM
+            )
+        )
+}
+
+impl Listeners {
+    pub fn new(sockets: Vec<TcpListener>) -> Listeners {
+        Listeners {
+            sockets,
+            spare: open_spare(),
+            starved: false,
+            retry: false,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.sockets.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sockets.is_empty()
+    }
+
+    pub fn sockets_mut(&mut self) -> impl Iterator<Item = &mut TcpListener> {
+        self.sockets.iter_mut()
+    }
+
+    /// Takes the next waiting connection of listener `index`. Call until `Done`: the
+    /// listeners are edge-triggered.
+    pub fn accept(&mut self, index: usize) -> Accepted {
+        loop {
+            match self.sockets[index].accept() {
+                Ok((stream, peer)) => {
+                    self.starved = false;
+                    return Accepted::Connection(stream, peer);
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Accepted::Done,
+                Err(e) if connection_failed(&e) => continue,
+                Err(e) if out_of_descriptors(&e) => return self.refuse_on_spare(index, &e),
+                Err(e) => {
+                    tracing::warn!("Accepting client connection: {}", os_error_text(&e));
+                    self.retry = true;
+                    return Accepted::Done;
+                }
+            }
+        }
+    }
+
+    /// accept(2) failed for lack of descriptors: free the spare, accept, refuse, reopen.
+    fn refuse_on_spare(&mut self, index: usize, error: &io::Error) -> Accepted {
+        if !self.starved {
+            tracing::warn!(
+                "Accepting client connection: {}; new connections are refused until descriptors are free (see maxclients and 'ulimit -n')",
+                os_error_text(error)
+            );
+            self.starved = true;
+        }
+        let Some(spare) = self.spare.take() else {
+            self.retry = true;
+            return Accepted::Done;
+        };
+        drop(spare);
+        let outcome = match self.sockets[index].accept() {
+            Ok((mut stream, _)) => {
+                refuse(&mut stream, MAX_CLIENTS_REACHED);
+                Accepted::Refused
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => Accepted::Done,
+            Err(_) => {
+                // Another thread took the freed descriptor first, or the connection failed.
+                self.retry = true;
+                Accepted::Done
+            }
+        };
+        self.spare = open_spare();
+        if self.spare.is_none() {
+            self.retry = true;
+        }
+        outcome
+    }
+
+    /// Whether the timer should call `accept` on every listener again; reopens the spare
+    /// descriptor if it is missing.
+    pub fn take_retry(&mut self) -> bool {
+        if self.spare.is_none() {
+            self.spare = open_spare();
+        }
+        std::mem::take(&mut self.retry)
+    }
 }
 
 #[cfg(test)]

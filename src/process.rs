@@ -1,9 +1,14 @@
-//! What the process sets up before the server starts: the lock that keeps a second
+//! What the process sets up before the server starts: the open-files limit that
+//! `maxclients` needs (Redis's `adjustOpenFilesLimit`), and the lock that keeps a second
 //! server off a data directory.
 
 use std::fs::{File, TryLockError};
 use std::io::{self, Read, Seek, Write};
 use std::path::{Path, PathBuf};
+
+/// Descriptors kept for the server's own use beyond one per client (Redis's
+/// CONFIG_MIN_RESERVED_FDS).
+pub const RESERVED_FDS: u64 = 32;
 
 /// The lock file in the data directory (`dir`). It holds the pid of the server that has
 /// the directory; the lock itself is an exclusive `flock` the kernel releases when the
@@ -18,6 +23,111 @@ pub fn os_error_text(e: &io::Error) -> String {
         (Some(_), Some(at)) => text[..at].to_string(),
         _ => text,
     }
+}
+
+/// The open-files limit cannot hold even the reserved descriptors.
+#[derive(Debug)]
+pub struct LimitError {
+    pub current: u64,
+    pub needed: u64,
+}
+
+impl std::fmt::Display for LimitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Your current 'ulimit -n' of {} is not enough for the server to start. Please increase your open file limit to at least {}. Exiting.",
+            self.current, self.needed
+        )
+    }
+}
+
+impl std::error::Error for LimitError {}
+
+fn get_nofile() -> io::Result<libc::rlimit> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `limit` is a valid, writable rlimit for the duration of the call.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(limit)
+}
+
+fn set_nofile(soft: u64, hard: u64) -> io::Result<()> {
+    let limit = libc::rlimit {
+        rlim_cur: soft,
+        rlim_max: hard,
+    };
+    // SAFETY: `limit` is a valid rlimit, only read by the call.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Raises the soft open-files limit to `maxclients + RESERVED_FDS` and returns the
+/// `maxclients` the limit allows: the one asked for, or less (with Redis's warnings) when
+/// the limit cannot be raised that far. As Redis, it tries the full amount, then 16
+/// fewer at a time down to the current limit. Unlike Redis it keeps the hard limit where
+/// it is (raising it only when the target is above it and the process may), so that a
+/// later CONFIG SET maxclients can still raise the soft limit.
+pub fn adjust_open_files_limit(maxclients: usize) -> Result<usize, LimitError> {
+    let wanted = maxclients as u64 + RESERVED_FDS;
+    let limit = match get_nofile() {
+        Ok(limit) => limit,
+        Err(e) => {
+            tracing::warn!(
+                "Unable to obtain the current NOFILE limit ({}), assuming 1024 and setting the max clients configuration accordingly.",
+                os_error_text(&e)
+            );
+            return Ok((1024 - RESERVED_FDS) as usize);
+        }
+    };
+    let old = limit.rlim_cur;
+    if old >= wanted {
+        return Ok(maxclients);
+    }
+    let mut best = wanted;
+    let mut error = None;
+    while best > old {
+        match set_nofile(best, limit.rlim_max.max(best)) {
+            Ok(()) => break,
+            Err(e) => error = Some(e),
+        }
+        if best < 16 {
+            best = old;
+            break;
+        }
+        best -= 16;
+    }
+    let best = best.max(old);
+    if best >= wanted {
+        tracing::info!(
+            "Increased maximum number of open files to {wanted} (it was originally set to {old})."
+        );
+        return Ok(maxclients);
+    }
+    if best <= RESERVED_FDS {
+        return Err(LimitError {
+            current: old,
+            needed: wanted,
+        });
+    }
+    let reduced = (best - RESERVED_FDS) as usize;
+    let reason = error.as_ref().map(os_error_text).unwrap_or_default();
+    tracing::warn!(
+        "You requested maxclients of {maxclients} requiring at least {wanted} max file descriptors."
+    );
+    tracing::warn!(
+        "Server can't set maximum open files to {wanted} because of OS error: {reason}."
+    );
+    tracing::warn!(
+        "Current maximum open files is {best}. maxclients has been reduced to {reduced} to compensate for low ulimit. If you need higher maxclients increase 'ulimit -n'."
+    );
+    Ok(reduced)
 }
 
 /// Why the data directory could not be locked.

@@ -20,7 +20,7 @@ use crate::log::{self, LogPaths, LogWriter};
 use crate::resp::{Parse, ParseLimits, Progress, ReplyWriter, parse_request};
 use crate::snapshot::SnapshotJob;
 use crate::storage::{RealStorage, Storage};
-use mio::net::{TcpListener, TcpStream};
+use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
 use smallvec::SmallVec;
 use std::io::{ErrorKind, Read, Write};
@@ -146,7 +146,7 @@ impl Sessions {
 
 pub struct Server {
     poll: Poll,
-    listeners: Vec<TcpListener>,
+    listeners: crate::net::Listeners,
     clients: Sessions,
     /// Reused for every socket read, so each read does not zero a fresh buffer.
     read_buffer: Box<[u8]>,
@@ -220,8 +220,8 @@ impl Server {
         let propagation = Propagation::default();
         let bound = crate::net::listen(&state.config).map_err(|e| e.to_string())?;
         state.tcp_port = bound.port;
-        let mut listeners = bound.sockets;
-        for (index, listener) in listeners.iter_mut().enumerate() {
+        let mut listeners = crate::net::Listeners::new(bound.sockets);
+        for (index, listener) in listeners.sockets_mut().enumerate() {
             poll.registry()
                 .register(listener, Token(FIRST_LISTENER + index), Interest::READABLE)
                 .map_err(|e| format!("can't register listener: {e}"))?;
@@ -448,13 +448,13 @@ impl Server {
 
     fn accept(&mut self, index: usize) {
         loop {
-            let (mut stream, peer) = match self.listeners[index].accept() {
-                Ok(pair) => pair,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
-                Err(e) => {
-                    tracing::warn!("accept failed: {e}");
-                    return;
+            let (mut stream, peer) = match self.listeners.accept(index) {
+                crate::net::Accepted::Connection(stream, peer) => (stream, peer),
+                crate::net::Accepted::Refused => {
+                    self.state.stats.rejected_connections += 1;
+                    continue;
                 }
+                crate::net::Accepted::Done => return,
             };
             // Redis's order: the client limit, then protected mode; only admitted
             // connections count in total_connections_received.
@@ -1432,6 +1432,9 @@ impl Server {
 
     /// Periodic work: log health, stats, expiry, idle clients (Redis's serverCron).
     fn cron(&mut self) {
+        if self.listeners.take_retry() {
+            (0..self.listeners.len()).for_each(|index| self.accept(index));
+        }
         let now_ms = crate::clock::unix_ms();
         self.state.stats.sample(now_ms);
         if let Some(writer) = &self.log_writer {

@@ -1,12 +1,14 @@
 //! Listening and admitting connections, against the real `tessera-server` binary with real
-//! sockets: Redis 7's `bind` syntax, `tcp-backlog`, and protected mode checked from a
-//! network namespace the test creates.
+//! sockets: Redis 7's `bind` syntax, `tcp-backlog`, the open-files limit (maxclients
+//! lowered to fit it, and a listener that keeps accepting when descriptors run out), and
+//! protected mode checked from a network namespace the test creates.
 
 mod common;
 
 use common::*;
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
@@ -240,6 +242,311 @@ fn tcp_backlog_is_what_listen_gets_and_a_capped_one_is_warned_about() {
         assert!(log.contains(&warning), "{log}");
         assert!(pong_within(capped.port, Duration::from_secs(5)));
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// The open-files limit
+// ---------------------------------------------------------------------------------------
+
+const CAP_SYS_RESOURCE: u32 = 24;
+
+/// `pre_exec` body: soft = hard = `limit` descriptors, and no CAP_SYS_RESOURCE after exec
+/// (a root test process could otherwise raise its hard limit again). Only async-signal-safe
+/// system calls: this runs between fork and exec.
+fn limit_open_files(limit: u64) -> std::io::Result<()> {
+    #[repr(C)]
+    struct CapHeader {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct CapData {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+    let rlimit = libc::rlimit {
+        rlim_cur: limit,
+        rlim_max: limit,
+    };
+    // SAFETY: `rlimit` is a valid rlimit, only read by the call.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &rlimit) } == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: plain integer arguments. Failure (no CAP_SETPCAP) is fine when the bounding
+    // set lacks CAP_SYS_RESOURCE already; the test checks the outcome in the log.
+    unsafe {
+        libc::prctl(
+            libc::PR_CAPBSET_DROP,
+            CAP_SYS_RESOURCE as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    };
+    let mut header = CapHeader {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let mut data = [CapData {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: version 3 capget writes two CapData structs, which `data` holds.
+    if unsafe { libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) } == 0 {
+        let bit = !(1u32 << CAP_SYS_RESOURCE);
+        data[0].effective &= bit;
+        data[0].permitted &= bit;
+        data[0].inheritable &= bit;
+        // SAFETY: as above; capset only reads `header` and `data`.
+        unsafe { libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) };
+    }
+    Ok(())
+}
+
+#[test]
+fn a_low_open_files_limit_lowers_maxclients_and_clients_get_in_again_when_others_leave() {
+    let dir = temp_dir();
+    let server = try_start_server_with(dir.path(), &["--maxclients", "10000"], |command| {
+        // SAFETY: the closure only makes async-signal-safe system calls.
+        unsafe { command.pre_exec(|| limit_open_files(64)) };
+    })
+    .unwrap_or_else(|log| panic!("server failed to start:\n{log}"));
+    let log = server.log();
+    for line in [
+        "You requested maxclients of 10000 requiring at least 10032 max file descriptors.",
+        "Server can't set maximum open files to 10032 because of OS error: Operation not permitted.",
+        "Current maximum open files is 64. maxclients has been reduced to 32 to compensate for low ulimit. If you need higher maxclients increase 'ulimit -n'.",
+    ] {
+        assert!(log.contains(line), "the log lacks {line:?}:\n{log}");
+    }
+    let mut first = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    expect_reply(
+        &mut first,
+        "CONFIG GET maxclients\r\n",
+        "*2\r\n$10\r\nmaxclients\r\n$2\r\n32\r\n",
+    );
+    // CONFIG SET cannot go past what the limit allows, as in Redis.
+    expect_reply(
+        &mut first,
+        "CONFIG SET maxclients 100\r\n",
+        "-ERR CONFIG SET failed (possibly related to argument 'maxclients') - The operating system is not able to handle the specified number of clients, try with 32\r\n",
+    );
+
+    // Fill the server until a newcomer is turned away.
+    let mut clients = vec![first];
+    let refusal = loop {
+        assert!(clients.len() <= 64, "no connection was ever refused");
+        let mut stream = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+        stream.write_all(b"PING\r\n").unwrap();
+        let (reply, _) = read_until(&mut stream, 7, Duration::from_secs(2));
+        if reply != b"+PONG\r\n" {
+            let (rest, closed) = read_until(&mut stream, usize::MAX, Duration::from_secs(2));
+            break ([reply, rest].concat(), closed);
+        }
+        clients.push(stream);
+    };
+    assert_eq!(clients.len(), 32, "maxclients is 32");
+    assert_eq!(
+        show(&refusal.0),
+        show(b"-ERR max number of clients reached\r\n")
+    );
+    assert!(refusal.1, "a refused client is closed");
+    assert_eq!(info_stat(&mut clients[0], "rejected_connections"), Some(1));
+    // Everyone leaves; a newcomer is served.
+    clients.clear();
+    assert!(
+        pong_within(server.port, Duration::from_secs(5)),
+        "no new connection was served after the clients left"
+    );
+}
+
+/// The soft and hard open-files limits of process `pid` (/proc/<pid>/limits).
+fn open_files_limits(pid: u32) -> (String, String) {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    let mut words = line.split_whitespace().skip(3);
+    (
+        words.next().unwrap().to_string(),
+        words.next().unwrap().to_string(),
+    )
+}
+
+#[test]
+fn the_open_files_limit_is_raised_to_maxclients_plus_32_keeping_the_hard_limit() {
+    let mut own = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `own` is a valid, writable rlimit.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut own) }, 0);
+    if own.rlim_max < 1032 {
+        return skip(
+            "the_open_files_limit_is_raised_to_maxclients_plus_32_keeping_the_hard_limit",
+            "the hard open-files limit is below 1032",
+        );
+    }
+    let dir = temp_dir();
+    let hard = own.rlim_max;
+    let server = try_start_server_with(dir.path(), &["--maxclients", "1000"], move |command| {
+        let limit = libc::rlimit {
+            rlim_cur: 256,
+            rlim_max: hard,
+        };
+        // SAFETY: setrlimit is async-signal-safe; `limit` is a valid rlimit.
+        unsafe {
+            command.pre_exec(move || {
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            })
+        };
+    })
+    .unwrap_or_else(|log| panic!("server failed to start:\n{log}"));
+    let log = server.log();
+    assert!(
+        log.contains(
+            "Increased maximum number of open files to 1032 (it was originally set to 256)."
+        ),
+        "{log}"
+    );
+    let (soft, hard_now) = open_files_limits(server.pid());
+    assert_eq!(soft, "1032");
+    let expected_hard = if hard == libc::RLIM_INFINITY {
+        "unlimited".to_string()
+    } else {
+        hard.to_string()
+    };
+    assert_eq!(hard_now, expected_hard, "the hard limit is kept");
+    let mut stream = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    expect_reply(
+        &mut stream,
+        "CONFIG GET maxclients\r\n",
+        "*2\r\n$10\r\nmaxclients\r\n$4\r\n1000\r\n",
+    );
+    // A higher maxclients raises the soft limit again (the hard limit allows it).
+    if hard >= 2032 {
+        expect_reply(&mut stream, "CONFIG SET maxclients 2000\r\n", "+OK\r\n");
+        assert_eq!(open_files_limits(server.pid()).0, "2032");
+    }
+}
+
+fn open_descriptors(pid: u32) -> Vec<u64> {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+/// Sets another process's soft open-files limit (prlimit(2); allowed for a process of the
+/// same user).
+fn set_soft_open_files_limit(pid: u32, soft: u64) {
+    let mut old = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: a null new limit only reads the current one into `old`.
+    let rc = unsafe {
+        libc::prlimit(
+            pid as libc::pid_t,
+            libc::RLIMIT_NOFILE,
+            std::ptr::null(),
+            &mut old,
+        )
+    };
+    assert_eq!(rc, 0, "prlimit: {}", std::io::Error::last_os_error());
+    let new = libc::rlimit {
+        rlim_cur: soft,
+        rlim_max: old.rlim_max,
+    };
+    // SAFETY: `new` is a valid rlimit, only read; the old value is not wanted.
+    let rc = unsafe {
+        libc::prlimit(
+            pid as libc::pid_t,
+            libc::RLIMIT_NOFILE,
+            &new,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(rc, 0, "prlimit: {}", std::io::Error::last_os_error());
+}
+
+/// Opens connections until one is refused; returns the served ones and the refusal (its
+/// bytes and whether it was closed).
+fn fill(port: u16, most: usize) -> (Vec<TcpStream>, Vec<u8>, bool) {
+    let mut served = Vec::new();
+    for _ in 0..most {
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let _ = stream.write_all(b"PING\r\n");
+        let (reply, closed) = read_until(&mut stream, 7, Duration::from_secs(2));
+        if reply != b"+PONG\r\n" {
+            let (rest, closed_later) = read_until(&mut stream, usize::MAX, Duration::from_secs(2));
+            return (served, [reply, rest].concat(), closed || closed_later);
+        }
+        served.push(stream);
+    }
+    panic!("{most} connections and none refused");
+}
+
+#[test]
+fn running_out_of_descriptors_refuses_newcomers_and_never_wedges_the_listener() {
+    let dir = temp_dir();
+    let server = start_server(dir.path(), &[]);
+    let mut watcher = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    expect_reply(&mut watcher, "PING\r\n", "+PONG\r\n");
+    // Room for a few more descriptors only (maxclients stays 10000): accept(2) itself
+    // fails with EMFILE.
+    let open = open_descriptors(server.pid());
+    let mut soft = 0;
+    let mut free = 0;
+    while free < 4 {
+        if !open.contains(&soft) {
+            free += 1;
+        }
+        soft += 1;
+    }
+    set_soft_open_files_limit(server.pid(), soft);
+    for round in 0..2 {
+        let (served, refusal, closed) = fill(server.port, 40);
+        assert!(!served.is_empty(), "round {round}: nobody was served");
+        assert_eq!(
+            show(&refusal),
+            show(b"-ERR max number of clients reached\r\n"),
+            "round {round}"
+        );
+        assert!(closed, "round {round}: the refused client is closed");
+        // The rest are refused the same way, at once.
+        for _ in 0..3 {
+            let mut stream = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+            let (reply, closed) = read_until(&mut stream, usize::MAX, Duration::from_secs(2));
+            assert_eq!(
+                show(&reply),
+                show(b"-ERR max number of clients reached\r\n")
+            );
+            assert!(closed);
+        }
+        assert_eq!(
+            info_stat(&mut watcher, "rejected_connections"),
+            Some(4 * (round + 1))
+        );
+        drop(served);
+        assert!(
+            pong_within(server.port, Duration::from_secs(5)),
+            "round {round}: no connection was served after the clients left"
+        );
+    }
+    let log = server.log();
+    assert!(
+        log.contains("Accepting client connection: Too many open files"),
+        "{log}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------

@@ -76,7 +76,7 @@ fn main() {
             args[0] = path.display().to_string();
         }
     }
-    let config = match Config::from_args(&args) {
+    let mut config = match Config::from_args(&args) {
         Ok(config) => config,
         Err(message) => {
             eprintln!("{message}");
@@ -98,6 +98,10 @@ fn main() {
         Ok(lock) => lock,
         Err(e) => fatal(&e.to_string()),
     };
+    match tessera::process::adjust_open_files_limit(config.clients_max) {
+        Ok(maxclients) => config.clients_max = maxclients,
+        Err(e) => fatal(&e.to_string()),
+    }
     if !config.pidfile.is_empty() {
         let _ = std::fs::write(&config.pidfile, format!("{}\n", std::process::id()));
     }
