@@ -105,12 +105,13 @@ fn info_stat(stream: &mut TcpStream, field: &str) -> Option<u64> {
     })
 }
 
-fn program_exists(name: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(name).is_file()))
-        || ["/usr/sbin", "/sbin"]
-            .iter()
-            .any(|dir| std::path::Path::new(dir).join(name).is_file())
+/// Where `name` is installed: on PATH, or in an sbin directory (often not on a user's PATH).
+fn find_program(name: &str) -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/sbin"].map(std::path::PathBuf::from))
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
 }
 
 fn skip(test: &str, why: &str) {
@@ -176,7 +177,7 @@ fn a_required_address_that_cannot_be_bound_stops_start_up_with_redis_text() {
 /// The listen backlog of the sockets listening on `port`, as `ss` reports it (Send-Q of
 /// a listening socket), or None without `ss`.
 fn listen_backlogs(port: u16) -> Option<Vec<u64>> {
-    let output = Command::new("ss")
+    let output = Command::new(find_program("ss")?)
         .args(["-ltnH", &format!("sport = :{port}")])
         .output()
         .ok()?;
@@ -558,6 +559,8 @@ fn running_out_of_descriptors_refuses_newcomers_and_never_wedges_the_listener() 
 struct Netns {
     name: String,
     host_link: String,
+    /// The `ip` program.
+    ip: std::path::PathBuf,
     /// Run `ip` through `sudo -n` (not root, passwordless sudo).
     sudo: bool,
     /// The address of this side, which clients in the namespace connect to.
@@ -569,9 +572,10 @@ struct Netns {
 impl Netns {
     /// Creates one, or says why not (then the caller skips).
     fn create() -> Result<Netns, String> {
-        for tool in ["ip", "bash", "timeout"] {
-            if !program_exists(tool) {
-                return Err(format!("`{tool}` is not installed (apt install iproute2)"));
+        let ip = find_program("ip").ok_or("`ip` is not installed (apt install iproute2)")?;
+        for tool in ["bash", "timeout"] {
+            if find_program(tool).is_none() {
+                return Err(format!("`{tool}` is not installed"));
             }
         }
         // SAFETY: geteuid has no preconditions.
@@ -597,6 +601,7 @@ impl Netns {
         let netns = Netns {
             name: format!("tessera-test-{pid}-{n}"),
             host_link: format!("tsh{}", pid % 1_000_000 * 10 + n),
+            ip,
             sudo,
             host_ip: format!("198.{second}.{third}.{}", fourth + 1),
             inside_ip: format!("198.{second}.{third}.{}", fourth + 2),
@@ -655,10 +660,10 @@ impl Netns {
     fn ip(&self, args: &[String]) -> Result<Output, String> {
         let mut command = if self.sudo {
             let mut c = Command::new("sudo");
-            c.args(["-n", "ip"]);
+            c.arg("-n").arg(&self.ip);
             c
         } else {
-            Command::new("ip")
+            Command::new(&self.ip)
         };
         command
             .args(args)
@@ -759,7 +764,7 @@ fn protected_mode_refuses_outside_clients_whatever_bind_says() {
         dir.path(),
         &["--bind", &netns.host_ip, "--protected-mode", "no"],
     );
-    if program_exists("redis-cli") {
+    if find_program("redis-cli").is_some() {
         let output = netns.run(
             "redis-cli",
             &["-h", &netns.host_ip, "-p", &server.port.to_string(), "PING"],
