@@ -27,6 +27,8 @@ impl FsyncPolicy {
 pub struct Config {
     pub port: u16,
     pub bind: Vec<String>,
+    /// The backlog given to listen(2) (Linux caps it at `net.core.somaxconn`).
+    pub tcp_backlog: i32,
     pub protected_mode: bool,
     pub dir: PathBuf,
     pub appendonly: bool,
@@ -210,6 +212,7 @@ impl Default for Config {
         Config {
             port: 6379,
             bind: vec!["127.0.0.1".into(), "-::1".into()],
+            tcp_backlog: 511,
             protected_mode: true,
             dir: PathBuf::from("."),
             appendonly: true,
@@ -318,6 +321,33 @@ fn parse_memory_arg(args: &[String], min: u64) -> Result<u64, String> {
     Ok(value)
 }
 
+/// Redis's CONFIG_BINDADDR_MAX.
+const BIND_ADDRESSES_MAX: usize = 16;
+
+/// `dir` must name a directory that exists: Redis 7.0 changes into it while reading the
+/// configuration, and a failure is a configuration error with the OS's reason. Tessera
+/// does not change directory (paths are joined to `dir`) and does not create it.
+fn existing_dir(text: &str) -> Result<PathBuf, String> {
+    match std::fs::metadata(text) {
+        Ok(meta) if meta.is_dir() => Ok(PathBuf::from(text)),
+        Ok(_) => Err(crate::process::os_error_text(
+            &std::io::Error::from_raw_os_error(libc::ENOTDIR),
+        )),
+        Err(e) => Err(crate::process::os_error_text(&e)),
+    }
+}
+
+/// A name in the data directory: a plain name, and not the directory's lock file.
+fn data_dir_entry(args: &[String]) -> Result<String, String> {
+    let name = file_name(args)?;
+    if name == crate::process::LOCK_FILE {
+        return Err(format!(
+            "{name} is the name of the data directory's lock file"
+        ));
+    }
+    Ok(name)
+}
+
 fn file_name(args: &[String]) -> Result<String, String> {
     let name = one(args)?;
     if name.is_empty() || name.contains('/') || name == "." || name == ".." {
@@ -347,8 +377,22 @@ pub static DIRECTIVES: &[Directive] = &[
         if a.is_empty() {
             return Err("wrong number of arguments".into());
         }
-        c.bind = a.to_vec()
+        if a.len() > BIND_ADDRESSES_MAX {
+            return Err("Too many bind addresses specified.".into());
+        }
+        // As in Redis, one empty word is no address at all.
+        c.bind = if a.len() == 1 && a[0].is_empty() {
+            Vec::new()
+        } else {
+            a.to_vec()
+        }
     }),
+    directive!(
+        "tcp-backlog",
+        false,
+        |c| c.tcp_backlog.to_string(),
+        |c, a| c.tcp_backlog = parse_int_in(a, 0, i32::MAX as i64)? as i32
+    ),
     directive!(
         "protected-mode",
         true,
@@ -357,7 +401,7 @@ pub static DIRECTIVES: &[Directive] = &[
     ),
     directive!("dir", false, |c| c.dir.display().to_string(), |c, a| c
         .dir =
-        PathBuf::from(one(a)?)),
+        existing_dir(one(a)?)?),
     directive!("appendonly", false, |c| yes_no(c.appendonly), |c, a| c
         .appendonly =
         parse_bool(a)?),
@@ -371,11 +415,11 @@ pub static DIRECTIVES: &[Directive] = &[
         "appenddirname",
         false,
         |c| c.appenddirname.clone(),
-        |c, a| c.appenddirname = file_name(a)?
+        |c, a| c.appenddirname = data_dir_entry(a)?
     ),
     directive!("dbfilename", false, |c| c.dbfilename.clone(), |c, a| c
         .dbfilename =
-        file_name(a)?),
+        data_dir_entry(a)?),
     directive!(
         "appendfsync",
         true,
@@ -769,15 +813,13 @@ mod tests {
         assert_eq!(config.query_buffer_bytes_max, 2 * 1024 * 1024);
         let err = config.apply_text("port 1\nnosuch 1\n", true).unwrap_err();
         assert_eq!(err.line_number, Some(2));
-        let args: Vec<String> = [
-            "--port", "7001", "--dir", "/tmp/a b", "--bind", "1.2.3.4", "::1",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+        let args: Vec<String> = ["--port", "7001", "--dir", "/", "--bind", "1.2.3.4", "::1"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
         let config = Config::from_args(&args).unwrap();
         assert_eq!(config.port, 7001);
-        assert_eq!(config.dir, PathBuf::from("/tmp/a b"));
+        assert_eq!(config.dir, PathBuf::from("/"));
         assert_eq!(config.bind, vec!["1.2.3.4".to_string(), "::1".to_string()]);
         assert!(Config::from_args(&["--appendonly".into(), "maybe".into()]).is_err());
     }
@@ -820,6 +862,49 @@ mod tests {
             config.output_buffer_limits, limits,
             "a failed set changes nothing"
         );
+    }
+
+    #[test]
+    fn dir_must_exist_and_be_a_directory() {
+        let mut config = Config::default();
+        let err = config
+            .apply_text("dir /nonexistent/tessera-dir\n", true)
+            .unwrap_err();
+        assert_eq!(err.reason, "No such file or directory");
+        let err = config.apply_text("dir /dev/null\n", true).unwrap_err();
+        assert_eq!(err.reason, "Not a directory");
+        config.apply_text("dir /\n", true).unwrap();
+    }
+
+    #[test]
+    fn bind_and_backlog() {
+        let mut config = Config::default();
+        assert_eq!(config.tcp_backlog, 511);
+        config
+            .apply_text("bind * -::*\ntcp-backlog 64\n", true)
+            .unwrap();
+        assert_eq!(config.bind, vec!["*".to_string(), "-::*".to_string()]);
+        assert_eq!(config.tcp_backlog, 64);
+        config.apply_text("bind \"\"\n", true).unwrap();
+        assert!(config.bind.is_empty());
+        let many = format!("bind {}\n", vec!["127.0.0.1"; 17].join(" "));
+        let err = config.apply_text(&many, true).unwrap_err();
+        assert_eq!(err.reason, "Too many bind addresses specified.");
+        assert!(config.apply_text("tcp-backlog -1\n", true).is_err());
+    }
+
+    #[test]
+    fn the_lock_file_name_is_taken() {
+        let mut config = Config::default();
+        for directive in ["dbfilename", "appenddirname"] {
+            let err = config
+                .apply_text(&format!("{directive} tessera.lock\n"), true)
+                .unwrap_err();
+            assert!(err.reason.contains("lock file"), "{}", err.reason);
+        }
+        config
+            .apply_text("appendfilename tessera.lock\n", true)
+            .unwrap();
     }
 
     #[test]

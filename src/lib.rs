@@ -22,6 +22,8 @@ pub mod glob;
 pub mod keyspace;
 pub mod log;
 pub mod long_double;
+pub mod net;
+pub mod process;
 pub mod rdb;
 pub mod recovery;
 pub mod resp;

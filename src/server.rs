@@ -21,7 +21,7 @@ use crate::log::{self, LogPaths, LogWriter};
 use crate::resp::{Parse, ParseLimits, Progress, ReplyWriter, parse_request};
 use crate::snapshot::SnapshotJob;
 use crate::storage::{RealStorage, Storage};
-use mio::net::{TcpListener, TcpStream};
+use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
 use smallvec::SmallVec;
 use std::io::{ErrorKind, Read, Write};
@@ -189,7 +189,7 @@ impl Sessions {
 
 pub struct Server {
     poll: Poll,
-    listeners: Vec<TcpListener>,
+    listeners: crate::net::Listeners,
     clients: Sessions,
     /// Reused for every socket read, so each read does not zero a fresh buffer.
     read_buffer: Box<[u8]>,
@@ -229,17 +229,6 @@ pub struct Server {
     resumed: Vec<usize>,
 }
 
-fn bind_addresses(config: &Config) -> Vec<(String, bool)> {
-    config
-        .bind
-        .iter()
-        .map(|addr| match addr.strip_prefix('-') {
-            Some(optional) => (optional.to_string(), true),
-            None => (addr.clone(), false),
-        })
-        .collect()
-}
-
 /// The highest log batch whose replies may go out. Under `always`, fsynced. Otherwise,
 /// written to the file: then an acknowledged write survives the death of the process (the
 /// page cache keeps it), as in Redis, which writes its log before sending replies.
@@ -272,38 +261,10 @@ impl Server {
         let registry = Registry::new();
         let keyspace = Keyspace::new(state.config.databases);
         let propagation = Propagation::default();
-        let mut listeners = Vec::new();
-        for (address, optional) in bind_addresses(&state.config) {
-            let text = if address.contains(':') {
-                format!("[{address}]:{}", state.config.port)
-            } else {
-                format!("{address}:{}", state.config.port)
-            };
-            let parsed: Result<SocketAddr, _> = text.parse();
-            let result = parsed
-                .map_err(|e| std::io::Error::new(ErrorKind::InvalidInput, e))
-                .and_then(TcpListener::bind);
-            match result {
-                Ok(listener) => {
-                    let bound = listener
-                        .local_addr()
-                        .map_or(text.clone(), |a| a.to_string());
-                    tracing::info!("listening on {bound}");
-                    listeners.push(listener);
-                }
-                Err(e) if optional => tracing::info!("skipping optional address {text}: {e}"),
-                Err(e) => return Err(format!("can't listen on {text}: {e}")),
-            }
-        }
-        if listeners.is_empty() {
-            return Err("no address to listen on".into());
-        }
-        if state.config.port == 0
-            && let Ok(addr) = listeners[0].local_addr()
-        {
-            state.tcp_port = addr.port();
-        }
-        for (index, listener) in listeners.iter_mut().enumerate() {
+        let bound = crate::net::listen(&state.config).map_err(|e| e.to_string())?;
+        state.tcp_port = bound.port;
+        let mut listeners = crate::net::Listeners::new(bound.sockets);
+        for (index, listener) in listeners.sockets_mut().enumerate() {
             poll.registry()
                 .register(listener, Token(FIRST_LISTENER + index), Interest::READABLE)
                 .map_err(|e| format!("can't register listener: {e}"))?;
@@ -530,31 +491,27 @@ impl Server {
 
     fn accept(&mut self, index: usize) {
         loop {
-            let (mut stream, peer) = match self.listeners[index].accept() {
-                Ok(pair) => pair,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
-                Err(e) => {
-                    tracing::warn!("accept failed: {e}");
-                    return;
+            let (mut stream, peer) = match self.listeners.accept(index) {
+                crate::net::Accepted::Connection(stream, peer) => (stream, peer),
+                crate::net::Accepted::Refused => {
+                    self.state.stats.rejected_connections += 1;
+                    continue;
                 }
+                crate::net::Accepted::Done => return,
             };
-            self.state.stats.total_connections_received += 1;
+            // Redis's order: the client limit, then protected mode; only admitted
+            // connections count in total_connections_received.
             if self.clients.len() >= self.state.config.clients_max {
-                let _ = stream.write_all(b"-ERR max number of clients reached\r\n");
+                crate::net::refuse(&mut stream, crate::net::MAX_CLIENTS_REACHED);
                 self.state.stats.rejected_connections += 1;
                 continue;
             }
-            let config = &self.state.config;
-            let default_bind = config.bind == Config::default().bind;
-            if config.protected_mode
-                && config.requirepass.is_none()
-                && default_bind
-                && !peer.ip().is_loopback()
-            {
-                let _ = stream.write_all(b"-DENIED Tessera is running in protected mode because protected mode is enabled and no password is set for the default user. Connect from the loopback interface, set a password (requirepass), or disable protected mode (protected-mode no).\r\n");
+            if crate::net::protected_mode_denies(&self.state.config, &peer) {
+                crate::net::refuse(&mut stream, crate::net::DENIED);
                 self.state.stats.rejected_connections += 1;
                 continue;
             }
+            self.state.stats.total_connections_received += 1;
             let _ = stream.set_nodelay(true);
             let id = self.next_client_id;
             self.next_client_id += 1;
@@ -1604,6 +1561,9 @@ impl Server {
 
     /// Periodic work: log health, stats, expiry, idle clients (Redis's serverCron).
     fn cron(&mut self) {
+        if self.listeners.take_retry() {
+            (0..self.listeners.len()).for_each(|index| self.accept(index));
+        }
         let now_ms = crate::clock::unix_ms();
         self.state.stats.sample(now_ms);
         if let Some(writer) = &self.log_writer {

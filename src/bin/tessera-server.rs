@@ -28,7 +28,10 @@ fn init_logging(config: &Config) -> Result<(), String> {
         .with_max_level(level)
         .with_target(false);
     if config.logfile.is_empty() {
-        builder.init();
+        // Colours only for a terminal: a log captured to a file gets plain text.
+        builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+            .init();
     } else {
         let file = std::fs::OpenOptions::new()
             .create(true)
@@ -73,7 +76,7 @@ fn main() {
             args[0] = path.display().to_string();
         }
     }
-    let config = match Config::from_args(&args) {
+    let mut config = match Config::from_args(&args) {
         Ok(config) => config,
         Err(message) => {
             eprintln!("{message}");
@@ -90,16 +93,31 @@ fn main() {
         std::process::id(),
         "7.0.15"
     );
+    // Held until the process ends; the kernel releases it however the process ends.
+    let _dir_lock = match tessera::process::lock_data_dir(&config.dir) {
+        Ok(lock) => lock,
+        Err(e) => fatal(&e.to_string()),
+    };
+    match tessera::process::adjust_open_files_limit(config.clients_max) {
+        Ok(maxclients) => config.clients_max = maxclients,
+        Err(e) => fatal(&e.to_string()),
+    }
     if !config.pidfile.is_empty() {
         let _ = std::fs::write(&config.pidfile, format!("{}\n", std::process::id()));
     }
     // A file-size limit must surface as EFBIG from write(2), handled like a full disk,
     // not as a signal that kills the server.
+    // SAFETY: ignoring a signal installs no handler code; nothing else sets SIGXFSZ.
     unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
     let result = tessera::server::Server::start(config, config_file).and_then(|s| s.run());
     if let Err(message) = result {
-        tracing::error!("{message}");
-        eprintln!("FATAL: {message}");
-        std::process::exit(1);
+        fatal(&message);
     }
+}
+
+/// Logs the reason, repeats it on stderr and exits with status 1.
+fn fatal(message: &str) -> ! {
+    tracing::error!("{message}");
+    eprintln!("FATAL: {message}");
+    std::process::exit(1);
 }

@@ -345,9 +345,29 @@ fn config_set(ctx: &mut Ctx, pairs: &Args) -> Action {
             return Action::None;
         }
     }
+    if updated.clients_max > ctx.server.config.clients_max
+        && let Err(reason) = fit_open_files_limit(updated.clients_max)
+    {
+        ctx.out.error(&format!(
+            "ERR CONFIG SET failed (possibly related to argument 'maxclients') - {reason}"
+        ));
+        return Action::None;
+    }
     ctx.server.config = updated;
     ctx.out.ok();
     Action::None
+}
+
+/// A higher maxclients needs a higher open-files limit (Redis's `updateMaxclients`): raise
+/// it, or refuse with the number of clients the limit allows.
+fn fit_open_files_limit(maxclients: usize) -> Result<(), String> {
+    let allowed = crate::process::adjust_open_files_limit(maxclients).map_err(|e| e.to_string())?;
+    if allowed < maxclients {
+        return Err(format!(
+            "The operating system is not able to handle the specified number of clients, try with {allowed}"
+        ));
+    }
+    Ok(())
 }
 
 const COMMAND_HELP: &[&str] = &[
