@@ -78,9 +78,10 @@ fn run(args: &Args) -> Result<bool, String> {
         .file_name()
         .is_some_and(|n| n.to_string_lossy().ends_with(".manifest"));
     let files: Vec<PathBuf> = if is_manifest {
-        let text = std::fs::read_to_string(&args.file)
+        let bytes = std::fs::read(&args.file)
             .map_err(|e| format!("Cannot open file {}: {e}", args.file.display()))?;
-        let manifest = Manifest::parse(&text)?;
+        let manifest =
+            Manifest::parse(&bytes).map_err(|e| format!("{}: {e}", args.file.display()))?;
         let dir = args.file.parent().unwrap_or(Path::new("."));
         println!("Start checking Multi Part AOF");
         if manifest.base().next().is_some() {

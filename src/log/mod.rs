@@ -64,7 +64,7 @@ impl LogPaths {
     pub fn read_manifest(&self, storage: &dyn Storage) -> Result<Option<Manifest>, String> {
         let path = self.manifest_path();
         match storage.read(&path) {
-            Ok(bytes) => Manifest::parse(&String::from_utf8_lossy(&bytes))
+            Ok(bytes) => Manifest::parse(&bytes)
                 .map(Some)
                 .map_err(|e| format!("{}: {e}", path.display())),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
