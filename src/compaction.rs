@@ -16,6 +16,10 @@
 //!    (`manifest-temp-written`, `manifest-renamed`, `rewrite-committed`).
 //! 5. The files M2 does not list are deleted (`rewrite-deleted-one`, `rewrite-deleted-all`).
 //!
+//! Each part records its place in aux fields (`AUX_*`): part number, part count, slot
+//! range, and the incremental file that follows the base. Redis ignores them; they let
+//! `tessera-check-aof --rebuild-manifest` rebuild a lost manifest exactly.
+//!
 //! A crash before step 4's rename leaves M1 (or the manifest before it), whose files are
 //! all still there; after it, M2, whose files are all durable. Files a manifest does not
 //! list are removed at start-up. A failure at any step leaves the last committed manifest
@@ -27,7 +31,32 @@ use crate::log::{LogPaths, LogWriter};
 use crate::rdb::RdbWriterOptions;
 use crate::snapshot::{JobOutcome, JobSpec, SnapshotJob};
 use crate::storage::Storage;
+use bytes::Bytes;
 use std::sync::Arc;
+
+/// Aux field of a base part: its number, from 1.
+pub const AUX_PART: &str = "tessera-part";
+/// Aux field of a base part: how many parts the base has.
+pub const AUX_PARTS: &str = "tessera-parts";
+/// Aux field of a base part: the slots it holds, `<first>-<last>`.
+pub const AUX_SLOTS: &str = "tessera-slots";
+/// Aux field of a base part: the sequence number of the incremental file created by the
+/// compaction's rotation, the first one whose records come after the snapshot.
+pub const AUX_FIRST_INCR: &str = "tessera-first-incr";
+
+/// The aux fields of part `part` (from 0) of `parts`, for a base followed by `first_incr`.
+fn part_aux(part: usize, parts: usize, first_incr: u64) -> Vec<(Bytes, Bytes)> {
+    let slots = crate::snapshot::part_slots(part, parts);
+    [
+        (AUX_PART, (part + 1).to_string()),
+        (AUX_PARTS, parts.to_string()),
+        (AUX_SLOTS, format!("{}-{}", slots.start(), slots.end())),
+        (AUX_FIRST_INCR, first_incr.to_string()),
+    ]
+    .into_iter()
+    .map(|(key, value)| (Bytes::from_static(key.as_bytes()), Bytes::from(value)))
+    .collect()
+}
 
 /// How a compaction runs.
 pub struct Settings {
@@ -123,6 +152,9 @@ impl Compaction {
                     compression,
                     ..RdbWriterOptions::default()
                 },
+                part_aux: (0..parts)
+                    .map(|part| part_aux(part, parts, incr_seq))
+                    .collect(),
                 finisher,
                 key_delay_us,
                 notify,

@@ -2,14 +2,17 @@
 //!
 //! ```text
 //! <dir>/<appenddirname>/
-//!   <appendfilename>.manifest            the only source of truth
-//!   <appendfilename>.<seq>.incr.aof      RESP command log
+//!   <appendfilename>.manifest                  the only source of truth
+//!   <appendfilename>.<seq>.base[.<part>].rdb   snapshot parts of the last compaction
+//!   <appendfilename>.<seq>.incr.aof            RESP command log
 //! ```
 //!
 //! Records are RESP commands in their deterministic form (see `commands::Ctx::propagate`),
 //! with a `SELECT` whenever the database changes, so Redis 7 can load the directory too.
+//! `rebuild` rebuilds a lost manifest from the files (`tessera-check-aof`).
 
 pub mod manifest;
+pub mod rebuild;
 pub mod writer;
 
 use crate::config::Config;
@@ -24,6 +27,32 @@ pub use writer::{LogWriter, Notify};
 pub struct LogPaths {
     pub dir: PathBuf,
     pub base_name: String,
+}
+
+/// What a file's name says it is, by the naming rules of the log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFileName {
+    Base { seq: u64, part: BasePart },
+    Incremental { seq: u64 },
+}
+
+/// Which part of a base a file is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum BasePart {
+    /// `<name>.<seq>.base.rdb`: the whole snapshot in one file (Redis's own name).
+    Only,
+    /// `<name>.<seq>.base.<i>.rdb`: part i (from 1) of a snapshot in several files.
+    Numbered(usize),
+    /// `<name>.<seq>.base.aof`: a base in RESP form (Redis with aof-use-rdb-preamble no).
+    Resp,
+}
+
+impl LogFileName {
+    pub fn seq(self) -> u64 {
+        match self {
+            LogFileName::Base { seq, .. } | LogFileName::Incremental { seq } => seq,
+        }
+    }
 }
 
 impl LogPaths {
@@ -56,6 +85,25 @@ impl LogPaths {
         }
     }
 
+    /// The reverse of `incremental_name` and `base_part_name` (and Redis's RESP base
+    /// name); None for any other name.
+    pub fn parse_file_name(&self, name: &str) -> Option<LogFileName> {
+        let rest = name.strip_prefix(&self.base_name)?.strip_prefix('.')?;
+        let (seq, kind) = rest.split_once('.')?;
+        let seq = decimal(seq).filter(|&seq| seq > 0)?;
+        let part = match kind {
+            "incr.aof" => return Some(LogFileName::Incremental { seq }),
+            "base.rdb" => BasePart::Only,
+            "base.aof" => BasePart::Resp,
+            _ => {
+                let part = kind.strip_prefix("base.")?.strip_suffix(".rdb")?;
+                let part = decimal(part).filter(|&part| part > 0)?;
+                BasePart::Numbered(usize::try_from(part).ok()?)
+            }
+        };
+        Some(LogFileName::Base { seq, part })
+    }
+
     pub fn file(&self, name: &str) -> PathBuf {
         self.dir.join(name)
     }
@@ -80,6 +128,14 @@ impl LogPaths {
     ) -> Result<(), manifest::CommitError> {
         manifest.commit(storage, &self.dir, &self.manifest_name())
     }
+}
+
+/// Digits only (no sign, no spaces), as the log's own names are written.
+fn decimal(text: &str) -> Option<u64> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
 }
 
 /// Creates the directory and a manifest with one empty incremental file (a fresh start).
@@ -141,6 +197,59 @@ pub fn remove_unlisted(storage: &dyn Storage, paths: &LogPaths, manifest: &Manif
         if ours && !listed {
             tracing::info!("removing {name}: not listed in the manifest");
             let _ = storage.remove_file(&paths.file(&name));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names_read_back() {
+        let paths = LogPaths {
+            dir: PathBuf::from("d"),
+            base_name: "appendonly.aof".into(),
+        };
+        assert_eq!(
+            paths.parse_file_name(&paths.incremental_name(12)),
+            Some(LogFileName::Incremental { seq: 12 })
+        );
+        assert_eq!(
+            paths.parse_file_name(&paths.base_part_name(3, 1, 1)),
+            Some(LogFileName::Base {
+                seq: 3,
+                part: BasePart::Only
+            })
+        );
+        assert_eq!(
+            paths.parse_file_name(&paths.base_part_name(3, 2, 4)),
+            Some(LogFileName::Base {
+                seq: 3,
+                part: BasePart::Numbered(2)
+            })
+        );
+        assert_eq!(
+            paths.parse_file_name("appendonly.aof.7.base.aof"),
+            Some(LogFileName::Base {
+                seq: 7,
+                part: BasePart::Resp
+            })
+        );
+        for other in [
+            "appendonly.aof.manifest",
+            "temp-appendonly.aof.manifest",
+            "appendonly.aof.0.incr.aof",
+            "appendonly.aof.x.incr.aof",
+            "appendonly.aof.-1.incr.aof",
+            "appendonly.aof.1.incr.aof.bak",
+            "appendonly.aof.1.base.0.rdb",
+            "appendonly.aof.1.base..rdb",
+            "appendonly.aof.99999999999999999999999.incr.aof",
+            "other.aof.1.incr.aof",
+            "appendonly.aof1.incr.aof",
+        ] {
+            assert_eq!(paths.parse_file_name(other), None, "{other}");
         }
     }
 }
