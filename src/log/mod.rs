@@ -9,10 +9,12 @@
 //!
 //! Records are RESP commands in their deterministic form (see `commands::Ctx::propagate`),
 //! with a `SELECT` whenever the database changes, so Redis 7 can load the directory too.
-//! `rebuild` rebuilds a lost manifest from the files (`tessera-check-aof`).
+//! `startup` decides at start-up, from the committed manifest alone, which files are
+//! garbage; `rebuild` rebuilds a lost manifest from the files (`tessera-check-aof`).
 
 pub mod manifest;
 pub mod rebuild;
+pub mod startup;
 pub mod writer;
 
 use crate::config::Config;
@@ -108,18 +110,6 @@ impl LogPaths {
         self.dir.join(name)
     }
 
-    /// Reads the manifest; Ok(None) when there is none yet (a fresh directory).
-    pub fn read_manifest(&self, storage: &dyn Storage) -> Result<Option<Manifest>, String> {
-        let path = self.manifest_path();
-        match storage.read(&path) {
-            Ok(bytes) => Manifest::parse(&bytes)
-                .map(Some)
-                .map_err(|e| format!("{}: {e}", path.display())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(format!("can't read {}: {e}", path.display())),
-        }
-    }
-
     /// Commits `manifest` atomically (see `Manifest::commit`).
     pub fn commit_manifest(
         &self,
@@ -163,6 +153,7 @@ pub fn create_fresh(storage: &dyn Storage, paths: &LogPaths) -> std::io::Result<
 }
 
 /// Opens the manifest's last incremental file for appending and starts the writer.
+/// Start-up (`startup::open_log_dir`) makes sure there is one.
 pub fn open_writer(
     storage: &std::sync::Arc<dyn Storage>,
     paths: &LogPaths,
@@ -172,7 +163,7 @@ pub fn open_writer(
 ) -> std::io::Result<LogWriter> {
     let last = manifest
         .last_incremental()
-        .expect("a manifest always lists an incremental file");
+        .ok_or_else(|| std::io::Error::other("the manifest lists no incremental file"))?;
     let file = storage.open_append(&paths.file(&last.name))?;
     let size = file.len()?;
     Ok(LogWriter::start(
@@ -182,23 +173,6 @@ pub fn open_writer(
         config.appendfsync,
         notify,
     ))
-}
-
-/// Removes files of ours that the manifest does not list (left by a crash mid-change).
-pub fn remove_unlisted(storage: &dyn Storage, paths: &LogPaths, manifest: &Manifest) {
-    let Ok(names) = storage.list_dir(&paths.dir) else {
-        return;
-    };
-    let prefix = format!("{}.", paths.base_name);
-    let manifest_name = paths.manifest_name();
-    for name in names {
-        let ours = name.starts_with(&prefix) || name.starts_with("temp-");
-        let listed = name == manifest_name || manifest.entries.iter().any(|e| e.name == name);
-        if ours && !listed {
-            tracing::info!("removing {name}: not listed in the manifest");
-            let _ = storage.remove_file(&paths.file(&name));
-        }
-    }
 }
 
 #[cfg(test)]
