@@ -179,7 +179,13 @@ fn run(args: &Args) -> Result<bool, String> {
     let files: Vec<PathBuf> = if is_manifest {
         let bytes =
             std::fs::read(file).map_err(|e| format!("Cannot open file {}: {e}", file.display()))?;
-        let manifest = Manifest::parse(&bytes).map_err(|e| format!("{}: {e}", file.display()))?;
+        let manifest = Manifest::parse(&bytes).map_err(|e| {
+            format!(
+                "{}: {e}\n(to write a new manifest from the files in its directory, use \
+                 --rebuild-manifest <dir>)",
+                file.display()
+            )
+        })?;
         let dir = file.parent().unwrap_or(Path::new("."));
         println!("Start checking Multi Part AOF");
         if manifest.base().next().is_some() {

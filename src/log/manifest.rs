@@ -148,7 +148,7 @@ impl fmt::Display for ManifestError {
         match self {
             ManifestError::Empty => write!(
                 f,
-                "Found an empty AOF manifest (it lists no base or incremental file)"
+                "Found an empty AOF manifest: it lists no base or incremental file"
             ),
             ManifestError::Truncated { line } => write!(
                 f,

@@ -351,6 +351,7 @@ fn check_base_set(
 pub fn rebuild(storage: &dyn Storage, paths: &LogPaths, first_incr: Option<u64>) -> Rebuild {
     let mut decisions = Vec::new();
     let result = decide(storage, paths, first_incr, &mut decisions);
+    decisions.sort_by(|a, b| a.name.cmp(&b.name));
     Rebuild { decisions, result }
 }
 
@@ -533,7 +534,6 @@ fn decide(
             kind: FileKind::Incremental,
         });
     }
-    decisions.sort_by(|a, b| a.name.cmp(&b.name));
     if manifest.entries.is_empty() {
         return Err(RebuildError::NoLogFiles);
     }

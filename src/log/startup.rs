@@ -245,13 +245,17 @@ fn list_files(storage: &dyn Storage, paths: &LogPaths) -> Result<Vec<(String, u6
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
         Err(error) => return Err(io_error("list", &paths.dir)(error)),
     };
-    Ok(names
+    // A size that can't be read is an error, not a zero: emptiness decides removals.
+    names
         .into_iter()
         .map(|name| {
-            let size = storage.len(&paths.file(&name)).unwrap_or(0);
-            (name, size)
+            let path = paths.file(&name);
+            let size = storage
+                .len(&path)
+                .map_err(io_error("read the size of", &path))?;
+            Ok((name, size))
         })
-        .collect())
+        .collect()
 }
 
 /// Reads the manifest in force, or decides that there is none (a fresh directory), or
