@@ -12,14 +12,22 @@
 //! 3. K writer threads write the parts `<name>.<seq>.base.<i>.rdb` and fsync them
 //!    (`snapshot-first-capture-taken`, `snapshot-part-synced`, `snapshot-parts-written`);
 //!    the directory is fsynced so their names are durable (`rewrite-parts-durable`).
-//! 4. One manifest commit makes M2 = the new parts + the new incremental file the dataset
+//! 4. One manifest commit makes M2 = the new parts + the new incremental file the dataset,
+//!    listing every file it makes obsolete as history (`type h`, as Redis 7 does)
 //!    (`manifest-temp-written`, `manifest-renamed`, `rewrite-committed`).
-//! 5. The files M2 does not list are deleted (`rewrite-deleted-one`, `rewrite-deleted-all`).
+//! 5. The history files are deleted (`rewrite-deleted-one`, `rewrite-deleted-all`), then
+//!    M3 = M2 without them is committed.
 //!
 //! A crash before step 4's rename leaves M1 (or the manifest before it), whose files are
-//! all still there; after it, M2, whose files are all durable. Files a manifest does not
-//! list are removed at start-up. A failure at any step leaves the last committed manifest
-//! in force and is reported in INFO and the log.
+//! all still there, and parts with a base sequence number above any it lists: start-up
+//! removes those. After it, M2, whose files are all durable, and whose history files
+//! start-up deletes (`log::startup`). So every file removed after a crash is one the
+//! committed manifest proves garbage. A failure at any step leaves the last committed
+//! manifest in force and is reported in INFO and the log.
+//!
+//! Each part records its place in aux fields (`AUX_*`): part number, part count, slot
+//! range, and the incremental file that follows the base. Redis ignores them; they let
+//! `tessera-check-aof --rebuild-manifest` rebuild a lost manifest exactly.
 
 use crate::log::manifest::{CommitError, FileKind, Manifest, ManifestEntry};
 use crate::log::writer::{Rotation, RotationWaiter};
@@ -27,7 +35,32 @@ use crate::log::{LogPaths, LogWriter};
 use crate::rdb::RdbWriterOptions;
 use crate::snapshot::{JobOutcome, JobSpec, SnapshotJob};
 use crate::storage::Storage;
-use std::sync::Arc;
+use bytes::Bytes;
+use std::sync::{Arc, Mutex};
+
+/// Aux field of a base part: its number, from 1.
+pub const AUX_PART: &str = "tessera-part";
+/// Aux field of a base part: how many parts the base has.
+pub const AUX_PARTS: &str = "tessera-parts";
+/// Aux field of a base part: the slots it holds, `<first>-<last>`.
+pub const AUX_SLOTS: &str = "tessera-slots";
+/// Aux field of a base part: the sequence number of the incremental file created by the
+/// compaction's rotation, the first one whose records come after the snapshot.
+pub const AUX_FIRST_INCR: &str = "tessera-first-incr";
+
+/// The aux fields of part `part` (from 0) of `parts`, for a base followed by `first_incr`.
+fn part_aux(part: usize, parts: usize, first_incr: u64) -> Vec<(Bytes, Bytes)> {
+    let slots = crate::snapshot::part_slots(part, parts);
+    [
+        (AUX_PART, (part + 1).to_string()),
+        (AUX_PARTS, parts.to_string()),
+        (AUX_SLOTS, format!("{}-{}", slots.start(), slots.end())),
+        (AUX_FIRST_INCR, first_incr.to_string()),
+    ]
+    .into_iter()
+    .map(|(key, value)| (Bytes::from_static(key.as_bytes()), Bytes::from(value)))
+    .collect()
+}
 
 /// How a compaction runs.
 pub struct Settings {
@@ -45,8 +78,9 @@ pub struct Compaction {
     rotation: RotationWaiter,
     /// The manifest in force if the rotation succeeded and the compaction did not.
     after_rotation: Manifest,
-    /// The manifest in force once the compaction succeeds.
-    after_commit: Manifest,
+    /// The manifest in force once the compaction succeeds: M2, or M3 once the history
+    /// files are deleted and it is committed (the job's thread updates it).
+    installed: Arc<Mutex<Manifest>>,
 }
 
 /// How a compaction ended: the manifest now in force, and the job's figures or error.
@@ -86,6 +120,8 @@ impl Compaction {
         let part_names: Vec<String> = (1..=parts)
             .map(|part| paths.base_part_name(base_seq, part, parts))
             .collect();
+        // M2, in Redis's order: base, history, incremental. Everything M1 lists but the new
+        // incremental file is made obsolete by the parts.
         let mut after_commit = Manifest {
             entries: part_names
                 .iter()
@@ -96,21 +132,28 @@ impl Compaction {
                 })
                 .collect(),
         };
+        after_commit
+            .entries
+            .extend(
+                after_rotation
+                    .entries
+                    .iter()
+                    .filter(|e| **e != incr)
+                    .map(|e| ManifestEntry {
+                        kind: FileKind::History,
+                        ..e.clone()
+                    }),
+            );
         after_commit.entries.push(incr.clone());
         let rotation = writer.prepare_rotation();
-        let obsolete: Vec<String> = after_rotation
-            .entries
-            .iter()
-            .filter(|e| !after_commit.entries.contains(e))
-            .map(|e| e.name.clone())
-            .collect();
+        let installed = Arc::new(Mutex::new(after_commit.clone()));
         let finisher = {
             let storage = storage.clone();
             let paths = paths.clone();
             let rotation = rotation.clone();
-            let after_commit = after_commit.clone();
+            let installed = installed.clone();
             Box::new(move |_sizes: &[u64]| {
-                install(&*storage, &paths, &rotation, &after_commit, &obsolete)
+                install(&*storage, &paths, &rotation, &after_commit, &installed)
             })
         };
         let job = SnapshotJob::start(
@@ -123,6 +166,9 @@ impl Compaction {
                     compression,
                     ..RdbWriterOptions::default()
                 },
+                part_aux: (0..parts)
+                    .map(|part| part_aux(part, parts, incr_seq))
+                    .collect(),
                 finisher,
                 key_delay_us,
                 notify,
@@ -142,7 +188,7 @@ impl Compaction {
             job,
             rotation,
             after_rotation,
-            after_commit,
+            installed,
         })
     }
 
@@ -151,7 +197,7 @@ impl Compaction {
         let result = self.job.outcome()?;
         let rotated = self.rotation.peek()?;
         let manifest = match (&result, rotated) {
-            (Ok(_), _) => self.after_commit.clone(),
+            (Ok(_), _) => self.installed.lock().unwrap().clone(),
             (Err(_), Ok(())) => self.after_rotation.clone(),
             (Err(_), Err(_)) => before.clone(),
         };
@@ -160,12 +206,13 @@ impl Compaction {
 }
 
 /// Steps 3 (end) to 5, on the snapshot job's thread once every part is written and synced.
+/// `installed` gets the manifest in force once M2 is committed.
 fn install(
     storage: &dyn Storage,
     paths: &LogPaths,
     rotation: &RotationWaiter,
     after_commit: &Manifest,
-    obsolete: &[String],
+    installed: &Mutex<Manifest>,
 ) -> Result<(), String> {
     // The parts describe the dataset at the switch: useless if the switch failed.
     rotation
@@ -182,7 +229,7 @@ fn install(
         }
         Err(CommitError::NotDurable(e)) => {
             // The new manifest is in force, but a power loss may bring back the previous
-            // one: keep its files (they are removed at the next start-up).
+            // one: keep its files (listed as history, start-up deletes them).
             tracing::warn!(
                 "the new manifest is in place but the directory fsync failed ({e}); \
                  keeping the previous files until the next start-up"
@@ -191,13 +238,32 @@ fn install(
         }
     }
     storage.checkpoint("rewrite-committed");
-    for name in obsolete {
-        // Unlisted now: a file left behind by a failure here is removed at start-up.
-        if let Err(e) = storage.remove_file(&paths.file(name)) {
-            tracing::warn!("can't remove {name}: {e}");
+    let mut undeleted = Vec::new();
+    for entry in after_commit.history() {
+        // Listed as history: a file left behind by a crash here is deleted at start-up.
+        match storage.remove_file(&paths.file(&entry.name)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!("can't remove {}: {e}", entry.name);
+                undeleted.push(entry.clone());
+            }
         }
         storage.checkpoint("rewrite-deleted-one");
     }
     storage.checkpoint("rewrite-deleted-all");
+    // M3: the history that is gone is dropped from the manifest, as Redis does after
+    // deleting it. If this commit fails, M2 stays in force, which is just as true.
+    let mut cleaned = after_commit.without_history();
+    let at = cleaned.base().count();
+    cleaned.entries.splice(at..at, undeleted);
+    if cleaned != *after_commit {
+        match paths.commit_manifest(storage, &cleaned) {
+            Ok(()) | Err(CommitError::NotDurable(_)) => *installed.lock().unwrap() = cleaned,
+            Err(CommitError::NotCommitted(e)) => {
+                tracing::warn!("can't commit the manifest without its history files: {e}")
+            }
+        }
+    }
     Ok(())
 }

@@ -8,6 +8,7 @@
 //! ```text
 //! "REDIS0010"
 //! AUX key value ...                       redis-ver, redis-bits, ctime, used-mem, aof-base
+//!                                         (+ a base part's place: tessera-part, -parts, …)
 //! SELECTDB db  [RESIZEDB keys expires]    per database
 //!   [EXPIRETIME_MS ms] type key value     per key
 //! EOF  CRC64 (little-endian, over every byte before it, EOF included)

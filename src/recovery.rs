@@ -5,6 +5,7 @@
 //! that replay is deterministic. A record cut short at the very end of the last file is a
 //! crash in the middle of a write: it is cut off with a warning (`aof-load-truncated yes`).
 //! Anything else that does not parse is damage: start-up stops and names file and offset.
+//! Which files make up the dataset is `log::startup`'s decision, made before loading.
 
 use crate::commands::{ClientState, Ctx, Propagation, Registry, ServerState};
 use crate::config::Config;
@@ -236,42 +237,35 @@ pub fn load_dataset(
         });
     }
     let paths = LogPaths::from_config(config);
-    let manifest = match paths.read_manifest(&*storage)? {
-        Some(manifest) => {
-            tracing::info!("loading the append-only log from {}", paths.dir.display());
-            let total: u64 = manifest
-                .entries
-                .iter()
-                .map(|e| storage.len(&paths.file(&e.name)).unwrap_or(0))
-                .sum();
-            progress.total_bytes.store(total, Ordering::Relaxed);
-            let mut state = ServerState::new(config.clone(), String::new(), storage.clone());
-            let registry = Registry::new();
-            let report = replay_log(
-                &*storage,
-                &paths,
-                &manifest,
-                &mut keyspace,
-                &mut state,
-                &registry,
-                progress,
-            )?;
-            let keys = keyspace.total_keys();
-            tracing::info!(
-                "DB loaded from append only file: {} from {} files, {} records",
-                rates(keys as u64, "keys", report.bytes, report.seconds),
-                report.files,
-                report.records
-            );
-            manifest
-        }
-        None => {
-            tracing::info!("creating a new append-only log in {}", paths.dir.display());
-            crate::log::create_fresh(&*storage, &paths)
-                .map_err(|e| format!("can't create {}: {e}", paths.dir.display()))?
-        }
-    };
-    crate::log::remove_unlisted(&*storage, &paths, &manifest);
+    // Refuses (changing nothing) unless the manifest proves what the dataset is; removes
+    // only what it proves garbage. A new directory gets an empty log.
+    let manifest =
+        crate::log::startup::open_log_dir(&*storage, &paths).map_err(|e| e.to_string())?;
+    tracing::info!("loading the append-only log from {}", paths.dir.display());
+    let total: u64 = manifest
+        .entries
+        .iter()
+        .map(|e| storage.len(&paths.file(&e.name)).unwrap_or(0))
+        .sum();
+    progress.total_bytes.store(total, Ordering::Relaxed);
+    let mut state = ServerState::new(config.clone(), String::new(), storage.clone());
+    let registry = Registry::new();
+    let report = replay_log(
+        &*storage,
+        &paths,
+        &manifest,
+        &mut keyspace,
+        &mut state,
+        &registry,
+        progress,
+    )?;
+    let keys = keyspace.total_keys();
+    tracing::info!(
+        "DB loaded from append only file: {} from {} files, {} records",
+        rates(keys as u64, "keys", report.bytes, report.seconds),
+        report.files,
+        report.records
+    );
     Ok(Loaded {
         keys: keyspace.total_keys() as u64,
         keyspace,

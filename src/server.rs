@@ -1422,6 +1422,7 @@ impl Server {
                     compression: self.state.config.rdbcompression,
                     ..crate::rdb::RdbWriterOptions::default()
                 },
+                part_aux: Vec::new(),
                 finisher,
                 key_delay_us: self.state.config.rdb_key_save_delay_us,
                 notify,

@@ -157,6 +157,12 @@ pub fn part_of_slot(slot: usize, parts: usize) -> usize {
     slot * parts / SLOT_COUNT
 }
 
+/// The slots part `part` (0-based) of `parts` owns: those `part_of_slot` gives it.
+pub fn part_slots(part: usize, parts: usize) -> std::ops::RangeInclusive<usize> {
+    let first = |part: usize| (part * SLOT_COUNT).div_ceil(parts);
+    first(part)..=first(part + 1) - 1
+}
+
 /// Background capture stops queueing once captures not yet written hold this much
 /// (capture before write never waits: it may go past it).
 const QUEUED_BYTES_MAX: u64 = 64 * 1024 * 1024;
@@ -273,6 +279,9 @@ pub struct JobSpec {
     /// One path per part, in part order.
     pub part_paths: Vec<PathBuf>,
     pub options: RdbWriterOptions,
+    /// Aux fields of each part's own (its place in the set), after `options.extra_aux`;
+    /// empty: none.
+    pub part_aux: Vec<Vec<(bytes::Bytes, bytes::Bytes)>>,
     pub finisher: Finisher,
     /// `rdb-key-save-delay`: microseconds to sleep after each key (tests only).
     pub key_delay_us: u64,
@@ -403,13 +412,16 @@ fn run_job(shared: Arc<JobShared>, spec: JobSpec, hints: Vec<Vec<(u64, u64)>>) {
             .enumerate()
             .map(|(part, (path, hints))| {
                 let shared = &shared;
-                let options = &spec.options;
+                let mut options = spec.options.clone();
+                if let Some(aux) = spec.part_aux.get(part) {
+                    options.extra_aux.extend(aux.iter().cloned());
+                }
                 let delay = spec.key_delay_us;
                 let spawned = std::thread::Builder::new()
                     .name(format!("snapshot-part-{}", part + 1))
                     .spawn_scoped(scope, move || {
                         let result =
-                            write_part(shared, part, storage, path, options, &hints, delay);
+                            write_part(shared, part, storage, path, &options, &hints, delay);
                         if result.is_err() {
                             // One part failed: the snapshot is lost, stop the others.
                             shared.cancelled.store(true, Ordering::Release);
@@ -538,4 +550,23 @@ fn write_part(
     let size = finish_part(writer, path)?;
     storage.checkpoint("snapshot-part-synced");
     Ok(size)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn part_slots_are_the_slots_part_of_slot_assigns() {
+        for parts in [1, 2, 3, 7, 1000, SLOT_COUNT] {
+            let mut next = 0;
+            for part in 0..parts {
+                let slots = part_slots(part, parts);
+                assert_eq!(*slots.start(), next, "{part} of {parts}");
+                assert!(slots.clone().all(|slot| part_of_slot(slot, parts) == part));
+                next = slots.end() + 1;
+            }
+            assert_eq!(next, SLOT_COUNT);
+        }
+    }
 }

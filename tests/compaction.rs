@@ -439,6 +439,20 @@ fn sigkill_at_every_step_of_the_compaction_keeps_the_dataset() {
             expected,
             "{step}"
         );
+        // Whatever the crash left behind, start-up removed it, each file proven garbage by
+        // the manifest (a part above its base, an empty new file, a temp file, a history
+        // file): only the manifest and what it lists remain.
+        let aof_dir = dir.path().join("appendonlydir");
+        let mut expected_files = manifest_files(&aof_dir);
+        expected_files.push("appendonly.aof.manifest".into());
+        expected_files.sort();
+        assert_eq!(files_in(&aof_dir), expected_files, "{step}");
+        assert!(
+            !std::fs::read_to_string(aof_dir.join("appendonly.aof.manifest"))
+                .unwrap()
+                .contains("type h"),
+            "{step}: history entries are dropped at start-up"
+        );
         // And a compaction after the crash completes.
         let mut conn = restarted.connection();
         cmd_str(&mut conn, &["BGREWRITEAOF"]).unwrap();

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{start_server, temp_dir, try_start_server, try_start_server_with};
+use common::{check_aof, start_server, temp_dir, try_start_server, try_start_server_with};
 use redis::Commands;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -227,27 +227,6 @@ fn unknown_command_in_the_log_stops_start_up() {
     assert!(log.contains(&format!("at offset {offset}")), "{log}");
 }
 
-fn check_aof(args: &[&str], stdin: &str) -> (bool, String) {
-    use std::io::Write;
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tessera-check-aof"))
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
-    let text = String::from_utf8_lossy(&output.stdout).into_owned()
-        + &String::from_utf8_lossy(&output.stderr);
-    (output.status.success(), text)
-}
-
 #[test]
 fn check_tool_reports_the_first_bad_offset_and_fixes_after_confirmation() {
     let dir = temp_dir();
@@ -399,25 +378,37 @@ fn databases_swapdb_and_flush_replay_to_the_same_state() {
 }
 
 #[test]
-fn unlisted_files_are_removed_at_start_up() {
+fn unlisted_files_are_removed_at_start_up_only_when_a_crash_explains_them() {
     let dir = temp_dir();
     populate(dir.path(), 3);
-    let stray = dir.path().join("appendonlydir/appendonly.aof.7.incr.aof");
-    let temp = dir
-        .path()
-        .join("appendonlydir/temp-appendonly.aof.manifest");
-    std::fs::write(&stray, b"*1\r\n$8\r\nFLUSHALL\r\n").unwrap();
+    let aof = dir.path().join("appendonlydir");
+    // What crashes mid-change leave: the empty new file of a rotation that did not
+    // commit, a part of a compaction that did not commit, a temp manifest.
+    let stray = aof.join("appendonly.aof.7.incr.aof");
+    let part = aof.join("appendonly.aof.1.base.2.rdb");
+    let temp = aof.join("temp-appendonly.aof.manifest");
+    std::fs::write(&stray, b"").unwrap();
+    std::fs::write(&part, b"REDIS0010").unwrap();
     std::fs::write(&temp, b"garbage").unwrap();
-    let server = start_server(dir.path(), &[]);
-    assert_eq!(
-        common::dbsize(&mut server.connection()),
-        3,
-        "stray files must not be replayed"
-    );
+    let mut server = start_server(dir.path(), &[]);
+    assert_eq!(common::dbsize(&mut server.connection()), 3);
     assert!(
-        !stray.exists() && !temp.exists(),
-        "stray files must be removed"
+        !stray.exists() && !part.exists() && !temp.exists(),
+        "crash leftovers must be removed"
     );
+    server.shutdown();
+    // A file above the manifest with records is no crash leftover: it is neither
+    // replayed nor removed, and start-up refuses, naming it.
+    std::fs::write(&stray, b"*1\r\n$8\r\nFLUSHALL\r\n").unwrap();
+    let log = match try_start_server(dir.path(), &[]) {
+        Ok(_) => panic!("started with records the manifest does not list"),
+        Err(log) => log,
+    };
+    assert!(
+        log.contains("appendonly.aof.7.incr.aof (18 bytes)"),
+        "{log}"
+    );
+    assert_eq!(std::fs::read(&stray).unwrap(), b"*1\r\n$8\r\nFLUSHALL\r\n");
 }
 
 fn set_file_size_limit(pid: u32, bytes: u64) {

@@ -2,12 +2,20 @@
 //! append-only log and, with `--fix`, cuts the log there after confirmation (as
 //! `redis-check-aof`). With a manifest, every listed incremental file is checked in order;
 //! only the last one can be fixed, since cutting an earlier file would drop the later ones.
+//!
+//! `tessera-check-aof --rebuild-manifest [-y] <dir>`: writes a new manifest for the log files in
+//! `dir` (when the server refuses to start because its manifest is missing, damaged or
+//! older than the files), after printing what it decided for each file and why and asking
+//! for confirmation. The decisions are `log::rebuild`'s; an existing manifest is kept as
+//! `<name>.manifest.bak` first.
 
 use clap::Parser;
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
-use tessera::log::manifest::Manifest;
+use tessera::log::LogPaths;
+use tessera::log::manifest::{FileKind, Manifest};
 use tessera::recovery::{LogDamage, scan_records};
+use tessera::storage::{RealStorage, Storage};
 
 #[derive(Parser)]
 #[command(
@@ -16,12 +24,24 @@ use tessera::recovery::{LogDamage, scan_records};
 )]
 struct Args {
     /// Cut the damaged file at the first bad offset (asks for confirmation).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "rebuild_manifest")]
     fix: bool,
+    /// Rebuild the manifest of the log directory given as FILE from the files in it
+    /// (asks for confirmation).
+    #[arg(long)]
+    rebuild_manifest: bool,
+    /// With --rebuild-manifest: the sequence number of the first incremental file after
+    /// the base, when the files can't tell it.
+    #[arg(long, value_name = "SEQ", requires = "rebuild_manifest")]
+    first_incr: Option<u64>,
+    /// With --rebuild-manifest: the log's appendfilename, when the files can't tell it.
+    #[arg(long, value_name = "NAME", requires = "rebuild_manifest")]
+    appendfilename: Option<String>,
     /// Answer yes to the confirmation (for scripts).
     #[arg(long, short = 'y')]
     yes: bool,
-    /// The manifest (`appendonly.aof.manifest`) or a single `.aof` file.
+    /// The manifest (`appendonly.aof.manifest`) or a single `.aof` file; with
+    /// --rebuild-manifest, the log directory (`appendonlydir`).
     file: PathBuf,
 }
 
@@ -72,23 +92,108 @@ fn confirm(question: &str, assume_yes: bool) -> bool {
     answer.trim().eq_ignore_ascii_case("y")
 }
 
+/// `--rebuild-manifest`: decide, show, confirm, keep the old manifest, commit.
+fn rebuild_manifest(dir: &Path, args: &Args) -> Result<bool, String> {
+    let storage = RealStorage::new("");
+    let names = storage
+        .list_dir(dir)
+        .map_err(|e| format!("Cannot read the directory {}: {e}", dir.display()))?;
+    let base_name = match &args.appendfilename {
+        Some(name) => name.clone(),
+        None => tessera::log::rebuild::infer_base_name(&names).map_err(|e| e.to_string())?,
+    };
+    let paths = LogPaths {
+        dir: dir.to_path_buf(),
+        base_name,
+    };
+    println!(
+        "Rebuilding the manifest of the log '{}' in {}",
+        paths.base_name,
+        dir.display()
+    );
+    let rebuild = tessera::log::rebuild::rebuild(&storage, &paths, args.first_incr);
+    for decision in &rebuild.decisions {
+        let verdict = match decision.listed {
+            Some(FileKind::Base) => "base",
+            Some(FileKind::Incremental) => "incr",
+            Some(FileKind::History) => "hist",
+            None => "----",
+        };
+        println!("  [{verdict}] {}: {}", decision.name, decision.reason);
+    }
+    let manifest = match rebuild.result {
+        Ok(manifest) => manifest,
+        Err(error) => {
+            println!("Cannot rebuild the manifest: {error}");
+            return Ok(false);
+        }
+    };
+    println!("The new manifest {}:", paths.manifest_name());
+    print!("{}", manifest.to_text());
+    let manifest_path = paths.manifest_path();
+    let backup = if manifest_path.exists() {
+        let backup = free_name(&dir.join(format!("{}.bak", paths.manifest_name())));
+        println!(
+            "The current manifest will be kept as {}.",
+            backup.file_name().unwrap_or_default().to_string_lossy()
+        );
+        Some(backup)
+    } else {
+        None
+    };
+    if !confirm("This writes the manifest above.", args.yes) {
+        println!("Aborting...");
+        return Ok(false);
+    }
+    if let Some(backup) = backup {
+        std::fs::copy(&manifest_path, &backup)
+            .and_then(|_| std::fs::File::open(&backup)?.sync_all())
+            .map_err(|e| format!("Cannot keep the old manifest as {}: {e}", backup.display()))?;
+    }
+    paths
+        .commit_manifest(&storage, &manifest)
+        .map_err(|e| format!("Cannot write {}: {e}", manifest_path.display()))?;
+    println!("Successfully wrote {}", manifest_path.display());
+    Ok(true)
+}
+
+/// `path`, or `path.2`, `path.3` … : the first that does not exist.
+fn free_name(path: &Path) -> PathBuf {
+    let mut candidate = path.to_path_buf();
+    let mut n = 1;
+    while candidate.exists() {
+        n += 1;
+        candidate = PathBuf::from(format!("{}.{n}", path.display()));
+    }
+    candidate
+}
+
 fn run(args: &Args) -> Result<bool, String> {
-    let is_manifest = args
-        .file
+    if args.rebuild_manifest {
+        return rebuild_manifest(&args.file, args);
+    }
+    let file = &args.file;
+    let is_manifest = file
         .file_name()
         .is_some_and(|n| n.to_string_lossy().ends_with(".manifest"));
     let files: Vec<PathBuf> = if is_manifest {
-        let text = std::fs::read_to_string(&args.file)
-            .map_err(|e| format!("Cannot open file {}: {e}", args.file.display()))?;
-        let manifest = Manifest::parse(&text)?;
-        let dir = args.file.parent().unwrap_or(Path::new("."));
+        let bytes =
+            std::fs::read(file).map_err(|e| format!("Cannot open file {}: {e}", file.display()))?;
+        let manifest = Manifest::parse(&bytes).map_err(|e| {
+            format!(
+                "{}: {e}\n(to write a new manifest from the files in its directory, use \
+                 --rebuild-manifest <dir>)",
+                file.display()
+            )
+        })?;
+        let dir = file.parent().unwrap_or(Path::new("."));
         println!("Start checking Multi Part AOF");
         if manifest.base().next().is_some() {
             println!("Base snapshot files are not checked by this version (use redis-check-rdb).");
         }
         manifest.incremental().map(|e| dir.join(&e.name)).collect()
     } else {
-        vec![args.file.clone()]
+        vec![file.clone()]
     };
     for (index, path) in files.iter().enumerate() {
         let is_last = index + 1 == files.len();

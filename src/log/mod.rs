@@ -2,14 +2,19 @@
 //!
 //! ```text
 //! <dir>/<appenddirname>/
-//!   <appendfilename>.manifest            the only source of truth
-//!   <appendfilename>.<seq>.incr.aof      RESP command log
+//!   <appendfilename>.manifest                  the only source of truth
+//!   <appendfilename>.<seq>.base[.<part>].rdb   snapshot parts of the last compaction
+//!   <appendfilename>.<seq>.incr.aof            RESP command log
 //! ```
 //!
 //! Records are RESP commands in their deterministic form (see `commands::Ctx::propagate`),
 //! with a `SELECT` whenever the database changes, so Redis 7 can load the directory too.
+//! `startup` decides at start-up, from the committed manifest alone, which files are
+//! garbage; `rebuild` rebuilds a lost manifest from the files (`tessera-check-aof`).
 
 pub mod manifest;
+pub mod rebuild;
+pub mod startup;
 pub mod writer;
 
 use crate::config::Config;
@@ -24,6 +29,32 @@ pub use writer::{LogWriter, Notify};
 pub struct LogPaths {
     pub dir: PathBuf,
     pub base_name: String,
+}
+
+/// What a file's name says it is, by the naming rules of the log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFileName {
+    Base { seq: u64, part: BasePart },
+    Incremental { seq: u64 },
+}
+
+/// Which part of a base a file is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum BasePart {
+    /// `<name>.<seq>.base.rdb`: the whole snapshot in one file (Redis's own name).
+    Only,
+    /// `<name>.<seq>.base.<i>.rdb`: part i (from 1) of a snapshot in several files.
+    Numbered(usize),
+    /// `<name>.<seq>.base.aof`: a base in RESP form (Redis with aof-use-rdb-preamble no).
+    Resp,
+}
+
+impl LogFileName {
+    pub fn seq(self) -> u64 {
+        match self {
+            LogFileName::Base { seq, .. } | LogFileName::Incremental { seq } => seq,
+        }
+    }
 }
 
 impl LogPaths {
@@ -56,20 +87,27 @@ impl LogPaths {
         }
     }
 
-    pub fn file(&self, name: &str) -> PathBuf {
-        self.dir.join(name)
+    /// The reverse of `incremental_name` and `base_part_name` (and Redis's RESP base
+    /// name); None for any other name.
+    pub fn parse_file_name(&self, name: &str) -> Option<LogFileName> {
+        let rest = name.strip_prefix(&self.base_name)?.strip_prefix('.')?;
+        let (seq, kind) = rest.split_once('.')?;
+        let seq = decimal(seq).filter(|&seq| seq > 0)?;
+        let part = match kind {
+            "incr.aof" => return Some(LogFileName::Incremental { seq }),
+            "base.rdb" => BasePart::Only,
+            "base.aof" => BasePart::Resp,
+            _ => {
+                let part = kind.strip_prefix("base.")?.strip_suffix(".rdb")?;
+                let part = decimal(part).filter(|&part| part > 0)?;
+                BasePart::Numbered(usize::try_from(part).ok()?)
+            }
+        };
+        Some(LogFileName::Base { seq, part })
     }
 
-    /// Reads the manifest; Ok(None) when there is none yet (a fresh directory).
-    pub fn read_manifest(&self, storage: &dyn Storage) -> Result<Option<Manifest>, String> {
-        let path = self.manifest_path();
-        match storage.read(&path) {
-            Ok(bytes) => Manifest::parse(&String::from_utf8_lossy(&bytes))
-                .map(Some)
-                .map_err(|e| format!("{}: {e}", path.display())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(format!("can't read {}: {e}", path.display())),
-        }
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
     }
 
     /// Commits `manifest` atomically (see `Manifest::commit`).
@@ -80,6 +118,14 @@ impl LogPaths {
     ) -> Result<(), manifest::CommitError> {
         manifest.commit(storage, &self.dir, &self.manifest_name())
     }
+}
+
+/// Digits only (no sign, no spaces), as the log's own names are written.
+fn decimal(text: &str) -> Option<u64> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
 }
 
 /// Creates the directory and a manifest with one empty incremental file (a fresh start).
@@ -107,6 +153,7 @@ pub fn create_fresh(storage: &dyn Storage, paths: &LogPaths) -> std::io::Result<
 }
 
 /// Opens the manifest's last incremental file for appending and starts the writer.
+/// Start-up (`startup::open_log_dir`) makes sure there is one.
 pub fn open_writer(
     storage: &std::sync::Arc<dyn Storage>,
     paths: &LogPaths,
@@ -116,7 +163,7 @@ pub fn open_writer(
 ) -> std::io::Result<LogWriter> {
     let last = manifest
         .last_incremental()
-        .expect("a manifest always lists an incremental file");
+        .ok_or_else(|| std::io::Error::other("the manifest lists no incremental file"))?;
     let file = storage.open_append(&paths.file(&last.name))?;
     let size = file.len()?;
     Ok(LogWriter::start(
@@ -128,19 +175,55 @@ pub fn open_writer(
     ))
 }
 
-/// Removes files of ours that the manifest does not list (left by a crash mid-change).
-pub fn remove_unlisted(storage: &dyn Storage, paths: &LogPaths, manifest: &Manifest) {
-    let Ok(names) = storage.list_dir(&paths.dir) else {
-        return;
-    };
-    let prefix = format!("{}.", paths.base_name);
-    let manifest_name = paths.manifest_name();
-    for name in names {
-        let ours = name.starts_with(&prefix) || name.starts_with("temp-");
-        let listed = name == manifest_name || manifest.entries.iter().any(|e| e.name == name);
-        if ours && !listed {
-            tracing::info!("removing {name}: not listed in the manifest");
-            let _ = storage.remove_file(&paths.file(&name));
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names_read_back() {
+        let paths = LogPaths {
+            dir: PathBuf::from("d"),
+            base_name: "appendonly.aof".into(),
+        };
+        assert_eq!(
+            paths.parse_file_name(&paths.incremental_name(12)),
+            Some(LogFileName::Incremental { seq: 12 })
+        );
+        assert_eq!(
+            paths.parse_file_name(&paths.base_part_name(3, 1, 1)),
+            Some(LogFileName::Base {
+                seq: 3,
+                part: BasePart::Only
+            })
+        );
+        assert_eq!(
+            paths.parse_file_name(&paths.base_part_name(3, 2, 4)),
+            Some(LogFileName::Base {
+                seq: 3,
+                part: BasePart::Numbered(2)
+            })
+        );
+        assert_eq!(
+            paths.parse_file_name("appendonly.aof.7.base.aof"),
+            Some(LogFileName::Base {
+                seq: 7,
+                part: BasePart::Resp
+            })
+        );
+        for other in [
+            "appendonly.aof.manifest",
+            "temp-appendonly.aof.manifest",
+            "appendonly.aof.0.incr.aof",
+            "appendonly.aof.x.incr.aof",
+            "appendonly.aof.-1.incr.aof",
+            "appendonly.aof.1.incr.aof.bak",
+            "appendonly.aof.1.base.0.rdb",
+            "appendonly.aof.1.base..rdb",
+            "appendonly.aof.99999999999999999999999.incr.aof",
+            "other.aof.1.incr.aof",
+            "appendonly.aof1.incr.aof",
+        ] {
+            assert_eq!(paths.parse_file_name(other), None, "{other}");
         }
     }
 }

@@ -11,6 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 pub const SERVER_BIN: &str = env!("CARGO_BIN_EXE_tessera-server");
+pub const CHECK_AOF_BIN: &str = env!("CARGO_BIN_EXE_tessera-check-aof");
 
 pub struct TestServer {
     pub child: Option<Child>,
@@ -389,7 +390,8 @@ pub fn manifest_files(aof_dir: &Path) -> Vec<String> {
 
 /// The steps of the compaction protocol (the checkpoints of `compaction.rs`, in order);
 /// `name:N` is the Nth time the step is reached (the manifest is committed at creation,
-/// at the switch to the new incremental file, and at installation).
+/// at the switch to the new incremental file, at installation, and without the history
+/// files once they are deleted).
 pub const PROTOCOL_STEPS: &[&str] = &[
     "rewrite-incr-created",
     "manifest-temp-written:2",
@@ -404,6 +406,8 @@ pub const PROTOCOL_STEPS: &[&str] = &[
     "rewrite-committed",
     "rewrite-deleted-one",
     "rewrite-deleted-all",
+    "manifest-temp-written:4",
+    "manifest-renamed:4",
 ];
 
 /// Runs Debian's `redis-check-rdb` (next to `redis_server`) on `file`; it must pass.
@@ -419,4 +423,26 @@ pub fn assert_redis_check_rdb_passes(redis_server: &Path, file: &Path) {
         "{}: {text}",
         file.display()
     );
+}
+
+/// Runs `tessera-check-aof` with `args`, `stdin` as its input (the answers to its
+/// questions); returns whether it succeeded and what it printed.
+pub fn check_aof(args: &[&str], stdin: &str) -> (bool, String) {
+    let mut child = Command::new(CHECK_AOF_BIN)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    (output.status.success(), text)
 }
