@@ -362,7 +362,7 @@ fn the_log_is_compacted_automatically_when_it_doubles() {
             "--auto-aof-rewrite-min-size",
             "1mb",
             "--auto-aof-rewrite-percentage",
-            "100",
+            "0",
             "--save",
             "",
         ],
@@ -377,6 +377,15 @@ fn the_log_is_compacted_automatically_when_it_doubles() {
         }
         let _: () = pipe.query(&mut conn).unwrap();
     }
+    assert_eq!(info_field(&mut conn, "aof_rewrites").unwrap(), "0");
+    // The trigger armed only now, so that the rewrite starts after every write (a rewrite
+    // that started half way would leave the later writes in the new incremental file).
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("auto-aof-rewrite-percentage")
+        .arg("100")
+        .query(&mut conn)
+        .unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     while info_field(&mut conn, "aof_rewrites").unwrap() == "0" {
         assert!(Instant::now() < deadline, "no automatic rewrite");
