@@ -931,29 +931,6 @@ fn show(args: &[Vec<u8>]) -> String {
         .join(" ")
 }
 
-fn env_seeds() -> Vec<u64> {
-    match std::env::var("TESSERA_DIFF_SEEDS") {
-        Ok(text) if !text.trim().is_empty() => text
-            .split(',')
-            .map(|s| {
-                s.trim()
-                    .parse()
-                    .expect("TESSERA_DIFF_SEEDS: comma-separated u64s")
-            })
-            .collect(),
-        _ => DEFAULT_SEEDS.to_vec(),
-    }
-}
-
-fn env_ops() -> usize {
-    match std::env::var("TESSERA_DIFF_OPS") {
-        Ok(text) if !text.trim().is_empty() => {
-            text.trim().parse().expect("TESSERA_DIFF_OPS: a number")
-        }
-        _ => DEFAULT_OPS,
-    }
-}
-
 #[test]
 fn random_command_stream_matches_redis() {
     let Some(redis_path) = common::require_redis_or_skip("differential") else {
@@ -965,8 +942,8 @@ fn random_command_stream_matches_redis() {
     let mut ours = server.connection();
     let mut theirs = oracle.connection();
 
-    let seeds = env_seeds();
-    let ops = env_ops();
+    let seeds = common::env_numbers("TESSERA_DIFF_SEEDS", DEFAULT_SEEDS, 0);
+    let ops = common::env_number("TESSERA_DIFF_OPS", DEFAULT_OPS, 1);
     let started = std::time::Instant::now();
     let mut total_steps = 0usize;
     // Per command name: (commands sent, error replies), to show what the stream covered.

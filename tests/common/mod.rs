@@ -3,7 +3,12 @@
 #![allow(dead_code)]
 
 pub mod in_process;
+pub mod knobs;
 pub mod model;
+
+// Not every test binary uses every helper.
+#[allow(unused_imports)]
+pub use knobs::{env_flag, env_number, env_numbers};
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
