@@ -933,7 +933,7 @@ fn show(args: &[Vec<u8>]) -> String {
 
 #[test]
 fn random_command_stream_matches_redis() {
-    let Some(redis_path) = common::require_redis_or_skip("differential") else {
+    let Some(redis_path) = common::require_redis_or_skip(common::WHOLE_TEST) else {
         return;
     };
     let dir = common::temp_dir();
