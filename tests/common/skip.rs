@@ -14,8 +14,11 @@ use std::sync::OnceLock;
 pub enum Capability {
     /// Debian's `redis-server` 7.0, the oracle.
     Redis,
-    /// Root (CAP_SYS_ADMIN): mounting a tmpfs, creating network namespaces.
+    /// Root, and the system tools that go with it (iproute2's `ip` and `ss`): mounting a
+    /// tmpfs, creating network namespaces, raising the hard open-files limit.
     Privileged,
+    /// An IPv6 loopback address.
+    Ipv6,
 }
 
 impl Capability {
@@ -23,6 +26,7 @@ impl Capability {
         match self {
             Capability::Redis => "TESSERA_SKIP_REDIS",
             Capability::Privileged => "TESSERA_SKIP_PRIVILEGED",
+            Capability::Ipv6 => "TESSERA_SKIP_IPV6",
         }
     }
 }
