@@ -85,7 +85,7 @@ fn an_unauthenticated_client_that_never_reads_is_closed_at_a_few_kilobytes() {
         server.log()
     );
     // Redis 7.0.15 (with the CVE-2025-21605 fix, as Debian ships it) closes it too.
-    if let Some(binary) = require_redis_or_skip("unauthenticated flood against Redis") {
+    if let Some(binary) = require_redis_or_skip("the flood against Redis") {
         let oracle = RedisOracle::start(&binary);
         let _: () = redis::cmd("CONFIG")
             .arg("SET")

@@ -247,7 +247,7 @@ fn every_type_survives_kill9_and_compaction() {
 
 #[test]
 fn redis_loads_every_type_from_a_tessera_directory() {
-    let Some(redis_binary) = require_redis_or_skip("redis_loads_every_type") else {
+    let Some(redis_binary) = require_redis_or_skip(WHOLE_TEST) else {
         return;
     };
     let dir = temp_dir();
@@ -277,7 +277,7 @@ fn redis_loads_every_type_from_a_tessera_directory() {
 
 #[test]
 fn tessera_loads_every_type_from_a_redis_directory() {
-    let Some(redis_binary) = require_redis_or_skip("tessera_loads_every_type") else {
+    let Some(redis_binary) = require_redis_or_skip(WHOLE_TEST) else {
         return;
     };
     let dir = temp_dir();

@@ -408,7 +408,7 @@ fn documented_subcommands_are_implemented() {
 /// subcommand: Tessera lists only the ones it implements, and CLIENT SETINFO is 7.2).
 #[test]
 fn command_docs_match_redis_byte_for_byte() {
-    let Some(redis_binary) = require_redis_or_skip("command_docs_match_redis_byte_for_byte") else {
+    let Some(redis_binary) = require_redis_or_skip(WHOLE_TEST) else {
         return;
     };
     let redis = RedisOracle::start(&redis_binary);

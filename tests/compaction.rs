@@ -150,7 +150,7 @@ fn dump_dataset(conn: &mut redis::Connection) -> Vec<(i64, String, Vec<u8>, bool
 
 #[test]
 fn every_part_passes_redis_check_rdb_and_redis_loads_a_single_part_directory() {
-    let Some(redis_server) = require_redis_or_skip("redis_loads_compacted_dir") else {
+    let Some(redis_server) = require_redis_or_skip(WHOLE_TEST) else {
         return;
     };
     let dir = temp_dir();

@@ -169,18 +169,12 @@ fn a_failed_compaction_leaves_the_previous_state_and_is_reported() {
 }
 
 fn seeds() -> u64 {
-    std::env::var("TESSERA_CRASH_SEEDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10)
+    common::env_number("TESSERA_CRASH_SEEDS", 10, 1)
 }
 
 #[test]
 fn random_power_loss_under_load_with_back_to_back_compactions() {
-    let first: u64 = std::env::var("TESSERA_CRASH_FIRST_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
+    let first: u64 = common::env_number("TESSERA_CRASH_FIRST_SEED", 0, 0);
     for seed in first..first + seeds() {
         eprintln!("random crash, seed {seed}");
         let threads = 1 + seed % 4;

@@ -1,6 +1,7 @@
 //! Differential test: one seeded random stream of commands goes to Tessera and to a real
 //! redis-server 7.0, and every reply must be identical (up to clock skew for TTLs and
-//! ordering for unordered replies).
+//! ordering for unordered replies); random picks (SPOP, SRANDMEMBER, HRANDFIELD,
+//! ZRANDMEMBER) are checked against the key instead (`differential/picks.rs`).
 //!
 //! Seeds come from `TESSERA_DIFF_SEEDS` (comma-separated) and the number of commands per
 //! seed from `TESSERA_DIFF_OPS`. A failure names the seed and the op index, so
@@ -25,6 +26,8 @@ mod blocking;
 mod hashes;
 #[path = "differential/lists.rs"]
 mod lists;
+#[path = "differential/picks.rs"]
+mod picks;
 #[path = "differential/sets.rs"]
 mod sets;
 #[path = "differential/transactions.rs"]
@@ -116,10 +119,11 @@ enum Check {
     RandomKey,
     /// A whole SCAN iteration from the given cursor: the union of keys returned.
     ScanAll,
-    /// Replies compared by a family-specific rule (e.g. random members).
+    /// Replies compared by a family-specific rule (e.g. member lists in any order).
     Compare(fn(&Reply, &Reply) -> bool),
     /// The step is run by a family-specific function that reduces the reply to a
-    /// comparable form (e.g. a whole HSCAN iteration); then compared exactly.
+    /// comparable form (e.g. a whole HSCAN iteration, a random pick checked against the
+    /// key: see `picks`); then compared exactly.
     Run(fn(&mut redis::Connection, &Step) -> Reply),
 }
 
@@ -786,16 +790,6 @@ impl Gen {
     }
 }
 
-/// Random picks (SPOP, SRANDMEMBER, HRANDFIELD, ZRANDMEMBER): errors and nil exactly,
-/// otherwise the same kind of reply and the same size.
-fn same_random_shape(ours: &Reply, theirs: &Reply) -> bool {
-    match (ours, theirs) {
-        (Ok(Value::Array(a)), Ok(Value::Array(b))) => a.len() == b.len(),
-        (Ok(Value::BulkString(_)), Ok(Value::BulkString(_))) => true,
-        _ => ours == theirs,
-    }
-}
-
 /// A whole HSCAN / SSCAN / ZSCAN iteration: the union of its items taken `chunk` at a time
 /// (pairs or single members), sorted — the order and batching are each server's own.
 fn full_scan(conn: &mut redis::Connection, step: &Step, chunk: usize) -> Reply {
@@ -903,6 +897,10 @@ fn execute(conn: &mut redis::Connection, step: &Step) -> Reply {
 }
 
 fn replies_match(check: Check, ours: &Reply, theirs: &Reply) -> bool {
+    let broken = |reply: &Reply| matches!(reply, Err(e) if e.starts_with(picks::RULE_BROKEN));
+    if broken(ours) || broken(theirs) {
+        return false;
+    }
     match (check, ours, theirs) {
         (Check::Near(tolerance), Ok(Value::Int(a)), Ok(Value::Int(b))) => {
             if *a < 0 || *b < 0 {
@@ -931,32 +929,9 @@ fn show(args: &[Vec<u8>]) -> String {
         .join(" ")
 }
 
-fn env_seeds() -> Vec<u64> {
-    match std::env::var("TESSERA_DIFF_SEEDS") {
-        Ok(text) if !text.trim().is_empty() => text
-            .split(',')
-            .map(|s| {
-                s.trim()
-                    .parse()
-                    .expect("TESSERA_DIFF_SEEDS: comma-separated u64s")
-            })
-            .collect(),
-        _ => DEFAULT_SEEDS.to_vec(),
-    }
-}
-
-fn env_ops() -> usize {
-    match std::env::var("TESSERA_DIFF_OPS") {
-        Ok(text) if !text.trim().is_empty() => {
-            text.trim().parse().expect("TESSERA_DIFF_OPS: a number")
-        }
-        _ => DEFAULT_OPS,
-    }
-}
-
 #[test]
 fn random_command_stream_matches_redis() {
-    let Some(redis_path) = common::require_redis_or_skip("differential") else {
+    let Some(redis_path) = common::require_redis_or_skip(common::WHOLE_TEST) else {
         return;
     };
     let dir = common::temp_dir();
@@ -965,8 +940,8 @@ fn random_command_stream_matches_redis() {
     let mut ours = server.connection();
     let mut theirs = oracle.connection();
 
-    let seeds = env_seeds();
-    let ops = env_ops();
+    let seeds = common::env_numbers("TESSERA_DIFF_SEEDS", DEFAULT_SEEDS, 0);
+    let ops = common::env_number("TESSERA_DIFF_OPS", DEFAULT_OPS, 1);
     let started = std::time::Instant::now();
     let mut total_steps = 0usize;
     // Per command name: (commands sent, error replies), to show what the stream covered.

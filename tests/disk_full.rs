@@ -4,12 +4,13 @@
 //! resume by themselves and nothing acknowledged is lost. A compaction that runs out of
 //! space half way leaves the previous manifest in force and no part behind.
 //!
-//! Mounting needs root (CAP_SYS_ADMIN); where it is refused the tests say so loudly and
-//! skip (the file-size-limit test in `durability.rs` covers the write path without it).
+//! Mounting needs root (CAP_SYS_ADMIN); where it is refused the tests fail, or skip with
+//! `TESSERA_SKIP_PRIVILEGED=1` (the file-size-limit test in `durability.rs` covers the
+//! write path without root).
 
 mod common;
 
-use common::{info_field, manifest_files, start_server, temp_dir};
+use common::{Capability, WHOLE_TEST, info_field, manifest_files, skip, start_server, temp_dir};
 use redis::Commands;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -24,7 +25,8 @@ struct SmallDisk {
 }
 
 impl SmallDisk {
-    fn mount(test: &str, megabytes: u64) -> Option<SmallDisk> {
+    /// Mounts the tmpfs, or `skip`s the test (see `common::skip`) and returns None.
+    fn mount(megabytes: u64) -> Option<SmallDisk> {
         let parent = temp_dir();
         let path = parent.path().join("disk");
         std::fs::create_dir(&path).unwrap();
@@ -32,23 +34,26 @@ impl SmallDisk {
             .args(["-t", "tmpfs", "-o", &format!("size={megabytes}m"), "tmpfs"])
             .arg(&path)
             .output();
-        match output {
-            Ok(output) if output.status.success() => Some(SmallDisk {
-                path,
-                _parent: parent,
-            }),
-            Ok(output) => {
-                eprintln!(
-                    "\n*** SKIPPING {test}: can't mount a tmpfs (needs root): {} ***\n",
-                    String::from_utf8_lossy(&output.stderr).trim()
-                );
-                None
+        let reason = match output {
+            Ok(output) if output.status.success() => {
+                return Some(SmallDisk {
+                    path,
+                    _parent: parent,
+                });
             }
-            Err(e) => {
-                eprintln!("\n*** SKIPPING {test}: can't run mount: {e} ***\n");
-                None
-            }
-        }
+            // The first line of mount's complaint, the same for every test.
+            Ok(output) => format!(
+                "can't mount a tmpfs (needs root): {}",
+                String::from_utf8_lossy(&output.stderr)
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .replace(&path.display().to_string(), "<dir>")
+            ),
+            Err(e) => format!("can't run mount: {e}"),
+        };
+        skip(Capability::Privileged, WHOLE_TEST, &reason);
+        None
     }
 
     /// Fills the disk with `filler` until it is full, then frees `headroom` bytes of it.
@@ -103,7 +108,7 @@ fn log_status(server: &common::TestServer) -> String {
 #[test]
 fn reads_answer_while_the_disk_is_full_and_writes_resume_when_space_returns() {
     for policy in ["always", "everysec"] {
-        let Some(disk) = SmallDisk::mount("disk_full", 16) else {
+        let Some(disk) = SmallDisk::mount(16) else {
             return;
         };
         let mut server = start_server(&disk.path, &["--appendfsync", policy]);
@@ -207,7 +212,7 @@ fn base_files(aof_dir: &Path) -> Vec<String> {
 
 #[test]
 fn a_compaction_that_runs_out_of_space_leaves_the_previous_manifest_in_force() {
-    let Some(disk) = SmallDisk::mount("disk_full", 32) else {
+    let Some(disk) = SmallDisk::mount(32) else {
         return;
     };
     let args = [

@@ -5,7 +5,8 @@
 mod common;
 
 use common::{
-    RedisOracle, require_redis_or_skip, start_server, temp_dir, wait_for_background_jobs,
+    RedisOracle, WHOLE_TEST, require_redis_or_skip, start_server, temp_dir,
+    wait_for_background_jobs,
 };
 
 fn run(conn: &mut redis::Connection, args: &[&str]) -> String {
@@ -103,7 +104,7 @@ fn snapshot(conn: &mut redis::Connection) -> Vec<Vec<Vec<u8>>> {
 
 #[test]
 fn replies_and_errors_match_redis() {
-    let Some(redis_binary) = require_redis_or_skip("replies_and_errors_match_redis") else {
+    let Some(redis_binary) = require_redis_or_skip(WHOLE_TEST) else {
         return;
     };
     let dir = temp_dir();
@@ -250,7 +251,7 @@ fn lists_spanning_many_nodes_survive_log_and_rewrite() {
 
 #[test]
 fn redis_loads_tessera_lists_and_tessera_loads_redis_lists() {
-    let Some(redis_binary) = require_redis_or_skip("redis_loads_tessera_lists") else {
+    let Some(redis_binary) = require_redis_or_skip(WHOLE_TEST) else {
         return;
     };
     // Tessera → Redis: the rewrite's base RDB holds the lists as type 18.

@@ -114,10 +114,6 @@ fn find_program(name: &str) -> Option<std::path::PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
-fn skip(test: &str, why: &str) {
-    eprintln!("\n\n*** SKIPPING {test}: {why} ***\n\n");
-}
-
 fn ipv6_loopback_available() -> bool {
     std::net::TcpListener::bind("[::1]:0").is_ok()
 }
@@ -147,6 +143,9 @@ fn bind_star_and_optional_any_ipv6_listen_on_one_port() {
             ping_at(&format!("[::1]:{port}"), Duration::from_secs(5)),
             b"+PONG\r\n"
         );
+    } else {
+        let reason = "no IPv6 loopback (can't bind [::1])";
+        skip(Capability::Ipv6, "the IPv6 listener", reason);
     }
     let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
     expect_reply(
@@ -191,7 +190,6 @@ fn listen_backlogs(port: u16) -> Option<Vec<u64>> {
 
 #[test]
 fn tcp_backlog_is_what_listen_gets_and_a_capped_one_is_warned_about() {
-    let test = "tcp_backlog_is_what_listen_gets_and_a_capped_one_is_warned_about";
     let dir = temp_dir();
     let server = start_server(dir.path(), &["--tcp-backlog", "7"]);
     let mut stream = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
@@ -211,8 +209,9 @@ fn tcp_backlog_is_what_listen_gets_and_a_capped_one_is_warned_about() {
             assert!(backlogs.iter().all(|&b| b == 7), "backlogs {backlogs:?}");
         }
         None => skip(
-            test,
-            "`ss` (iproute2) is not installed: the backlog is not checked",
+            Capability::Privileged,
+            "the backlog check",
+            "`ss` (iproute2) is not installed",
         ),
     }
     assert!(!server.log().contains("TCP backlog"), "{}", server.log());
@@ -389,8 +388,9 @@ fn the_open_files_limit_is_raised_to_maxclients_plus_32_keeping_the_hard_limit()
     assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut own) }, 0);
     if own.rlim_max < 1032 {
         return skip(
-            "the_open_files_limit_is_raised_to_maxclients_plus_32_keeping_the_hard_limit",
-            "the hard open-files limit is below 1032",
+            Capability::Privileged,
+            WHOLE_TEST,
+            "the hard open-files limit is below 1032 (raising it needs root)",
         );
     }
     let dir = temp_dir();
@@ -711,10 +711,9 @@ impl Drop for Netns {
 
 #[test]
 fn protected_mode_refuses_outside_clients_whatever_bind_says() {
-    let test = "protected_mode_refuses_outside_clients_whatever_bind_says";
     let netns = match Netns::create() {
         Ok(netns) => netns,
-        Err(why) => return skip(test, &why),
+        Err(why) => return skip(Capability::Privileged, WHOLE_TEST, &why),
     };
 
     // Every IPv4 address, protected mode on (the default), no password.
@@ -746,7 +745,7 @@ fn protected_mode_refuses_outside_clients_whatever_bind_says() {
     drop(server);
 
     // Real Redis 7.0 does the same.
-    if let Some(binary) = redis_server_path() {
+    if let Some(binary) = require_redis_or_skip("the comparison with Redis") {
         let data = temp_dir();
         let oracle = RedisOracle::start_with(&binary, data.path(), &["--bind", "*"]);
         netns.expect(oracle.port, "", DENIED);
@@ -771,10 +770,8 @@ fn protected_mode_refuses_outside_clients_whatever_bind_says() {
         );
         assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "PONG");
     } else {
-        skip(
-            test,
-            "redis-cli is not installed (apt install redis-tools): not used",
-        );
+        let reason = "redis-cli is not installed (scripts/test installs it)";
+        skip(Capability::Redis, "the check with redis-cli", reason);
     }
     netns.expect(server.port, "PING\\r\\nQUIT\\r\\n", b"+PONG\r\n+OK\r\n");
     drop(server);

@@ -167,7 +167,7 @@ fn info_field(conn: &mut redis::Connection, section: &str, field: &str) -> u64 {
 }
 
 fn oracle() -> Option<RedisOracle> {
-    require_redis_or_skip("protocol oracle comparison").map(|path| RedisOracle::start(&path))
+    require_redis_or_skip("the comparison with Redis").map(|path| RedisOracle::start(&path))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1110,7 +1110,7 @@ fn requirepass_noauth_wrongpass_and_unauthenticated_limits() {
         case("QUIT before AUTH", b"QUIT\r\n", b"+OK\r\n", true),
     ];
     let mut failures = check_cases(server.port, &cases, "tessera");
-    if let Some(path) = require_redis_or_skip("requirepass oracle") {
+    if let Some(path) = require_redis_or_skip("the comparison with Redis") {
         let redis = RedisOracle::start(&path);
         let _: () = redis::cmd("CONFIG")
             .arg("SET")
@@ -1197,7 +1197,7 @@ fn a_large_request_pipelined_behind_auth_is_accepted() {
         closes: false,
     }];
     let mut failures = Vec::new();
-    if let Some(path) = require_redis_or_skip("AUTH pipelining oracle") {
+    if let Some(path) = require_redis_or_skip("the comparison with Redis") {
         let redis = RedisOracle::start(&path);
         let _: () = redis::cmd("CONFIG")
             .arg("SET")

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{RedisOracle, require_redis_or_skip, temp_dir};
+use common::{RedisOracle, WHOLE_TEST, require_redis_or_skip, temp_dir};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use tessera::keyspace::{Entry, NO_EXPIRY, Value};
@@ -192,7 +192,7 @@ fn tessera_file_round_trips() {
 
 #[test]
 fn redis_check_rdb_accepts_a_tessera_file() {
-    let Some(redis_server) = require_redis_or_skip("redis_check_rdb_accepts_a_tessera_file") else {
+    let Some(redis_server) = require_redis_or_skip(WHOLE_TEST) else {
         return;
     };
     let dir = temp_dir();
@@ -216,9 +216,7 @@ fn redis_check_rdb_accepts_a_tessera_file() {
 
 #[test]
 fn redis_check_rdb_rejects_a_damaged_tessera_file() {
-    let Some(redis_server) =
-        require_redis_or_skip("redis_check_rdb_rejects_a_damaged_tessera_file")
-    else {
+    let Some(redis_server) = require_redis_or_skip(WHOLE_TEST) else {
         return;
     };
     let dir = temp_dir();
@@ -240,7 +238,7 @@ fn redis_check_rdb_rejects_a_damaged_tessera_file() {
 
 #[test]
 fn redis_server_loads_a_tessera_file() {
-    let Some(redis_server) = require_redis_or_skip("redis_server_loads_a_tessera_file") else {
+    let Some(redis_server) = require_redis_or_skip(WHOLE_TEST) else {
         return;
     };
     let dir = temp_dir();
@@ -345,7 +343,7 @@ fn fill_redis(connection: &mut redis::Connection) -> (Dataset, Vec<(u32, Vec<u8>
 }
 
 fn assert_loads_redis_dump(policy: &str) {
-    let Some(redis_server) = require_redis_or_skip("tessera_loads_a_dump_redis_wrote") else {
+    let Some(redis_server) = require_redis_or_skip(WHOLE_TEST) else {
         return;
     };
     let dir = temp_dir();
@@ -416,9 +414,7 @@ impl RdbVisitor for AcceptFunctions {
 
 #[test]
 fn functions_and_other_types_in_a_redis_dump_are_reported() {
-    let Some(redis_server) =
-        require_redis_or_skip("functions_and_other_types_in_a_redis_dump_are_reported")
-    else {
+    let Some(redis_server) = require_redis_or_skip(WHOLE_TEST) else {
         return;
     };
     let dir = temp_dir();

@@ -3,12 +3,12 @@
 
 mod common;
 
-use common::{RedisOracle, require_redis_or_skip, start_server, temp_dir};
+use common::{RedisOracle, WHOLE_TEST, require_redis_or_skip, start_server, temp_dir};
 use redis::Commands;
 
 #[test]
 fn redis_loads_a_tessera_log_directory() {
-    let Some(redis_binary) = require_redis_or_skip("redis_loads_a_tessera_log_directory") else {
+    let Some(redis_binary) = require_redis_or_skip(WHOLE_TEST) else {
         return;
     };
     let dir = temp_dir();
@@ -57,7 +57,7 @@ fn redis_loads_a_tessera_log_directory() {
 /// (RDB, Redis's default preamble) from a rewrite, plus incremental RESP logs.
 #[test]
 fn tessera_loads_a_redis_log_directory_with_an_rdb_base() {
-    let Some(redis_binary) = require_redis_or_skip("tessera_loads_a_redis_log_directory") else {
+    let Some(redis_binary) = require_redis_or_skip(WHOLE_TEST) else {
         return;
     };
     let dir = temp_dir();

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{RedisOracle, require_redis_or_skip, start_server, temp_dir};
+use common::{RedisOracle, WHOLE_TEST, require_redis_or_skip, start_server, temp_dir};
 use redis::Commands;
 
 fn populate(conn: &mut redis::Connection) {
@@ -88,7 +88,7 @@ fn shutdown_save_writes_the_dump() {
 
 #[test]
 fn redis_checks_and_loads_a_tessera_dump() {
-    let Some(redis_binary) = require_redis_or_skip("redis_checks_and_loads_a_tessera_dump") else {
+    let Some(redis_binary) = require_redis_or_skip(WHOLE_TEST) else {
         return;
     };
     let dir = temp_dir();

@@ -3,7 +3,15 @@
 #![allow(dead_code)]
 
 pub mod in_process;
+pub mod knobs;
 pub mod model;
+pub mod skip;
+
+// Not every test binary uses every helper.
+#[allow(unused_imports)]
+pub use knobs::{env_flag, env_number, env_numbers};
+#[allow(unused_imports)]
+pub use skip::{Capability, WHOLE_TEST, redis_server_path, require_redis_or_skip, skip};
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -228,32 +236,6 @@ pub fn temp_dir() -> tempfile::TempDir {
         .prefix("tessera-test-")
         .tempdir()
         .unwrap()
-}
-
-/// Path of Debian's redis-server, if installed.
-pub fn redis_server_path() -> Option<PathBuf> {
-    ["/usr/bin/redis-server", "/usr/local/bin/redis-server"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
-}
-
-/// When the oracle is missing: fail in CI (TESSERA_REQUIRE_REDIS=1), skip loudly elsewhere.
-pub fn require_redis_or_skip(test: &str) -> Option<PathBuf> {
-    match redis_server_path() {
-        Some(path) => Some(path),
-        None if std::env::var_os("TESSERA_REQUIRE_REDIS").is_some() => {
-            panic!(
-                "{test}: redis-server is required (TESSERA_REQUIRE_REDIS is set) but not installed"
-            )
-        }
-        None => {
-            eprintln!(
-                "\n\n*** SKIPPING {test}: redis-server not installed (apt install redis-server) ***\n\n"
-            );
-            None
-        }
-    }
 }
 
 /// A real redis-server 7.0 for differential tests, on a free port, persistence off.

@@ -3,9 +3,10 @@
 //! commands meet each other's fields).
 //!
 //! Replies whose order Redis leaves to its table (HKEYS, HVALS, HGETALL once a hash is
-//! a table; HSCAN) are compared as multisets of pairs; HRANDFIELD by shape and size.
+//! a table; HSCAN) are compared as multisets of pairs; HRANDFIELD is checked against the
+//! hash as it was (`picks`).
 
-use super::{Check, Gen, Reply, Step, full_scan_pairs, same_random_shape};
+use super::{Check, Gen, Reply, Step, full_scan_pairs, picks};
 use rand::RngExt;
 use redis::Value;
 
@@ -99,7 +100,7 @@ impl Gen {
                 args.push(increment);
             }
             76..86 => {
-                check = Check::Compare(same_random_shape);
+                check = Check::Run(picks::hrandfield);
                 args.push(self.word("hrandfield"));
                 args.push(self.key());
                 match self.rng.random_range(0..6) {
@@ -120,6 +121,8 @@ impl Gen {
                         args.push(self.num(n));
                     }
                 }
+                let pick = Step { args, check };
+                return self.pick_steps(pick, "hset", |g| vec![g.field(), g.value()]);
             }
             _ => {
                 check = Check::Run(full_scan_pairs);

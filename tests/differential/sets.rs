@@ -3,11 +3,10 @@
 //! convert, and strings).
 //!
 //! Member order is each server's own once a set is a table, so member lists are compared
-//! as sorted multisets; random picks (SPOP, SRANDMEMBER) by shape and size, and an SPOP is
-//! followed by a DEL of its key on both servers so that the random choice never shows in
-//! later replies.
+//! as sorted multisets; random picks (SPOP, SRANDMEMBER) are checked against the set as
+//! it was, and an SPOP resets its key to the same remainder on both servers (`picks`).
 
-use super::{Check, Gen, Reply, Step, full_scan_members, same_random_shape};
+use super::{Check, Gen, Reply, Step, full_scan_members, picks};
 use rand::RngExt;
 use redis::Value;
 
@@ -34,7 +33,6 @@ impl Gen {
     pub(super) fn set_step(&mut self) -> Vec<Step> {
         let mut args = Vec::new();
         let mut check = Check::Exact;
-        let mut follow_up = None;
         match self.rng.random_range(0..100) {
             0..25 => {
                 args.push(self.word("sadd"));
@@ -67,10 +65,9 @@ impl Gen {
                 args.push(self.key());
             }
             46..52 => {
-                check = Check::Compare(same_random_shape);
+                check = Check::Run(picks::spop);
                 args.push(self.word("spop"));
-                let key = self.key();
-                args.push(key.clone());
+                args.push(self.key());
                 if self.chance(0.6) {
                     let count = match self.rng.random_range(0..5) {
                         0 => self.bad_int(),
@@ -82,10 +79,10 @@ impl Gen {
                     };
                     args.push(count);
                 }
-                follow_up = Some(key);
+                return self.pick_steps(Step { args, check }, "sadd", |g| vec![g.member()]);
             }
             52..58 => {
-                check = Check::Compare(same_random_shape);
+                check = Check::Run(picks::srandmember);
                 args.push(self.word("srandmember"));
                 args.push(self.key());
                 if self.chance(0.7) {
@@ -99,6 +96,7 @@ impl Gen {
                     };
                     args.push(count);
                 }
+                return self.pick_steps(Step { args, check }, "sadd", |g| vec![g.member()]);
             }
             58..66 => {
                 args.push(self.word("smove"));
@@ -143,14 +141,7 @@ impl Gen {
                 args = self.collection_scan("sscan", &["*", "1*", "?", "[ab]", "h*"]);
             }
         }
-        let mut steps = vec![Step { args, check }];
-        if let Some(key) = follow_up {
-            steps.push(Step {
-                args: vec![b"DEL".to_vec(), key],
-                check: Check::Exact,
-            });
-        }
-        steps
+        vec![Step { args, check }]
     }
 }
 
