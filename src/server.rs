@@ -1406,10 +1406,7 @@ impl Server {
             let temp = temp.clone();
             let storage = storage.clone();
             Box::new(move |_sizes: &[u64]| {
-                storage
-                    .rename(&temp, &dir.join(&name))
-                    .and_then(|()| storage.sync_dir(&dir))
-                    .map_err(|e| format!("can't move the snapshot into place: {e}"))
+                crate::snapshot::install_file(&*storage, &temp, &dir, &name)
             })
         };
         let notify = self.waker_notify();

@@ -23,7 +23,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
 /// Writes every database of `keyspace` to `dir/file_name` atomically; returns its size.
-/// This is `SAVE`: the event loop does the work itself, as in Redis.
+/// This is `SAVE`: the event loop does the work itself, as in Redis. The steps are
+/// checkpoints (`save-temp-written`, `save-temp-synced`, then `install_file`'s).
 pub fn save(
     storage: &dyn Storage,
     keyspace: &Keyspace,
@@ -42,12 +43,20 @@ pub fn save(
     result
 }
 
-/// Renames a complete, synced file over `dir/file_name` and makes the rename durable.
-fn install_file(storage: &dyn Storage, temp: &Path, dir: &Path, name: &str) -> Result<(), String> {
-    storage
-        .rename(temp, &dir.join(name))
-        .and_then(|()| storage.sync_dir(dir))
-        .map_err(|e| format!("can't move the snapshot into place: {e}"))
+/// Renames a complete, synced file over `dir/file_name` and makes the rename durable
+/// (`SAVE` and the finisher of `BGSAVE`). Checkpoints `dump-renamed`, `dump-dir-synced`.
+pub fn install_file(
+    storage: &dyn Storage,
+    temp: &Path,
+    dir: &Path,
+    name: &str,
+) -> Result<(), String> {
+    let describe = |e: std::io::Error| format!("can't move the snapshot into place: {e}");
+    storage.rename(temp, &dir.join(name)).map_err(describe)?;
+    storage.checkpoint("dump-renamed");
+    storage.sync_dir(dir).map_err(describe)?;
+    storage.checkpoint("dump-dir-synced");
+    Ok(())
 }
 
 type PartWriter = RdbWriter<BufWriter<Box<dyn StorageFile>>>;
@@ -64,13 +73,23 @@ fn create_part(
         .map_err(|e| format!("can't write {}: {e}", path.display()))
 }
 
-/// Ends the file (EOF, checksum), flushes and fsyncs it; returns its size.
-fn finish_part(writer: PartWriter, path: &Path) -> Result<u64, String> {
+/// Ends the file (EOF, checksum) and flushes it; returns the file and its size.
+fn finish_writing(writer: PartWriter, path: &Path) -> Result<(Box<dyn StorageFile>, u64), String> {
     let describe = |e: &dyn std::fmt::Display| format!("can't write {}: {e}", path.display());
     let (buffered, size) = writer.finish().map_err(|e| describe(&e))?;
-    let mut file = buffered.into_inner().map_err(|e| describe(&e.error()))?;
+    let file = buffered.into_inner().map_err(|e| describe(&e.error()))?;
+    Ok((file, size))
+}
+
+fn sync_file(mut file: Box<dyn StorageFile>, path: &Path) -> Result<(), String> {
     file.sync_all()
-        .map_err(|e| format!("can't fsync {}: {e}", path.display()))?;
+        .map_err(|e| format!("can't fsync {}: {e}", path.display()))
+}
+
+/// Ends the file (EOF, checksum), flushes and fsyncs it; returns its size.
+fn finish_part(writer: PartWriter, path: &Path) -> Result<u64, String> {
+    let (file, size) = finish_writing(writer, path)?;
+    sync_file(file, path)?;
     Ok(size)
 }
 
@@ -100,7 +119,11 @@ fn write_rdb(
             }
         }
     }
-    finish_part(writer, path)
+    let (file, size) = finish_writing(writer, path)?;
+    storage.checkpoint("save-temp-written");
+    sync_file(file, path)?;
+    storage.checkpoint("save-temp-synced");
+    Ok(size)
 }
 
 /// Reads the live keys of an RDB file into databases of its own (keys already expired
