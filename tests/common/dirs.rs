@@ -26,3 +26,13 @@ pub fn string_keys(conn: &mut redis::Connection) -> BTreeMap<String, String> {
         })
         .collect()
 }
+
+/// The names in `dir` (directories too), sorted.
+pub fn file_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
