@@ -117,9 +117,11 @@ pub enum RdbError {
         offset: u64,
         reason: String,
     },
-    /// `expected` is the CRC64 of the file's bytes, `actual` the checksum stored in it
-    /// (Redis's wording in "Wrong RDB checksum expected: … got: …").
+    /// `expected` is the CRC64 of the file's bytes, `actual` the checksum stored in it at
+    /// `offset` (Redis's wording in "Wrong RDB checksum expected: … got: …"). The damage
+    /// is somewhere before `offset`: a checksum cannot say where.
     ChecksumMismatch {
+        offset: u64,
         expected: u64,
         actual: u64,
     },
@@ -144,9 +146,14 @@ impl fmt::Display for RdbError {
             RdbError::Corrupt { offset, reason } => {
                 write!(f, "corrupt RDB file at offset {offset}: {reason}")
             }
-            RdbError::ChecksumMismatch { expected, actual } => write!(
+            RdbError::ChecksumMismatch {
+                offset,
+                expected,
+                actual,
+            } => write!(
                 f,
-                "wrong RDB checksum: the data hashes to {expected:016x}, the file says {actual:016x}"
+                "wrong RDB checksum at offset {offset}: the data before it hashes to \
+                 {expected:016x}, the file says {actual:016x}"
             ),
             RdbError::UnsupportedType(value_type) => {
                 write!(f, "unsupported value type {value_type}")
@@ -817,10 +824,15 @@ impl<R: Read> RdbReader<R> {
             return Ok(());
         }
         let expected = self.input.checksum();
+        let offset = self.input.offset();
         let actual = u64::from_le_bytes(self.input.read_array()?);
         // Zero means "saved with rdbchecksum no"; Redis loads such files unchecked.
         if actual != 0 && actual != expected {
-            return Err(RdbError::ChecksumMismatch { expected, actual });
+            return Err(RdbError::ChecksumMismatch {
+                offset,
+                expected,
+                actual,
+            });
         }
         Ok(())
     }
@@ -1812,7 +1824,12 @@ mod tests {
         assert!(load_all(&file).is_ok());
         file[length - 8..].copy_from_slice(&(stored ^ 1).to_le_bytes());
         match load_all(&file) {
-            Err(RdbError::ChecksumMismatch { expected, actual }) => {
+            Err(RdbError::ChecksumMismatch {
+                offset,
+                expected,
+                actual,
+            }) => {
+                assert_eq!(offset, length as u64 - 8);
                 assert_eq!(expected, stored);
                 assert_eq!(actual, stored ^ 1);
             }

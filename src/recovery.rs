@@ -565,7 +565,8 @@ struct LoadedPart {
 
 /// Loads the base snapshot files (RDB) in parallel, one thread per file, each building
 /// tables of its own; then adopts them, a table move per slot (parts hold disjoint
-/// slots). Keys already expired are dropped. Returns (keys loaded, bytes read).
+/// slots). Keys already expired are kept for the replay (`ExpiredKeys::Keep`) and expire
+/// after loading. Returns (keys loaded, bytes read).
 fn load_base_parts(
     storage: &dyn Storage,
     paths: &LogPaths,
@@ -625,8 +626,9 @@ fn load_base_part(
             path.display()
         ));
     }
+    let expired = crate::snapshot::ExpiredKeys::Keep;
     let (dbs, keys, bytes) =
-        crate::snapshot::read_into_dbs(storage, path, databases, key_delay_us)?;
+        crate::snapshot::read_into_dbs(storage, path, databases, key_delay_us, expired)?;
     Ok(LoadedPart {
         dbs,
         keys,

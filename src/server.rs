@@ -1406,10 +1406,7 @@ impl Server {
             let temp = temp.clone();
             let storage = storage.clone();
             Box::new(move |_sizes: &[u64]| {
-                storage
-                    .rename(&temp, &dir.join(&name))
-                    .and_then(|()| storage.sync_dir(&dir))
-                    .map_err(|e| format!("can't move the snapshot into place: {e}"))
+                crate::snapshot::install_file(&*storage, &temp, &dir, &name)
             })
         };
         let notify = self.waker_notify();
@@ -1651,17 +1648,19 @@ impl Server {
     fn shutdown(&mut self, save: Option<bool>) -> Result<(), String> {
         tracing::info!("user requested shutdown...");
         self.end_of_turn();
-        // As Redis kills its rewrite child: the files of an unfinished job are unlisted
-        // and are removed at the next start.
+        // As Redis kills its rewrite or save child and removes its temp file: the job is
+        // stopped and waited for, so that its thread removes its files (unlisted parts, a
+        // BGSAVE's temp file in `dir`, which no start-up would remove) before the process
+        // exits. A writer notices the cancellation after the key or slot in hand.
         if let Some(mut compaction) = self.compaction.take() {
             tracing::info!(
                 "there is a background append-only log rewrite in progress: stopping it"
             );
-            compaction.job.cancel(&mut self.keyspace);
+            compaction.job.cancel_and_wait(&mut self.keyspace);
         }
         if let Some((mut job, _)) = self.background_save.take() {
             tracing::info!("there is a background save in progress: stopping it");
-            job.cancel(&mut self.keyspace);
+            job.cancel_and_wait(&mut self.keyspace);
         }
         if save == Some(true) {
             tracing::info!("saving the final RDB snapshot before exiting");

@@ -23,7 +23,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
 /// Writes every database of `keyspace` to `dir/file_name` atomically; returns its size.
-/// This is `SAVE`: the event loop does the work itself, as in Redis.
+/// This is `SAVE`: the event loop does the work itself, as in Redis. The steps are
+/// checkpoints (`save-temp-written`, `save-temp-synced`, then `install_file`'s).
 pub fn save(
     storage: &dyn Storage,
     keyspace: &Keyspace,
@@ -42,12 +43,20 @@ pub fn save(
     result
 }
 
-/// Renames a complete, synced file over `dir/file_name` and makes the rename durable.
-fn install_file(storage: &dyn Storage, temp: &Path, dir: &Path, name: &str) -> Result<(), String> {
-    storage
-        .rename(temp, &dir.join(name))
-        .and_then(|()| storage.sync_dir(dir))
-        .map_err(|e| format!("can't move the snapshot into place: {e}"))
+/// Renames a complete, synced file over `dir/file_name` and makes the rename durable
+/// (`SAVE` and the finisher of `BGSAVE`). Checkpoints `dump-renamed`, `dump-dir-synced`.
+pub fn install_file(
+    storage: &dyn Storage,
+    temp: &Path,
+    dir: &Path,
+    name: &str,
+) -> Result<(), String> {
+    let describe = |e: std::io::Error| format!("can't move the snapshot into place: {e}");
+    storage.rename(temp, &dir.join(name)).map_err(describe)?;
+    storage.checkpoint("dump-renamed");
+    storage.sync_dir(dir).map_err(describe)?;
+    storage.checkpoint("dump-dir-synced");
+    Ok(())
 }
 
 type PartWriter = RdbWriter<BufWriter<Box<dyn StorageFile>>>;
@@ -64,13 +73,23 @@ fn create_part(
         .map_err(|e| format!("can't write {}: {e}", path.display()))
 }
 
-/// Ends the file (EOF, checksum), flushes and fsyncs it; returns its size.
-fn finish_part(writer: PartWriter, path: &Path) -> Result<u64, String> {
+/// Ends the file (EOF, checksum) and flushes it; returns the file and its size.
+fn finish_writing(writer: PartWriter, path: &Path) -> Result<(Box<dyn StorageFile>, u64), String> {
     let describe = |e: &dyn std::fmt::Display| format!("can't write {}: {e}", path.display());
     let (buffered, size) = writer.finish().map_err(|e| describe(&e))?;
-    let mut file = buffered.into_inner().map_err(|e| describe(&e.error()))?;
+    let file = buffered.into_inner().map_err(|e| describe(&e.error()))?;
+    Ok((file, size))
+}
+
+fn sync_file(mut file: Box<dyn StorageFile>, path: &Path) -> Result<(), String> {
     file.sync_all()
-        .map_err(|e| format!("can't fsync {}: {e}", path.display()))?;
+        .map_err(|e| format!("can't fsync {}: {e}", path.display()))
+}
+
+/// Ends the file (EOF, checksum), flushes and fsyncs it; returns its size.
+fn finish_part(writer: PartWriter, path: &Path) -> Result<u64, String> {
+    let (file, size) = finish_writing(writer, path)?;
+    sync_file(file, path)?;
     Ok(size)
 }
 
@@ -100,17 +119,34 @@ fn write_rdb(
             }
         }
     }
-    finish_part(writer, path)
+    let (file, size) = finish_writing(writer, path)?;
+    storage.checkpoint("save-temp-written");
+    sync_file(file, path)?;
+    storage.checkpoint("save-temp-synced");
+    Ok(size)
 }
 
-/// Reads the live keys of an RDB file into databases of its own (keys already expired
-/// are dropped, as Redis does at start-up). Returns them, the keys kept and the bytes
-/// read. `key_delay_us` is `key-load-delay` (tests only).
+/// What loading an RDB file does with keys whose expiry has passed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExpiredKeys {
+    /// Dropped: `dump.rdb` is the whole dataset (Redis drops them at start-up too).
+    Drop,
+    /// Kept: a base part is followed by the log, whose records may still change them — a
+    /// PERSIST or PEXPIRE made before the expiry, logged after the snapshot. Dropping the
+    /// key would lose it for good. Redis keeps them when it loads an AOF's RDB base for
+    /// the same reason; they expire once loading is over (nothing expires during it).
+    Keep,
+}
+
+/// Reads the keys of an RDB file into databases of its own (keys already expired are
+/// dropped or kept as `expired` says). Returns them, the keys kept and the bytes read.
+/// `key_delay_us` is `key-load-delay` (tests only).
 pub fn read_into_dbs(
     storage: &dyn Storage,
     path: &Path,
     databases: usize,
     key_delay_us: u64,
+    expired: ExpiredKeys,
 ) -> Result<(Vec<Db>, u64, u64), String> {
     let file = storage
         .open_read(path)
@@ -124,7 +160,7 @@ pub fn read_into_dbs(
                 "database {db} is out of range (databases {databases})"
             ));
         };
-        if !entry.is_expired(now_ms) {
+        if expired == ExpiredKeys::Keep || !entry.is_expired(now_ms) {
             target.insert(entry);
             keys += 1;
         }
@@ -141,7 +177,7 @@ pub fn read_into_dbs(
 
 /// Loads an RDB file into `keyspace` (start-up with the log off); returns the keys loaded.
 pub fn load(storage: &dyn Storage, keyspace: &mut Keyspace, path: &Path) -> Result<u64, String> {
-    let (dbs, keys, _) = read_into_dbs(storage, path, keyspace.dbs.len(), 0)?;
+    let (dbs, keys, _) = read_into_dbs(storage, path, keyspace.dbs.len(), 0, ExpiredKeys::Drop)?;
     for (target, db) in keyspace.dbs.iter_mut().zip(dbs) {
         target.absorb(db);
     }
@@ -523,12 +559,14 @@ fn write_part(
             let (keys, expires) = hints[db as usize];
             writer.select_db(db, keys, expires).map_err(describe)?;
         }
-        // Keys already expired are left out: they are gone for every reader, and the
-        // loader would drop them anyway.
+        // Keys already expired are left out of a dump: they are gone for every reader.
+        // A base part keeps them: the slot was captured before they expired, and the log
+        // after the base may still change them (a PERSIST made before the expiry, while
+        // this slot waited in the queue); start-up loads them (`ExpiredKeys::Keep`).
         let now_ms = crate::clock::unix_ms();
         let mut keys = 0;
         for entry in captured.slot.iter() {
-            if !entry.is_expired(now_ms) {
+            if options.aof_base || !entry.is_expired(now_ms) {
                 writer.write_entry(db, entry).map_err(describe)?;
                 keys += 1;
                 if key_delay_us > 0 {

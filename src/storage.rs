@@ -279,6 +279,20 @@ impl Fault {
     }
 }
 
+/// An operation on a file, for faults injected by the file's name
+/// (`SimulatedStorage::fail_file_op`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileOp {
+    /// `Storage::create` of a path.
+    Create,
+    /// An append through an open handle.
+    Write,
+    /// A sync (`sync_data`, `sync_all`) through an open handle.
+    Sync,
+    /// `Storage::rename`, matched on the path renamed from.
+    Rename,
+}
+
 /// What happens to bytes appended since a file's last sync when the power goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TornWrites {
@@ -355,6 +369,16 @@ struct Faults {
     crash_at: Option<(String, u64)>,
     /// At this checkpoint the next sync is made to fail (see `fail_sync_after`).
     sync_after: Option<((String, u64), Fault)>,
+    /// Faults by file name (see `fail_file_op`).
+    by_name: Vec<NamedFault>,
+}
+
+/// `times` more operations `op` on a file whose path contains `name` fail with `fault`.
+struct NamedFault {
+    op: FileOp,
+    name: String,
+    fault: Fault,
+    times: u64,
 }
 
 struct SimulatedFile {
@@ -449,6 +473,20 @@ impl SimulatedStorage {
     /// The first sync after checkpoint `step` (`name` or `name:N`) fails with `fault`.
     pub fn fail_sync_after(&self, step: &str, fault: Fault) {
         self.lock().faults.sync_after = Some((parse_step(step), fault));
+    }
+
+    /// The next `times` operations `op` on a file whose path contains `name` fail with
+    /// `fault` and change nothing (`u64::MAX`: until `clear_faults`). A failed sync also
+    /// drops the file's dirty bytes from writeback, as `fail_sync`. Unlike the numbered
+    /// faults, this aims at one file (the log, a manifest, a part) whatever the other
+    /// threads do meanwhile. The operation is counted as usual.
+    pub fn fail_file_op(&self, op: FileOp, name: &str, fault: Fault, times: u64) {
+        self.lock().faults.by_name.push(NamedFault {
+            op,
+            name: name.to_string(),
+            fault,
+            times,
+        });
     }
 
     /// The checkpoints reached since creation or the last power loss, in order.
@@ -583,6 +621,37 @@ impl State {
         }
     }
 
+    /// The fault injected by name for `op` on `path`, if any (and counts it down).
+    fn named_fault(&mut self, op: FileOp, path: &Path) -> io::Result<()> {
+        let text = path.to_string_lossy();
+        let rule = self
+            .faults
+            .by_name
+            .iter_mut()
+            .find(|rule| rule.op == op && rule.times > 0 && text.contains(rule.name.as_str()));
+        match rule {
+            Some(rule) => {
+                rule.times -= 1;
+                Err(rule.fault.error())
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// As `named_fault`, for an open file: matched on the names it has now.
+    fn named_fault_of(&mut self, op: FileOp, inode: InodeId) -> io::Result<()> {
+        if self.faults.by_name.is_empty() {
+            return Ok(());
+        }
+        let names: Vec<PathBuf> = self
+            .live_names
+            .iter()
+            .filter(|(_, id)| **id == inode)
+            .map(|(name, _)| name.clone())
+            .collect();
+        names.iter().try_for_each(|name| self.named_fault(op, name))
+    }
+
     fn durability_frozen(&self) -> bool {
         self.faults
             .durable_syncs_max
@@ -640,6 +709,7 @@ impl Storage for SimulatedStorage {
         let path = normalize(path);
         let mut state = self.lock();
         state.begin(Kind::Other)?;
+        state.named_fault(FileOp::Create, &path)?;
         if state.dir_exists(&path) {
             return Err(io::Error::new(
                 io::ErrorKind::IsADirectory,
@@ -695,6 +765,7 @@ impl Storage for SimulatedStorage {
         let (from, to) = (normalize(from), normalize(to));
         let mut state = self.lock();
         state.begin(Kind::Rename)?;
+        state.named_fault(FileOp::Rename, &from)?;
         let id = state.inode_of(&from)?;
         state.require_parent(&to)?;
         if state.dir_exists(&to) {
@@ -810,6 +881,11 @@ impl SimulatedFile {
             ));
         }
         state.begin(kind)?;
+        match kind {
+            Kind::Write => state.named_fault_of(FileOp::Write, self.inode)?,
+            Kind::Sync => state.named_fault_of(FileOp::Sync, self.inode)?,
+            Kind::Rename | Kind::Other => {}
+        }
         Ok(state)
     }
 
@@ -1147,6 +1223,31 @@ mod tests {
         assert!(storage.sync_dir(path("")).is_err());
         storage.power_loss(TornWrites::None);
         assert!(storage.list_dir(path("")).unwrap().is_empty());
+    }
+
+    #[test]
+    fn faults_by_name_hit_only_that_file_and_only_so_many_times() {
+        let storage = SimulatedStorage::new();
+        storage.fail_file_op(FileOp::Write, "log", Fault::NoSpace, 2);
+        storage.fail_file_op(FileOp::Sync, "log", Fault::Io, 1);
+        storage.fail_file_op(FileOp::Create, "temp-", Fault::Io, 1);
+        storage.fail_file_op(FileOp::Rename, "temp-b", Fault::Io, 1);
+        let mut other = storage.create(path("other")).unwrap();
+        other.append(b"x").unwrap();
+        other.sync_data().unwrap();
+        let mut log = storage.create(path("dir-log")).unwrap();
+        assert_eq!(log.append(b"a").unwrap_err().raw_os_error(), Some(28));
+        assert!(log.append(b"b").is_err());
+        log.append(b"c").unwrap();
+        assert_eq!(log.sync_data().unwrap_err().raw_os_error(), Some(5));
+        log.sync_data().unwrap();
+        assert_eq!(storage.read(path("dir-log")).unwrap(), b"c");
+        assert!(storage.create(path("temp-a")).is_err());
+        assert!(storage.list_dir(path("")).unwrap() == ["dir-log", "other"]);
+        storage.create(path("temp-b")).unwrap();
+        assert!(storage.rename(path("temp-b"), path("b")).is_err());
+        storage.rename(path("temp-b"), path("b")).unwrap();
+        assert_eq!(storage.counts().writes, 4);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 mod common;
 
+use common::dirs::{contents, string_keys as dump};
 use common::*;
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -15,31 +16,8 @@ use std::time::{Duration, Instant};
 
 const MANIFEST: &str = "appendonly.aof.manifest";
 
-/// Every file of `dir` with its bytes.
-fn contents(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap())
-        .map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            (name, std::fs::read(e.path()).unwrap())
-        })
-        .collect()
-}
-
 fn names(dir: &Path) -> Vec<String> {
     contents(dir).into_keys().collect()
-}
-
-/// Every key of database 0 with its value (strings only: that is all these tests write).
-fn dump(conn: &mut redis::Connection) -> BTreeMap<String, String> {
-    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(conn).unwrap();
-    keys.into_iter()
-        .map(|key| {
-            let value: String = redis::cmd("GET").arg(&key).query(conn).unwrap();
-            (key, value)
-        })
-        .collect()
 }
 
 /// Writes `count` keys from `first`, and INCRs a counter `count / 4` times: replaying a

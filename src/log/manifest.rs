@@ -310,7 +310,11 @@ impl Manifest {
             storage.checkpoint("manifest-temp-written");
             storage.rename(&temp, &dir.join(file_name))
         };
-        write().map_err(CommitError::NotCommitted)?;
+        write().map_err(|e| {
+            // Not committed: the temp file is garbage (start-up would remove it too).
+            let _ = storage.remove_file(&temp);
+            CommitError::NotCommitted(e)
+        })?;
         storage.checkpoint("manifest-renamed");
         storage.sync_dir(dir).map_err(CommitError::NotDurable)
     }

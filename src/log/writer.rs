@@ -6,10 +6,12 @@
 //! the highest sequence now durable and wakes the loop, which releases the replies it was
 //! holding for those batches. So one fsync commits the writes of many clients.
 //!
-//! After a failed write or fsync the file is cut back to its last durable length and every
-//! batch since then is kept and retried once a second; until a retry succeeds the loop
-//! refuses writes (Redis's MISCONF). Bytes the disk may have lost are always rewritten
-//! from memory, never trusted to a second fsync (a failed fsync can drop dirty pages).
+//! Every batch since the last successful fsync is kept in memory. After a failed fsync the
+//! file is cut back to its last durable length, after a failed write to the end of the
+//! last batch written whole, and the rest is rewritten and fsynced, retried once a second;
+//! until a retry succeeds the loop refuses writes (Redis's MISCONF). Bytes the disk may
+//! have lost are always rewritten from memory, never trusted to a second fsync (a failed
+//! fsync can drop dirty pages).
 
 use super::LogPaths;
 use super::manifest::{CommitError, Manifest};
@@ -280,6 +282,9 @@ struct WriterThread {
     /// A directory whose entries must be made durable before anything more is: set when
     /// the manifest of a rotation was renamed into place but the directory fsync failed.
     dir_to_sync: Option<PathBuf>,
+    /// A file fsync failed since the last successful one: every byte written since
+    /// `durable_len` may have been dropped from writeback.
+    sync_failed: bool,
 }
 
 impl WriterThread {
@@ -301,6 +306,7 @@ impl WriterThread {
             last_fsync: Instant::now(),
             notify,
             dir_to_sync: None,
+            sync_failed: false,
         }
     }
 
@@ -437,9 +443,11 @@ impl WriterThread {
             self.dir_to_sync = None;
         }
         if let Err(e) = self.file.sync_data() {
+            self.sync_failed = true;
             self.fail("fsync", e);
             return Err(());
         }
+        self.sync_failed = false;
         self.last_fsync = Instant::now();
         self.forget_written();
         self.shared
@@ -487,10 +495,16 @@ impl WriterThread {
         }
         let storage = self.storage.clone();
         let path: PathBuf = rotation.paths.file(&rotation.file_name);
+        // Until the manifest lists it the new file is garbage: removed on failure, so that
+        // a failed rotation leaves the directory as it was.
+        let abandon = |error: String| {
+            let _ = storage.remove_file(&path);
+            error
+        };
         let mut file = storage
             .create(&path)
             .and_then(|mut file| file.sync_all().map(|()| file))
-            .map_err(|e| format!("can't create {}: {e}", path.display()))?;
+            .map_err(|e| abandon(format!("can't create {}: {e}", path.display())))?;
         storage.checkpoint("rewrite-incr-created");
         match rotation
             .paths
@@ -498,7 +512,7 @@ impl WriterThread {
         {
             Ok(()) => {}
             Err(CommitError::NotCommitted(e)) => {
-                return Err(format!("can't commit the manifest: {e}"));
+                return Err(abandon(format!("can't commit the manifest: {e}")));
             }
             Err(CommitError::NotDurable(e)) => {
                 // The new manifest is in force, but its directory entry may not survive a
@@ -517,17 +531,27 @@ impl WriterThread {
         Ok(())
     }
 
-    /// After a failure: cut the file back to its durable length, rewrite everything since
-    /// from memory and fsync. Only a successful fsync clears the failure.
+    /// After a failure: cut the file back to the bytes still trusted, rewrite everything
+    /// since from memory and fsync. Only a successful fsync clears the failure.
     fn recover(&mut self) {
-        if let Err(e) = self.file.set_len(self.durable_len) {
+        // After a failed fsync nothing since the durable length is trusted. After a failed
+        // write only the batch that failed is in doubt (it may be partly written): the
+        // batches before it are written like any unsynced bytes, and under `everysec` or
+        // `no` their replies have gone out. Cutting them off too would lose acknowledged
+        // writes if the process died before a retry succeeds (the disk still full).
+        let keep = if self.sync_failed {
+            0
+        } else {
+            self.unsynced_written
+        };
+        if let Err(e) = self.file.set_len(self.durable_len + keep) {
             self.fail("truncate", e);
             return;
         }
-        self.unsynced_written = 0;
+        self.unsynced_written = keep;
         self.shared
             .file_bytes
-            .store(self.durable_len, Ordering::Relaxed);
+            .store(self.durable_len + keep, Ordering::Relaxed);
         if self.write_unwritten().is_ok() {
             let _ = self.fsync();
         }

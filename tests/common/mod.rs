@@ -2,6 +2,7 @@
 //! port (never assuming 6379) and talk to it with the `redis` crate or raw sockets.
 #![allow(dead_code)]
 
+pub mod dirs;
 pub mod in_process;
 pub mod knobs;
 pub mod model;
