@@ -288,6 +288,11 @@ impl Prepared {
         let manifest = manifest(&self.storage);
         (manifest.base().count(), manifest.incremental().count())
     }
+
+    /// Whether an earlier compaction left a base.
+    pub fn has_base(&self) -> bool {
+        self.shape().0 > 0
+    }
 }
 
 /// A directory with one incremental file and no base yet (the first compaction).
@@ -301,8 +306,8 @@ pub fn fresh_directory() -> Prepared {
 
 /// A directory with history: a base of two parts (an earlier compaction), then three
 /// incremental files with records, as left by two compactions that crashed after their
-/// switch to a new incremental file. The crash of such a compaction deletes two parts and
-/// three incremental files when it commits.
+/// switch to a new incremental file. A compaction there deletes two parts and three
+/// incremental files once it commits.
 pub fn directory_with_history() -> Prepared {
     let storage = SimulatedStorage::new();
     let server = InProcess::start(&storage, CRASH_SETTINGS);
@@ -387,12 +392,12 @@ pub fn compaction_steps(prepared: &Prepared) -> Vec<Step> {
     let server = InProcess::start(&storage, CRASH_SETTINGS);
     let mut conn = server.connection();
     let before = storage.checkpoints().len();
-    start_compaction_after_a_write(&mut conn).unwrap();
+    start_compaction_after_a_write(&mut conn).expect("the write before the switch");
     let _: () = redis::cmd("SET")
         .arg("post")
         .arg("after the switch")
         .query(&mut conn)
-        .unwrap();
+        .expect("the write after the switch is acknowledged");
     super::wait_for_background_jobs(&mut conn);
     let status = super::info_field(&mut conn, "aof_last_bgrewrite_status");
     assert_eq!(status.as_deref(), Some("ok"));
