@@ -79,7 +79,16 @@ pub fn scan_records(
                 let record_offset = base_offset + start as u64;
                 let slice = &buf[start..start + used];
                 let args: Vec<&[u8]> = ranges.iter().map(|r| &slice[r.clone()]).collect();
-                let block_error = if args[0].eq_ignore_ascii_case(b"multi") {
+                // The parser, as Redis's, does not check the CRLF after a bulk. A log is
+                // written whole: without it the bulk did not end where its length says — a
+                // crash left a hole of zeros in an unsynced write, say — and what it holds
+                // is no value anyone wrote. Damage, not data (redis-check-aof agrees).
+                let unterminated = ranges
+                    .iter()
+                    .any(|r| slice.get(r.end..r.end + 2) != Some(&b"\r\n"[..]));
+                let malformed = if unterminated {
+                    Some("a bulk argument is not followed by CRLF")
+                } else if args[0].eq_ignore_ascii_case(b"multi") {
                     let nested = open_multi.replace(record_offset).is_some();
                     nested.then_some("MULTI inside a MULTI block")
                 } else if args[0].eq_ignore_ascii_case(b"exec") {
@@ -87,7 +96,7 @@ pub fn scan_records(
                 } else {
                     None
                 };
-                if let Some(reason) = block_error {
+                if let Some(reason) = malformed {
                     return Err((
                         LogDamage::Corrupt {
                             offset: record_offset,
@@ -697,6 +706,34 @@ mod tests {
             Replayed::Set { .. } => "set-pxat",
             Replayed::Other { .. } => "other",
         }
+    }
+
+    #[test]
+    fn a_bulk_not_followed_by_crlf_is_damage_at_its_record() {
+        let storage = crate::storage::SimulatedStorage::new();
+        let path = Path::new("log");
+        let mut file = storage.create(path).unwrap();
+        let first = b"*3\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\n1\r\n";
+        // The end of the second record's value and its CRLF read as zeros (a hole), and a
+        // complete record follows.
+        let second = b"*3\r\n$3\r\nSET\r\n$1\r\nb\r\n$4\r\nva\0\0\0\0";
+        let third = b"*3\r\n$3\r\nSET\r\n$1\r\nc\r\n$1\r\n3\r\n";
+        for bytes in [&first[..], second, third] {
+            file.append(bytes).unwrap();
+        }
+        let mut keys = Vec::new();
+        let result = scan_records(&storage, path, |args, _| {
+            keys.push(args[1].to_vec());
+            Ok(())
+        });
+        match result {
+            Err((LogDamage::Corrupt { offset, reason }, _)) => {
+                assert_eq!(offset, first.len() as u64);
+                assert!(reason.contains("CRLF"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(keys, [b"a".to_vec()]);
     }
 
     #[test]

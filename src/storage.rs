@@ -8,7 +8,10 @@
 //! - [`SimulatedStorage`]: in memory, with separate *live* and *durable* images of every
 //!   file's bytes and of every directory's entries, as redb's test backend and
 //!   TigerBeetle's simulated disk keep them. `power_loss` throws away whatever was not made
-//!   durable; faults can be injected on the Nth write, sync or rename.
+//!   durable, or keeps some of it as a crash in the middle of writeback does ([`TornWrites`]:
+//!   a prefix, a hole of zeros before a later page, pages in any order), and reports what
+//!   it did; faults can be injected on the Nth write, sync or rename, a crash at a named
+//!   step, and a thread can be held at a step while the test acts.
 //!
 //! The traits are object-safe: the log writer thread, the manifest, the snapshot writers
 //! and recovery can share one `Arc<dyn Storage>` chosen at start-up, without a type
@@ -24,11 +27,15 @@
 //! - A failed sync marks the dirty bytes clean without writing them, as Linux does after a
 //!   writeback error: a later successful sync does not write them either. Only a rewrite
 //!   of those bytes makes them durable (the log writer's retry does exactly that).
+//! - Bytes written since a file's last sync may survive a power loss in part, in any
+//!   order of its pages; a file may come back longer than what survived of it, the lost
+//!   pages reading as zeros. Bytes a sync made durable are never touched.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
+use std::ops::Range;
 use std::path::{Component, Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 /// Names in a directory tree. Paths are relative to the storage's root (an absolute path
 /// is used as it is by [`RealStorage`]).
@@ -293,13 +300,54 @@ pub enum FileOp {
     Rename,
 }
 
-/// What happens to bytes appended since a file's last sync when the power goes.
+/// What happens to bytes appended since a file's last sync when the power goes. The
+/// seeded cases draw each file's fate from the seed, so a failing case replays exactly.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TornWrites {
     /// All of them are lost.
     None,
     /// Each file keeps a prefix of them, of a length drawn from this seed: 0 up to all.
     Seeded(u64),
+    /// Each file keeps a prefix of its unsynced pages (see [`PAGE_BYTES`]), loses the
+    /// pages after it and keeps a later run of pages again: a torn append whose later
+    /// block reached the disk before an earlier one. The lost pages read as zeros (a hole).
+    /// A file with a single unsynced page keeps a prefix of it, as with `Seeded`.
+    Hole(u64),
+    /// Each unsynced page of each file survives or not on its own, as writeback in no
+    /// particular order leaves them: lost pages before the last one kept read as zeros.
+    Scattered(u64),
+}
+
+/// The unit in which [`TornWrites::Hole`] and [`TornWrites::Scattered`] keep or lose
+/// unsynced bytes: pages of the file's offsets, the block size of the usual Linux file
+/// systems, which lose whole blocks after a crash.
+pub const PAGE_BYTES: usize = 4096;
+
+/// What a power loss did to a file whose live bytes were not all durable.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TornFile {
+    pub path: PathBuf,
+    /// Bytes `0..synced` were durable before the power loss and are intact after it.
+    pub synced: u64,
+    /// The file's length before the power loss; `synced..written` was not durable.
+    pub written: u64,
+    /// The ranges of `synced..written` that survived, in order. The rest is lost; where a
+    /// kept range follows lost bytes, they read as zeros.
+    pub kept: Vec<Range<u64>>,
+}
+
+impl TornFile {
+    /// Whether lost bytes lie before kept ones (a hole), not only after them.
+    pub fn has_hole(&self) -> bool {
+        let mut end = self.synced;
+        for range in &self.kept {
+            if range.start > end {
+                return true;
+            }
+            end = range.end;
+        }
+        false
+    }
 }
 
 /// Operation counters since creation or the last power loss. Each is counted when the
@@ -320,11 +368,13 @@ pub struct Counts {
 #[derive(Clone, Default)]
 pub struct SimulatedStorage {
     state: Arc<Mutex<State>>,
+    /// Signalled when a thread paused at a checkpoint may go on (see `pause_at`).
+    resumed: Arc<Condvar>,
 }
 
 type InodeId = u64;
 
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Inode {
     /// What reads return.
     live: Vec<u8>,
@@ -335,7 +385,7 @@ struct Inode {
     clean_len: usize,
 }
 
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct State {
     inodes: BTreeMap<InodeId, Inode>,
     next_inode: InodeId,
@@ -349,11 +399,15 @@ struct State {
     counts: Counts,
     faults: Faults,
     checkpoints: Vec<String>,
+    /// What each sync counted in `counts.syncs` was of (a file or a directory), in order.
+    synced_paths: Vec<PathBuf>,
+    /// A thread waits at a checkpoint (see `pause_at`).
+    paused: bool,
     /// How long each file sync takes (a slow disk).
     sync_delay: std::time::Duration,
 }
 
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Faults {
     /// Keyed by the 1-based number of the operation that fails.
     writes: BTreeMap<u64, Fault>,
@@ -371,9 +425,12 @@ struct Faults {
     sync_after: Option<((String, u64), Fault)>,
     /// Faults by file name (see `fail_file_op`).
     by_name: Vec<NamedFault>,
+    /// At this checkpoint the thread that reaches it waits (see `pause_at`).
+    pause_at: Option<(String, u64)>,
 }
 
 /// `times` more operations `op` on a file whose path contains `name` fail with `fault`.
+#[derive(Clone)]
 struct NamedFault {
     op: FileOp,
     name: String,
@@ -383,6 +440,8 @@ struct NamedFault {
 
 struct SimulatedFile {
     state: Arc<Mutex<State>>,
+    /// The name the file was opened by, for `synced_paths`.
+    path: PathBuf,
     inode: InodeId,
     generation: u64,
     writable: bool,
@@ -450,9 +509,6 @@ impl SimulatedStorage {
         self.lock().faults.durable_syncs_max = Some(count);
     }
 
-    /// When the code under test reaches checkpoint `step`, the storage dies: every later
-    /// operation fails with EIO and changes nothing. A `power_loss` then gives the state
-    /// of a crash at exactly that step.
     /// The storage dies now: every later operation fails with EIO and changes nothing
     /// (a crash at a moment chosen by the test, e.g. a random one).
     pub fn crash_now(&self) {
@@ -460,9 +516,26 @@ impl SimulatedStorage {
         state.faults.operations_max = Some(state.counts.operations);
     }
 
-    /// `step` is a name (its first occurrence) or `name:N` (its Nth).
+    /// When the code under test reaches checkpoint `step`, the storage dies: every later
+    /// operation fails with EIO and changes nothing. A `power_loss` then gives the state
+    /// of a crash at exactly that step. `step` is a name (its first occurrence) or
+    /// `name:N` (its Nth).
     pub fn crash_at(&self, step: &str) {
         self.lock().faults.crash_at = Some(parse_step(step));
+    }
+
+    /// The thread that reaches checkpoint `step` (`name` or `name:N`) waits there until
+    /// `resume`, while the other threads go on; a `crash_at` of the same step takes effect
+    /// when it resumes. A test can so act at exactly that point of a protocol, e.g. have a
+    /// write acknowledged before the crash there.
+    pub fn pause_at(&self, step: &str) {
+        self.lock().faults.pause_at = Some(parse_step(step));
+    }
+
+    /// Lets a thread paused by `pause_at` go on.
+    pub fn resume(&self) {
+        self.lock().paused = false;
+        self.resumed.notify_all();
     }
 
     /// Every file sync takes this long from now on (a slow disk).
@@ -494,20 +567,41 @@ impl SimulatedStorage {
         self.lock().checkpoints.clone()
     }
 
+    /// What each sync since creation or the last power loss was of (a file, by the name
+    /// it was opened by, or a directory), in order: entry N-1 is sync number N of
+    /// `counts().syncs`, `fail_sync` and `freeze_durability_after_syncs`.
+    pub fn synced_paths(&self) -> Vec<PathBuf> {
+        self.lock().synced_paths.clone()
+    }
+
     pub fn clear_faults(&self) {
         self.lock().faults = Faults::default();
+        self.resume();
+    }
+
+    /// A storage of its own holding this one's durable image, as a power loss without torn
+    /// writes would leave it; this one goes on unchanged. One prepared directory so serves
+    /// many experiments.
+    pub fn durable_copy(&self) -> SimulatedStorage {
+        let copy = SimulatedStorage {
+            state: Arc::new(Mutex::new(self.lock().clone())),
+            resumed: Arc::default(),
+        };
+        let _ = copy.power_loss(TornWrites::None);
+        copy
     }
 
     /// Turns the storage into its durable image, as after a power loss and a reboot:
-    /// unsynced bytes and directory entries are gone (or, with `TornWrites::Seeded`, a
-    /// prefix of each file's unsynced appends survives), handles opened before fail, and
-    /// counters and faults start afresh.
-    pub fn power_loss(&self, torn: TornWrites) {
+    /// unsynced bytes and directory entries are gone (or, as `torn` says, some of each
+    /// file's unsynced bytes survive), handles opened before fail, and counters and faults
+    /// start afresh (a paused thread is let go). Returns what happened to each surviving
+    /// file whose live bytes were not all durable.
+    pub fn power_loss(&self, torn: TornWrites) -> Vec<TornFile> {
         let mut state = self.lock();
         let state = &mut *state;
         let mut random = SplitMix64(match torn {
             TornWrites::None => 0,
-            TornWrites::Seeded(seed) => seed,
+            TornWrites::Seeded(seed) | TornWrites::Hole(seed) | TornWrites::Scattered(seed) => seed,
         });
         // A directory whose own entry was not durable takes its whole subtree with it.
         let durable_dirs: BTreeSet<PathBuf> = state
@@ -525,15 +619,33 @@ impl SimulatedStorage {
             })
             .map(|(name, inode)| (name.clone(), *inode))
             .collect();
-        let reachable: BTreeSet<InodeId> = durable_names.values().copied().collect();
-        state.inodes.retain(|id, _| reachable.contains(id));
-        for inode in state.inodes.values_mut() {
-            if let TornWrites::Seeded(_) = torn {
-                tear(inode, &mut random);
+        let reachable: BTreeMap<InodeId, &PathBuf> =
+            durable_names.iter().map(|(name, id)| (*id, name)).collect();
+        state.inodes.retain(|id, _| reachable.contains_key(id));
+        let mut report = Vec::new();
+        for (id, inode) in state.inodes.iter_mut() {
+            let synced = inode
+                .clean_len
+                .min(inode.durable.len())
+                .min(inode.live.len());
+            let written = inode.live.len();
+            let changed = inode.live != inode.durable;
+            let kept = tear(inode, torn, &mut random);
+            if changed {
+                report.push(TornFile {
+                    path: reachable[id].clone(),
+                    synced: synced as u64,
+                    written: written as u64,
+                    kept: kept
+                        .into_iter()
+                        .map(|r| r.start as u64..r.end as u64)
+                        .collect(),
+                });
             }
             inode.live = inode.durable.clone();
             inode.clean_len = inode.live.len();
         }
+        report.sort_by(|a, b| a.path.cmp(&b.path));
         state.live_dirs = durable_dirs.clone();
         state.durable_dirs = durable_dirs;
         state.live_names = durable_names.clone();
@@ -542,23 +654,67 @@ impl SimulatedStorage {
         state.counts = Counts::default();
         state.faults = Faults::default();
         state.checkpoints.clear();
+        state.synced_paths.clear();
+        state.paused = false;
+        self.resumed.notify_all();
+        report
     }
 }
 
-/// Lets a random prefix of the dirty bytes reach the durable image, as a crash in the
-/// middle of writeback does. (Page order is not modelled: a prefix, never a hole.)
-fn tear(inode: &mut Inode, random: &mut SplitMix64) {
+/// Lets the part of the dirty bytes that `torn` draws reach the durable image, as a crash
+/// in the middle of writeback does; returns the ranges kept, in order.
+fn tear(inode: &mut Inode, torn: TornWrites, random: &mut SplitMix64) -> Vec<Range<usize>> {
     let clean_len = inode.clean_len.min(inode.live.len());
-    let dirty = inode.live.len() - clean_len;
-    let kept = (random.next() % (dirty as u64 + 1)) as usize;
-    if kept == 0 {
-        return;
+    let end = inode.live.len();
+    // The dirty bytes cut at the file's page boundaries.
+    let mut pages = Vec::new();
+    let mut start = clean_len;
+    while start < end {
+        let next = ((start / PAGE_BYTES + 1) * PAGE_BYTES).min(end);
+        pages.push(start..next);
+        start = next;
     }
-    let end = clean_len + kept;
-    if inode.durable.len() < end {
-        inode.durable.resize(end, 0);
+    let prefix = |random: &mut SplitMix64| {
+        let kept = (random.next() % ((end - clean_len) as u64 + 1)) as usize;
+        std::iter::once(clean_len..clean_len + kept).collect()
+    };
+    let kept: Vec<Range<usize>> = match torn {
+        TornWrites::None => Vec::new(),
+        _ if pages.is_empty() => Vec::new(),
+        TornWrites::Seeded(_) => prefix(random),
+        TornWrites::Hole(_) if pages.len() < 2 => prefix(random),
+        TornWrites::Hole(_) => {
+            // Pages [0, lost) kept, [lost, back) lost, [back, until) kept, the rest lost.
+            let lost = random.below(pages.len() - 1);
+            let back = lost + 1 + random.below(pages.len() - lost - 1);
+            let until = back + 1 + random.below(pages.len() - back);
+            pages[..lost]
+                .iter()
+                .chain(&pages[back..until])
+                .cloned()
+                .collect()
+        }
+        TornWrites::Scattered(_) => pages
+            .iter()
+            .filter(|_| random.next() & 1 == 1)
+            .cloned()
+            .collect(),
+    };
+    // Adjacent pages make one range.
+    let mut merged: Vec<Range<usize>> = Vec::new();
+    for range in kept.into_iter().filter(|r| !r.is_empty()) {
+        match merged.last_mut() {
+            Some(last) if last.end == range.start => last.end = range.end,
+            _ => merged.push(range),
+        }
     }
-    inode.durable[clean_len..end].copy_from_slice(&inode.live[clean_len..end]);
+    for range in &merged {
+        if inode.durable.len() < range.end {
+            inode.durable.resize(range.end, 0);
+        }
+        inode.durable[range.clone()].copy_from_slice(&inode.live[range.clone()]);
+    }
+    merged
 }
 
 fn is_root(path: &Path) -> bool {
@@ -579,6 +735,11 @@ impl SplitMix64 {
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
+    }
+
+    /// A number in `0..bound` (`bound` > 0).
+    fn below(&mut self, bound: usize) -> usize {
+        (self.next() % bound as u64) as usize
     }
 }
 
@@ -610,11 +771,7 @@ impl State {
             }
             Kind::Other => None,
         };
-        let dead = self
-            .faults
-            .operations_max
-            .is_some_and(|max| self.counts.operations > max);
-        match (dead, fault) {
+        match (self.dead(), fault) {
             (true, _) => Err(Fault::Io.error()),
             (false, Some(fault)) => Err(fault.error()),
             (false, None) => Ok(()),
@@ -652,6 +809,13 @@ impl State {
         names.iter().try_for_each(|name| self.named_fault(op, name))
     }
 
+    /// Past `operations_max`: every operation fails (a dead device, a crash).
+    fn dead(&self) -> bool {
+        self.faults
+            .operations_max
+            .is_some_and(|max| self.counts.operations > max)
+    }
+
     fn durability_frozen(&self) -> bool {
         self.faults
             .durable_syncs_max
@@ -686,9 +850,16 @@ impl State {
 }
 
 impl SimulatedStorage {
-    fn handle(&self, state: &State, inode: InodeId, writable: bool) -> Box<dyn StorageFile> {
+    fn handle(
+        &self,
+        state: &State,
+        path: &Path,
+        inode: InodeId,
+        writable: bool,
+    ) -> Box<dyn StorageFile> {
         Box::new(SimulatedFile {
             state: Arc::clone(&self.state),
+            path: path.to_path_buf(),
             inode,
             generation: state.generation,
             writable,
@@ -700,7 +871,7 @@ impl SimulatedStorage {
         let mut state = self.lock();
         state.begin(Kind::Other)?;
         let inode = state.inode_of(&path)?;
-        Ok(self.handle(&state, inode, writable))
+        Ok(self.handle(&state, &path, inode, writable))
     }
 }
 
@@ -730,11 +901,11 @@ impl Storage for SimulatedStorage {
                 let id = state.next_inode;
                 state.next_inode += 1;
                 state.inodes.insert(id, Inode::default());
-                state.live_names.insert(path, id);
+                state.live_names.insert(path.clone(), id);
                 id
             }
         };
-        Ok(self.handle(&state, inode, true))
+        Ok(self.handle(&state, &path, inode, true))
     }
 
     fn open_append(&self, path: &Path) -> io::Result<Box<dyn StorageFile>> {
@@ -811,6 +982,7 @@ impl Storage for SimulatedStorage {
     fn sync_dir(&self, path: &Path) -> io::Result<()> {
         let path = normalize(path);
         let mut state = self.lock();
+        state.synced_paths.push(path.clone());
         state.begin(Kind::Sync)?;
         if !state.dir_exists(&path) {
             return Err(not_found(&path));
@@ -854,6 +1026,21 @@ impl Storage for SimulatedStorage {
         let reached = state.checkpoints.iter().filter(|s| *s == step).count() as u64;
         if state
             .faults
+            .pause_at
+            .as_ref()
+            .is_some_and(|(name, nth)| name == step && *nth == reached)
+        {
+            state.faults.pause_at = None;
+            state.paused = true;
+            while state.paused {
+                state = self
+                    .resumed
+                    .wait(state)
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+            }
+        }
+        if state
+            .faults
             .crash_at
             .as_ref()
             .is_some_and(|(name, nth)| name == step && *nth == reached)
@@ -880,6 +1067,9 @@ impl SimulatedFile {
                 "simulated storage: file handle opened before a power loss",
             ));
         }
+        if kind == Kind::Sync {
+            state.synced_paths.push(self.path.clone());
+        }
         state.begin(kind)?;
         match kind {
             Kind::Write => state.named_fault_of(FileOp::Write, self.inode)?,
@@ -904,9 +1094,11 @@ impl SimulatedFile {
             Ok(state) => state,
             Err(error) => {
                 // Linux marks the dirty pages clean after a writeback error, so the next
-                // sync will not write them: the bytes are lost to the durable image.
+                // sync will not write them: the bytes are lost to the durable image. A dead
+                // disk (a crash under way) writes nothing back either way: its dirty pages
+                // stay as they are, for `power_loss` to tear.
                 let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-                if state.generation == self.generation {
+                if state.generation == self.generation && !state.dead() {
                     let inode = state.inode(self.inode);
                     inode.clean_len = inode.live.len();
                 }
@@ -1050,6 +1242,182 @@ mod tests {
         assert_eq!(run(42), run(42));
     }
 
+    /// A durable "synced|", then `pages` pages and a bit of unsynced bytes, none of them
+    /// zero; a power loss with `torn`. Returns the bytes before, after and the report.
+    fn tear_pages(torn: TornWrites, pages: usize) -> (Vec<u8>, Vec<u8>, TornFile) {
+        let storage = SimulatedStorage::new();
+        durable_file(&storage, "log", b"synced|");
+        let mut file = storage.open_append(path("log")).unwrap();
+        let dirty: Vec<u8> = (0..pages * PAGE_BYTES + 100)
+            .map(|i| b'a' + (i % 26) as u8)
+            .collect();
+        file.append(&dirty).unwrap();
+        let before = storage.read(path("log")).unwrap();
+        let report = storage.power_loss(torn);
+        assert_eq!(report.len(), 1);
+        (
+            before,
+            storage.read(path("log")).unwrap(),
+            report[0].clone(),
+        )
+    }
+
+    /// What every torn file must look like: the synced bytes intact, the kept ranges as
+    /// written, zeros between them, nothing after the last.
+    fn check_tear(before: &[u8], after: &[u8], report: &TornFile, seed: u64) {
+        assert_eq!((report.synced, report.written), (7, before.len() as u64));
+        let end = report.kept.last().map_or(7, |r| r.end as usize);
+        assert_eq!(after.len(), end, "seed {seed}");
+        let mut kept = vec![false; after.len()];
+        for range in &report.kept {
+            assert!(range.start >= 7 && range.start < range.end, "seed {seed}");
+            kept[range.start as usize..range.end as usize].fill(true);
+        }
+        for (i, byte) in after.iter().enumerate() {
+            let expected = if i < 7 || kept[i] { before[i] } else { 0 };
+            assert_eq!(*byte, expected, "seed {seed}, offset {i}");
+        }
+    }
+
+    #[test]
+    fn holes_lose_pages_before_a_later_kept_one_and_read_as_zeros() {
+        let mut holes = 0;
+        for seed in 0..200 {
+            let (before, after, report) = tear_pages(TornWrites::Hole(seed), 4);
+            check_tear(&before, &after, &report, seed);
+            // One hole at most: a kept prefix of pages, then one later run of pages.
+            assert!(report.kept.len() <= 2, "seed {seed}: {report:?}");
+            if report.has_hole() {
+                holes += 1;
+                let lost_from = match report.kept.first() {
+                    Some(range) if range.start == 7 => range.end,
+                    _ => 7,
+                };
+                assert!(lost_from == 7 || lost_from.is_multiple_of(PAGE_BYTES as u64));
+            }
+        }
+        assert!(holes > 100, "{holes} holes in 200 seeds");
+        // A single unsynced page is torn as a prefix.
+        for seed in 0..50 {
+            let (before, after, report) = tear_pages(TornWrites::Hole(seed), 0);
+            check_tear(&before, &after, &report, seed);
+            assert!(!report.has_hole());
+        }
+    }
+
+    #[test]
+    fn scattered_pages_survive_in_any_order() {
+        let (mut holes, mut runs) = (0, 0);
+        for seed in 0..200 {
+            let (before, after, report) = tear_pages(TornWrites::Scattered(seed), 5);
+            check_tear(&before, &after, &report, seed);
+            for range in &report.kept {
+                let aligned = |at: u64| at.is_multiple_of(PAGE_BYTES as u64);
+                assert!(range.start == 7 || aligned(range.start), "seed {seed}");
+                assert!(
+                    range.end == report.written || aligned(range.end),
+                    "seed {seed}"
+                );
+            }
+            holes += usize::from(report.has_hole());
+            runs += usize::from(report.kept.len() > 2);
+        }
+        assert!(
+            holes > 100 && runs > 10,
+            "{holes} holes, {runs} with 3+ runs"
+        );
+        assert_eq!(
+            tear_pages(TornWrites::Scattered(9), 5),
+            tear_pages(TornWrites::Scattered(9), 5)
+        );
+    }
+
+    #[test]
+    fn power_loss_reports_only_files_with_bytes_not_durable() {
+        let storage = SimulatedStorage::new();
+        durable_file(&storage, "synced", b"all durable");
+        durable_file(&storage, "log", b"abc");
+        storage
+            .open_append(path("log"))
+            .unwrap()
+            .append(b"def")
+            .unwrap();
+        let report = storage.power_loss(TornWrites::None);
+        assert_eq!(
+            report,
+            [TornFile {
+                path: PathBuf::from("log"),
+                synced: 3,
+                written: 6,
+                kept: Vec::new(),
+            }]
+        );
+    }
+
+    #[test]
+    fn a_paused_thread_waits_and_the_crash_at_its_step_follows_the_resume() {
+        let storage = SimulatedStorage::new();
+        storage.pause_at("step:2");
+        storage.crash_at("step:2");
+        let worker = {
+            let storage = storage.clone();
+            std::thread::spawn(move || {
+                storage.checkpoint("step");
+                storage.checkpoint("step");
+                storage.create(path("after")).map(|_| ())
+            })
+        };
+        while storage.checkpoints().len() < 2 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert!(!worker.is_finished(), "the thread waits at step:2");
+        // The crash is not in effect yet: others go on.
+        storage.create(path("meanwhile")).unwrap();
+        storage.resume();
+        assert!(
+            worker.join().unwrap().is_err(),
+            "the crash follows the resume"
+        );
+    }
+
+    #[test]
+    fn synced_paths_name_each_numbered_sync() {
+        let storage = SimulatedStorage::new();
+        storage.create_dir_all(path("d")).unwrap();
+        let mut file = storage.create(path("d/f")).unwrap();
+        file.sync_data().unwrap();
+        storage.fail_sync(2, Fault::Io);
+        assert!(storage.sync_dir(path("d")).is_err());
+        file.sync_all().unwrap();
+        assert_eq!(storage.counts().syncs, 3);
+        let expected: Vec<PathBuf> = ["d/f", "d", "d/f"].iter().map(PathBuf::from).collect();
+        assert_eq!(storage.synced_paths(), expected);
+        let _ = storage.power_loss(TornWrites::None);
+        assert!(storage.synced_paths().is_empty());
+    }
+
+    #[test]
+    fn a_durable_copy_is_a_storage_of_its_own() {
+        let storage = SimulatedStorage::new();
+        durable_file(&storage, "kept", b"durable");
+        storage
+            .open_append(path("kept"))
+            .unwrap()
+            .append(b"+live")
+            .unwrap();
+        storage.create(path("unnamed")).unwrap();
+        let copy = storage.durable_copy();
+        assert_eq!(copy.read(path("kept")).unwrap(), b"durable");
+        assert_eq!(copy.list_dir(path("")).unwrap(), ["kept"]);
+        copy.open_append(path("kept"))
+            .unwrap()
+            .append(b"!")
+            .unwrap();
+        assert_eq!(storage.read(path("kept")).unwrap(), b"durable+live");
+        assert_eq!(storage.list_dir(path("")).unwrap(), ["kept", "unnamed"]);
+    }
+
     #[test]
     fn new_file_without_directory_sync_vanishes() {
         let storage = SimulatedStorage::new();
@@ -1183,6 +1551,24 @@ mod tests {
         file.sync_data().unwrap();
         storage.power_loss(TornWrites::None);
         assert_eq!(storage.read(path("log")).unwrap(), b"durable|\0\0\0\0");
+    }
+
+    #[test]
+    fn a_sync_after_the_crash_leaves_the_dirty_bytes_to_the_power_loss() {
+        let storage = SimulatedStorage::new();
+        durable_file(&storage, "log", b"durable|");
+        let mut file = storage.open_append(path("log")).unwrap();
+        file.append(b"in flight").unwrap();
+        storage.crash_now();
+        assert!(file.sync_data().is_err());
+        let report = storage.power_loss(TornWrites::Seeded(7));
+        assert_eq!((report[0].synced, report[0].written), (8, 17));
+        let kept = report[0].kept.first().map_or(8, |r| r.end) as usize;
+        assert_eq!(
+            storage.read(path("log")).unwrap(),
+            b"durable|in flight"[..kept]
+        );
+        assert!(kept > 8, "seed 7 keeps some of the bytes in flight");
     }
 
     #[test]

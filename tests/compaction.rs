@@ -1,9 +1,15 @@
 //! Compaction (BGREWRITEAOF) and background snapshots (BGSAVE) with the real server
 //! process: data kept under load, Redis's replies, RDB parts Redis accepts, point-in-time
-//! snapshots, and a crash (SIGKILL) at every step of the compaction protocol.
+//! snapshots, and a crash (SIGKILL) at every step of a compaction, in a fresh directory and
+//! in one with history.
 
 mod common;
 
+use common::in_process::{
+    Prepared, Step, assert_steps_cover_the_protocol, compact, compaction_steps,
+    directory_with_history, dump, fresh_directory, manifest, populate, populate_named,
+    start_compaction_after_a_write,
+};
 use common::model::{join_load, spawn_load};
 use common::*;
 use std::path::Path;
@@ -400,79 +406,199 @@ fn the_log_is_compacted_automatically_when_it_doubles() {
     assert!(server.log().contains("automatic append-only log rewrite"));
 }
 
-#[test]
-fn sigkill_at_every_step_of_the_compaction_keeps_the_dataset() {
-    for step in PROTOCOL_STEPS {
-        let dir = temp_dir();
-        let mut server = try_start_server_with(
-            dir.path(),
-            &[
-                "--aof-rewrite-threads",
-                "2",
-                "--save",
-                "",
-                "--appendfsync",
-                "always",
-            ],
-            |command| {
-                command.env("TESSERA_CRASH_AT", step);
-            },
-        )
-        .unwrap();
-        let mut conn = server.connection();
-        populate_varied(&mut conn, 500);
-        let _: () = redis::cmd("DEL").arg("key:2").query(&mut conn).unwrap();
-        let expected = dump_dataset(&mut conn);
-        let _ = cmd_str(&mut conn, &["BGREWRITEAOF"]);
-        // The process kills itself at the step.
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let child = server.child.as_mut().unwrap();
-        while child.try_wait().unwrap().is_none() {
-            assert!(
-                Instant::now() < deadline,
-                "{step}: the crash point was not reached"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        // The log is copied from the process's pipe by a thread: give it a moment.
-        let line = format!("crashing at step '{}'", step.split(':').next().unwrap());
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while !server.log().contains(&line) && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        assert!(server.log().contains(&line), "{step}: {}", server.log());
-        server.child = None;
-        let restarted = start_server(dir.path(), &["--save", ""]);
-        assert_eq!(
-            dump_dataset(&mut restarted.connection()),
-            expected,
-            "{step}"
-        );
-        // Whatever the crash left behind, start-up removed it, each file proven garbage by
-        // the manifest (a part above its base, an empty new file, a temp file, a history
-        // file): only the manifest and what it lists remain.
-        let aof_dir = dir.path().join("appendonlydir");
-        let mut expected_files = manifest_files(&aof_dir);
-        expected_files.push("appendonly.aof.manifest".into());
-        expected_files.sort();
-        assert_eq!(files_in(&aof_dir), expected_files, "{step}");
-        assert!(
-            !std::fs::read_to_string(aof_dir.join("appendonly.aof.manifest"))
-                .unwrap()
-                .contains("type h"),
-            "{step}: history entries are dropped at start-up"
-        );
-        // And a compaction after the crash completes.
-        let mut conn = restarted.connection();
-        cmd_str(&mut conn, &["BGREWRITEAOF"]).unwrap();
-        wait_for_background_jobs(&mut conn);
-        assert_eq!(
-            info_field(&mut conn, "aof_last_bgrewrite_status").unwrap(),
-            "ok",
-            "{step}"
-        );
-        assert_eq!(dump_dataset(&mut conn), expected, "{step}");
+/// The settings of the SIGKILL experiments, as `in_process::CRASH_SETTINGS`.
+const CRASH_ARGS: [&str; 6] = [
+    "--appendfsync",
+    "always",
+    "--aof-rewrite-threads",
+    "2",
+    "--save",
+    "",
+];
+
+/// Copies the log directory of data directory `from` into data directory `to`.
+fn copy_log_dir(from: &Path, to: &Path) {
+    let (from, to) = (from.join("appendonlydir"), to.join("appendonlydir"));
+    std::fs::create_dir_all(&to).unwrap();
+    for name in files_in(&from) {
+        std::fs::copy(from.join(&name), to.join(&name)).unwrap();
     }
+}
+
+/// Waits until the server's process is gone, having logged its crash at `step`.
+fn wait_for_crash(server: &mut TestServer, step: &Step) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let child = server.child.as_mut().unwrap();
+    while child.try_wait().unwrap().is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "{step}: the crash point was not reached"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The log is copied from the process's pipe by a thread: give it a moment.
+    let line = format!("crashing at step '{}'", step.name);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !server.log().contains(&line) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(server.log().contains(&line), "{step}: {}", server.log());
+    server.child = None;
+}
+
+/// The directory `prepared` describes (built on the simulated disk), built again with real
+/// processes by the same writes: a first start, and for a directory with history a
+/// compaction, then two compactions killed once their parts are written (the writes after
+/// their switch to a new incremental file acknowledged before). Checks that it has the same
+/// manifest and holds the same data.
+fn real_directory(prepared: &Prepared) -> tempfile::TempDir {
+    let dir = temp_dir();
+    let mut server = start_server(dir.path(), &CRASH_ARGS);
+    let mut conn = server.connection();
+    populate(&mut conn, 300);
+    if prepared.has_base() {
+        assert_eq!(compact(&mut conn), "ok");
+        populate_named(&mut conn, "incr2", 40);
+        for file in 3..=4 {
+            server.kill9();
+            let slow = [&CRASH_ARGS[..], &["--rdb-key-save-delay", "2000"]].concat();
+            server = try_start_server_with(dir.path(), &slow, |command| {
+                command.env("TESSERA_CRASH_AT", "snapshot-parts-written");
+            })
+            .unwrap();
+            let mut conn = server.connection();
+            cmd_str(&mut conn, &["BGREWRITEAOF"]).unwrap();
+            populate_named(&mut conn, &format!("incr{file}"), 40);
+            let step = Step {
+                name: "snapshot-parts-written".into(),
+                nth: 1,
+                in_rotation: false,
+            };
+            wait_for_crash(&mut server, &step);
+        }
+    }
+    server.kill9();
+    // Start-up removes the parts of the compactions that did not commit.
+    let server = start_server(dir.path(), &CRASH_ARGS);
+    assert_eq!(dump(&mut server.connection()), prepared.dataset);
+    let real = std::fs::read(server.aof_dir().join("appendonly.aof.manifest")).unwrap();
+    assert_eq!(
+        tessera::log::manifest::Manifest::parse(&real).unwrap(),
+        manifest(&prepared.storage),
+        "{}",
+        prepared.name
+    );
+    dir
+}
+
+/// Kills a server by SIGKILL (`TESSERA_CRASH_AT`) at each step of a compaction, in a copy
+/// of a directory built as `prepared` is; see `sigkill_at_step`.
+fn sigkill_at_every_step(prepared: &Prepared) {
+    let dir = real_directory(prepared);
+    let steps = compaction_steps(prepared);
+    assert_steps_cover_the_protocol(&steps, prepared);
+    for step in &steps {
+        // The parts are slowed (µs a key) so that the write after the switch is
+        // acknowledged before the crash; a disk too slow for that gets slower parts.
+        let done = [2_000, 8_000, 32_000]
+            .into_iter()
+            .any(|delay| sigkill_at_step(prepared, dir.path(), step, delay));
+        assert!(
+            done,
+            "{}: {step}: the write after the switch was never acknowledged",
+            prepared.name
+        );
+    }
+}
+
+/// One run of `sigkill_at_every_step`, with a write sent with BGREWRITEAOF (in the old
+/// incremental file, which the switch fsyncs before any step) and one after the switch,
+/// which the server must acknowledge before any later step than the first captures (else
+/// returns false: run again, with slower parts). The restart has exactly the writes
+/// acknowledged (and maybe the write after the switch when the crash came at a first
+/// capture), only the manifest's files, and a further compaction succeeds.
+fn sigkill_at_step(prepared: &Prepared, dir: &Path, step: &Step, delay_us: u64) -> bool {
+    let context = format!("{}: crash at {step}", prepared.name);
+    let run = temp_dir();
+    copy_log_dir(dir, run.path());
+    let delay = delay_us.to_string();
+    let slow = [&CRASH_ARGS[..], &["--rdb-key-save-delay", &delay]].concat();
+    let mut server = try_start_server_with(run.path(), &slow, |command| {
+        command.env("TESSERA_CRASH_AT", step.to_string());
+    })
+    .unwrap();
+    let mut conn = server.connection();
+    conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let started = start_compaction_after_a_write(&mut conn);
+    let post = redis::cmd("SET")
+        .arg("post")
+        .arg("after the switch")
+        .query::<()>(&mut conn);
+    wait_for_crash(&mut server, step);
+    let early = step.in_rotation || step.name == "snapshot-first-capture-taken";
+    if !early && (started.is_err() || post.is_err()) {
+        eprintln!("{context}: the writes were not acknowledged in time ({delay_us} µs a key)");
+        return false;
+    }
+    let restarted = start_server(run.path(), &["--save", ""]);
+    let mut conn = restarted.connection();
+    let mut actual = dump(&mut conn);
+    let found = actual
+        .iter()
+        .position(|(db, key, _)| *db == 0 && key == "post")
+        .map(|i| actual.remove(i).2);
+    match (step.in_rotation, early, &post, found) {
+        // Killed before the new incremental file took a byte.
+        (true, _, Err(_), None) => {}
+        (false, _, Ok(()), Some(value)) => assert_eq!(value, b"after the switch", "{context}"),
+        // Killed at a first capture: the write may not be acknowledged, but if it is in the
+        // file, it is whole.
+        (false, true, Err(_), None) => {}
+        (false, true, Err(_), Some(value)) => assert_eq!(value, b"after the switch"),
+        (_, _, post, found) => panic!("{context}: the write after the switch: {post:?}, {found:?}"),
+    }
+    let mut expected = prepared.dataset.clone();
+    // Written and fsynced at the switch, before any step, acknowledged or not.
+    expected.push((0, "pre".into(), b"before the switch".to_vec()));
+    expected.sort();
+    assert_eq!(actual, expected, "{context}");
+    // Whatever the crash left behind, start-up removed it, each file proven garbage by the
+    // manifest (a part above its base, an empty new file, a temp file, a history file).
+    let aof_dir = run.path().join("appendonlydir");
+    assert_only_the_manifest_s_files(&aof_dir, &context);
+    // And a compaction after the crash completes, deleting what it made history.
+    let before = dump(&mut conn);
+    assert_eq!(compact(&mut conn), "ok", "{context}");
+    assert_eq!(dump(&mut conn), before, "{context}");
+    assert_only_the_manifest_s_files(&aof_dir, &format!("{context}, compacted"));
+    true
+}
+
+/// The log directory holds the manifest and what it lists, no history among it, and
+/// nothing else.
+fn assert_only_the_manifest_s_files(aof_dir: &Path, context: &str) {
+    let mut expected_files = manifest_files(aof_dir);
+    expected_files.push("appendonly.aof.manifest".into());
+    expected_files.sort();
+    assert_eq!(files_in(aof_dir), expected_files, "{context}");
+    assert!(
+        !std::fs::read_to_string(aof_dir.join("appendonly.aof.manifest"))
+            .unwrap()
+            .contains("type h"),
+        "{context}: no history entries"
+    );
+}
+
+#[test]
+fn sigkill_at_every_step_of_the_first_compaction_keeps_the_dataset() {
+    sigkill_at_every_step(&fresh_directory());
+}
+
+/// Here a compaction also deletes two base parts and three incremental files: each
+/// deletion is a step.
+#[test]
+fn sigkill_at_every_step_of_a_compaction_over_history_keeps_the_dataset() {
+    sigkill_at_every_step(&directory_with_history());
 }
 
 #[test]

@@ -1,17 +1,23 @@
-//! Durability, shown by crashing: every acknowledged write survives `kill -9` under
-//! `appendfsync always`; a log cut mid-record loads with a warning; a damaged log stops
-//! start-up with the file and offset; a failing disk refuses writes and loses nothing.
+//! Durability, shown by crashing: no write is acknowledged before it is in the log file
+//! (`kill -9`), and under `appendfsync always` none before it is fsynced (power loss on the
+//! simulated disk); under `everysec` a power loss loses at most the writes not yet fsynced;
+//! a log cut mid-record loads with a warning; a damaged log stops start-up with the file
+//! and offset; a failing disk refuses writes and loses nothing.
 //!
-//! (Power loss — dropping what the page cache held — is covered by the storage-layer
-//! crash tests; `kill -9` leaves the page cache intact.)
+//! `kill -9` leaves the page cache intact: it shows what the process does, not what the
+//! disk keeps. Power loss — dropping what was not fsynced — runs the server in-process on
+//! `SimulatedStorage` (here, and with compactions in `tests/crash.rs`).
 
 mod common;
 
+use common::in_process::{InProcess, restart_after_power_loss};
+use common::model::{Progress, join_load, spawn_load_with_progress};
 use common::{check_aof, start_server, temp_dir, try_start_server, try_start_server_with};
 use redis::Commands;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tessera::storage::{SimulatedStorage, TornFile, TornWrites};
 
 /// Several rounds of: 8 clients writing, `kill -9` while they write, restart on the same
 /// directory. Every write acknowledged in any round is present. (Rounds matter: a reply
@@ -74,9 +80,139 @@ fn acknowledged_writes_survive_kill9(policy: &str) {
     }
 }
 
+/// What `kill -9` shows under `always`: no reply goes out before its write is in the log
+/// file. Not that it was fsynced — the page cache survives the process, and a server that
+/// never fsyncs passes this test; the fsync is what
+/// `always_keeps_every_acknowledged_write_across_power_loss` checks.
 #[test]
-fn always_keeps_every_acknowledged_write_across_kill9() {
+fn always_replies_only_after_the_write_is_in_the_log_file_across_kill9() {
     acknowledged_writes_survive_kill9("always");
+}
+
+/// `clients` write on the simulated disk (each fsync taking `sync_delay`);
+/// `before_crash` lets them run and says how many writes of each client must survive
+/// (None: every acknowledged one). Then the disk dies, the server halts and the power goes
+/// (`torn` for the bytes not synced). Restarts and checks that the dataset is what the
+/// first writes of each client made — no later write without the earlier ones — keeping at
+/// least those. Returns what the power loss did to the log's bytes that were not durable.
+fn power_loss_under_load(
+    policy: &str,
+    clients: usize,
+    sync_delay: Duration,
+    (seed, torn): (u64, TornWrites),
+    before_crash: impl FnOnce(&SimulatedStorage, &Progress) -> Option<Vec<usize>>,
+) -> Option<TornFile> {
+    let storage = SimulatedStorage::new();
+    let server = InProcess::start(&storage, &format!("appendfsync {policy}"));
+    storage.set_sync_delay(sync_delay);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (load, progress) =
+        spawn_load_with_progress(&server.url(), clients, seed, &stop, usize::MAX);
+    let must_keep = before_crash(&storage, &progress);
+    storage.crash_now();
+    server.halt();
+    stop.store(true, Ordering::Relaxed);
+    let model = join_load(load);
+    let acked = model.acked_per_client();
+    let at_least = must_keep.unwrap_or_else(|| acked.clone());
+    let tears = storage.power_loss(torn);
+    let log = tears
+        .iter()
+        .find(|t| t.path.to_string_lossy().ends_with(".incr.aof"))
+        .cloned();
+    let (restarted, cut) = restart_after_power_loss(&storage, &tears, "");
+    let context = format!(
+        "{policy}, {torn:?}: writes acknowledged per client {acked:?}, at least {at_least:?} \
+         must survive; the log's bytes not durable: {log:?}; cut by hand: {cut:?}"
+    );
+    assert!(
+        at_least.iter().all(|&n| n >= 100),
+        "{context}: too few writes"
+    );
+    let problems = model.verify_prefix(&mut restarted.connection(), &at_least);
+    assert!(problems.is_empty(), "{context}: {problems:#?}");
+    restarted.halt();
+    log
+}
+
+/// Waits until every client of a load has `writes` acknowledged; returns how many each has.
+fn wait_for_writes(progress: &Progress, writes: usize) -> Vec<usize> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while progress.acked().iter().any(|&n| n < writes) {
+        assert!(
+            Instant::now() < deadline,
+            "the load is stuck: {:?}",
+            progress.acked()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    progress.acked()
+}
+
+/// Power loss under `always`: what the page cache held is gone too, and every
+/// acknowledged write must still be there, however the writes in flight were torn. (A
+/// slow fsync: the power goes while a batch is written and not yet fsynced.)
+#[test]
+fn always_keeps_every_acknowledged_write_across_power_loss() {
+    let mut in_flight = 0;
+    for seed in 0..8 {
+        let torn = match seed % 4 {
+            0 => TornWrites::None,
+            1 => TornWrites::Seeded(seed),
+            2 => TornWrites::Hole(seed),
+            _ => TornWrites::Scattered(seed),
+        };
+        // Twelve clients: a batch in flight often spans several pages.
+        let delay = Duration::from_millis(3);
+        let log = power_loss_under_load("always", 12, delay, (seed, torn), |_, progress| {
+            wait_for_writes(progress, 100);
+            None
+        });
+        in_flight += usize::from(log.is_some());
+    }
+    assert!(
+        in_flight > 2,
+        "the power went with a write in flight {in_flight} times in 8"
+    );
+}
+
+/// Power loss under `everysec`: the writes acknowledged since the last fsync of the log
+/// may be lost — they were written, not fsynced — but nothing else: what survives is a
+/// prefix of each client's writes that holds every write acknowledged before an fsync.
+/// The pages of the unsynced end of the log survive in part, with holes or in any order:
+/// start-up cuts a torn end off, or refuses with the offset of damage in bytes that were
+/// not durable (then cut there, as `tessera-check-aof --fix` does), and never loads the
+/// lost bytes as data.
+#[test]
+fn everysec_loses_at_most_the_writes_not_yet_fsynced_across_power_loss() {
+    let mut holes = 0;
+    let tears = [
+        TornWrites::Seeded(11),
+        TornWrites::Hole(12),
+        TornWrites::Scattered(13),
+        TornWrites::Hole(14),
+        TornWrites::Scattered(15),
+    ];
+    for (seed, torn) in tears.into_iter().enumerate() {
+        let seed = (seed as u64, torn);
+        let log =
+            power_loss_under_load("everysec", 4, Duration::ZERO, seed, |storage, progress| {
+                // Acknowledged, so written: the next fsync of the log covers them.
+                let written = wait_for_writes(progress, 100);
+                let syncs = storage.counts().syncs;
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while storage.counts().syncs == syncs {
+                    assert!(Instant::now() < deadline, "no fsync within 10 s");
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                // Then more writes, not yet fsynced when the power goes.
+                let synced = progress.acked();
+                wait_for_writes(progress, synced.iter().max().unwrap() + 100);
+                Some(written)
+            });
+        holes += usize::from(log.is_some_and(|log| log.has_hole()));
+    }
+    assert!(holes > 0, "no power loss left a hole in the log");
 }
 
 /// Under `everysec` a reply goes out once its write is in the file, so the death of the

@@ -1,12 +1,17 @@
 //! A server running in-process on a simulated disk (`SimulatedStorage`), for tests of power
-//! loss and injected I/O faults: start it, talk to it, halt it where it stands.
+//! loss and injected I/O faults: start it, talk to it, halt it where it stands, restart it
+//! on what a power loss left; log directories to crash in (fresh, or with history), and the
+//! steps of a compaction as the code reaches them.
 
+use std::fmt;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tessera::config::Config;
+use tessera::log::manifest::Manifest;
 use tessera::server::Server;
-use tessera::storage::SimulatedStorage;
+use tessera::storage::{SimulatedStorage, Storage, TornFile};
 
 /// A server running on a thread of the test process.
 pub struct InProcess {
@@ -17,6 +22,13 @@ pub struct InProcess {
 
 impl InProcess {
     pub fn start(storage: &SimulatedStorage, settings: &str) -> InProcess {
+        InProcess::try_start(storage, settings)
+            .unwrap_or_else(|e| panic!("start-up failed: {e}\n{}", describe(storage)))
+    }
+
+    /// Starts a server and waits until it has loaded its data; the reason if start-up
+    /// refused or loading failed.
+    pub fn try_start(storage: &SimulatedStorage, settings: &str) -> Result<InProcess, String> {
         let mut config = Config::default();
         config
             .apply_text(
@@ -24,12 +36,11 @@ impl InProcess {
                 false,
             )
             .unwrap();
-        let server = Server::start_with_storage(config, String::new(), Arc::new(storage.clone()))
-            .unwrap_or_else(|e| panic!("start-up failed: {e}"));
+        let server = Server::start_with_storage(config, String::new(), Arc::new(storage.clone()))?;
         let port = server.port();
         let halt = server.halt_handle();
         let thread = std::thread::spawn(move || server.run());
-        let started = InProcess {
+        let mut started = InProcess {
             port,
             halt,
             thread: Some(thread),
@@ -37,19 +48,17 @@ impl InProcess {
         // Ready once loading is over (PING answers -LOADING until then).
         let mut conn = started.connection();
         let deadline = Instant::now() + Duration::from_secs(30);
-        let mut started = started;
         while redis::cmd("PING").query::<String>(&mut conn).is_err() {
             if started.thread.as_ref().is_some_and(|t| t.is_finished()) {
-                let result = started.thread.take().unwrap().join();
-                panic!(
-                    "the server stopped while loading: {result:?}\n{}",
-                    describe(storage)
-                );
+                return Err(match started.thread.take().unwrap().join() {
+                    Ok(Err(reason)) => reason,
+                    other => format!("the server stopped while loading: {other:?}"),
+                });
             }
             assert!(Instant::now() < deadline, "loading did not finish");
             std::thread::sleep(Duration::from_millis(5));
         }
-        started
+        Ok(started)
     }
 
     pub fn url(&self) -> String {
@@ -80,10 +89,12 @@ impl Drop for InProcess {
     }
 }
 
+/// The log directory of the servers here.
+pub const LOG_DIR: &str = "appendonlydir";
+
 /// The log directory as the storage holds it, for failure messages.
 pub fn describe(storage: &SimulatedStorage) -> String {
-    use tessera::storage::Storage;
-    let dir = std::path::Path::new("appendonlydir");
+    let dir = Path::new(LOG_DIR);
     let mut text = String::new();
     for name in storage.list_dir(dir).unwrap_or_default() {
         let len = storage.len(&dir.join(&name)).unwrap_or(0);
@@ -96,23 +107,37 @@ pub fn describe(storage: &SimulatedStorage) -> String {
     text
 }
 
-/// Every key of the first databases with its value.
-pub fn dump(conn: &mut redis::Connection) -> Vec<(i64, String, Vec<u8>)> {
+/// A dataset as `dump` reads it: (database, key, value), sorted.
+pub type Dataset = Vec<(i64, String, Vec<u8>)>;
+
+/// Every key of the first databases with its value (strings only), sorted.
+pub fn dump(conn: &mut redis::Connection) -> Dataset {
     let mut all = Vec::new();
     for db in 0..4 {
         let _: () = redis::cmd("SELECT").arg(db).query(conn).unwrap();
         let mut keys: Vec<String> = redis::cmd("KEYS").arg("*").query(conn).unwrap();
         keys.sort();
-        for key in keys {
-            let value: Vec<u8> = redis::cmd("GET").arg(&key).query(conn).unwrap();
-            all.push((db, key, value));
+        let mut pipe = redis::pipe();
+        for key in &keys {
+            pipe.cmd("GET").arg(key);
         }
+        let values: Vec<Vec<u8>> = if keys.is_empty() {
+            Vec::new()
+        } else {
+            pipe.query(conn).unwrap()
+        };
+        all.extend(keys.into_iter().zip(values).map(|(k, v)| (db, k, v)));
     }
     let _: () = redis::cmd("SELECT").arg(0).query(conn).unwrap();
     all
 }
 
 pub fn populate(conn: &mut redis::Connection, count: usize) {
+    populate_named(conn, "key", count);
+}
+
+/// `count` strings `<prefix>:<i>` of several sizes in databases 0 to 2.
+pub fn populate_named(conn: &mut redis::Connection, prefix: &str, count: usize) {
     let mut pipe = redis::pipe();
     for i in 0..count {
         pipe.cmd("SELECT").arg(i % 3).ignore();
@@ -121,10 +146,19 @@ pub fn populate(conn: &mut redis::Connection, count: usize) {
             1 => format!("value {i} {}", "q".repeat(i % 300)),
             _ => format!("{i}").repeat(40),
         };
-        pipe.cmd("SET").arg(format!("key:{i}")).arg(value).ignore();
+        pipe.cmd("SET")
+            .arg(format!("{prefix}:{i}"))
+            .arg(value)
+            .ignore();
     }
     pipe.cmd("SELECT").arg(0).ignore();
     let _: () = pipe.query(conn).unwrap();
+}
+
+/// How many times checkpoint `name` was reached since the storage's creation or its last
+/// power loss.
+pub fn count_reached(storage: &SimulatedStorage, name: &str) -> usize {
+    storage.checkpoints().iter().filter(|s| *s == name).count()
 }
 
 pub fn wait_for_checkpoint(storage: &SimulatedStorage, step: &str) {
@@ -133,7 +167,7 @@ pub fn wait_for_checkpoint(storage: &SimulatedStorage, step: &str) {
         None => (step, 1),
     };
     let deadline = Instant::now() + Duration::from_secs(20);
-    while storage.checkpoints().iter().filter(|s| *s == name).count() < nth {
+    while count_reached(storage, name) < nth {
         assert!(
             Instant::now() < deadline,
             "{step} not reached; reached: {:?}",
@@ -141,4 +175,296 @@ pub fn wait_for_checkpoint(storage: &SimulatedStorage, step: &str) {
         );
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// What a restart after a power loss needed: the file cut, and where.
+pub type Cut = Option<(PathBuf, u64)>;
+
+/// Starts a server on what a power loss left (`torn`: what it did to bytes not durable).
+/// Start-up may refuse a log file damaged by the power loss, but only where a hole of lost
+/// pages lies in bytes that were not durable (a torn prefix is cut off by start-up
+/// itself). Then the file is cut at the offset start-up names, as `tessera-check-aof --fix`
+/// would after confirmation, and the server started again. Any other refusal fails.
+pub fn restart_after_power_loss(
+    storage: &SimulatedStorage,
+    torn: &[TornFile],
+    settings: &str,
+) -> (InProcess, Cut) {
+    let error = match InProcess::try_start(storage, settings) {
+        Ok(server) => return (server, None),
+        Err(error) => error,
+    };
+    let (path, offset) = damage_named_in(&error).unwrap_or_else(|| {
+        panic!(
+            "start-up refused after a power loss: {error}\n{}",
+            describe(storage)
+        )
+    });
+    let tear = torn.iter().find(|t| t.path == path).unwrap_or_else(|| {
+        panic!("start-up found damage in {path:?}, whose bytes were all durable: {error}")
+    });
+    assert!(
+        offset >= tear.synced && tear.has_hole(),
+        "start-up found damage at offset {offset} of {path:?}, which is not in a hole of \
+         bytes that were not durable ({tear:?}): {error}"
+    );
+    let mut file = storage.open_append(&path).unwrap();
+    file.set_len(offset).unwrap();
+    file.sync_data().unwrap();
+    let server = InProcess::try_start(storage, settings).unwrap_or_else(|e| {
+        panic!(
+            "start-up failed after cutting {path:?} at {offset}: {e}\n{}",
+            describe(storage)
+        )
+    });
+    (server, Some((path, offset)))
+}
+
+/// The file and offset of "Bad file format reading the append only file <path> at offset
+/// <n>: ..." (start-up's refusal of a damaged log file).
+fn damage_named_in(error: &str) -> Option<(PathBuf, u64)> {
+    let rest = error.split("reading the append only file ").nth(1)?;
+    let (path, rest) = rest.split_once(" at offset ")?;
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    // As the storage names it: `./dir/file` is `dir/file`.
+    let path = Path::new(path)
+        .components()
+        .filter(|c| *c != std::path::Component::CurDir)
+        .collect();
+    Some((path, digits.parse().ok()?))
+}
+
+/// Runs a compaction (BGREWRITEAOF) to its end; returns `aof_last_bgrewrite_status`.
+pub fn compact(conn: &mut redis::Connection) -> String {
+    let _: String = redis::cmd("BGREWRITEAOF").query(conn).unwrap();
+    super::wait_for_background_jobs(conn);
+    super::info_field(conn, "aof_last_bgrewrite_status").unwrap()
+}
+
+/// The manifest in force.
+pub fn manifest(storage: &SimulatedStorage) -> Manifest {
+    let bytes = storage
+        .read(&Path::new(LOG_DIR).join("appendonly.aof.manifest"))
+        .unwrap();
+    Manifest::parse(&bytes).unwrap()
+}
+
+/// After a start-up: the log directory holds the manifest and the files it lists, no
+/// history among them, and nothing else (the files a crash left behind were all proved
+/// garbage by the manifest and removed).
+pub fn assert_directory_is_the_manifest(storage: &SimulatedStorage, context: &str) {
+    let manifest = manifest(storage);
+    assert!(
+        manifest.history().next().is_none(),
+        "{context}: history files are deleted at start-up\n{}",
+        describe(storage)
+    );
+    let mut expected: Vec<String> = manifest.entries.iter().map(|e| e.name.clone()).collect();
+    expected.push("appendonly.aof.manifest".into());
+    expected.sort();
+    assert_eq!(
+        storage.list_dir(Path::new(LOG_DIR)).unwrap(),
+        expected,
+        "{context}: only the manifest and its files remain\n{}",
+        describe(storage)
+    );
+}
+
+/// The settings of the crash experiments: every write is fsynced before its reply, and a
+/// compaction writes two parts.
+pub const CRASH_SETTINGS: &str = "appendfsync always\naof-rewrite-threads 2";
+
+/// A log directory to crash a compaction in: the durable image of `storage`, holding
+/// `dataset`.
+pub struct Prepared {
+    pub name: &'static str,
+    pub storage: SimulatedStorage,
+    pub dataset: Dataset,
+}
+
+impl Prepared {
+    /// How many base parts and incremental files its manifest lists.
+    pub fn shape(&self) -> (usize, usize) {
+        let manifest = manifest(&self.storage);
+        (manifest.base().count(), manifest.incremental().count())
+    }
+
+    /// Whether an earlier compaction left a base.
+    pub fn has_base(&self) -> bool {
+        self.shape().0 > 0
+    }
+}
+
+/// A directory with one incremental file and no base yet (the first compaction).
+pub fn fresh_directory() -> Prepared {
+    let storage = SimulatedStorage::new();
+    let server = InProcess::start(&storage, CRASH_SETTINGS);
+    populate(&mut server.connection(), 300);
+    server.halt();
+    prepared("fresh directory", storage)
+}
+
+/// A directory with history: a base of two parts (an earlier compaction), then three
+/// incremental files with records, as left by two compactions that crashed after their
+/// switch to a new incremental file. A compaction there deletes two parts and three
+/// incremental files once it commits.
+pub fn directory_with_history() -> Prepared {
+    let storage = SimulatedStorage::new();
+    let server = InProcess::start(&storage, CRASH_SETTINGS);
+    let mut conn = server.connection();
+    populate(&mut conn, 300);
+    assert_eq!(compact(&mut conn), "ok");
+    populate_named(&mut conn, "incr2", 40);
+    let mut server = server;
+    for file in 3..=4 {
+        // Held once its parts are written: the writes after the switch are acknowledged,
+        // then the compaction crashes before its commit.
+        let step = "snapshot-parts-written";
+        let step = format!("{step}:{}", count_reached(&storage, step) + 1);
+        storage.pause_at(&step);
+        storage.crash_at(&step);
+        let _: String = redis::cmd("BGREWRITEAOF").query(&mut conn).unwrap();
+        wait_for_checkpoint(&storage, &step);
+        populate_named(&mut conn, &format!("incr{file}"), 40);
+        storage.resume();
+        server.halt();
+        let _ = storage.power_loss(tessera::storage::TornWrites::None);
+        server = InProcess::start(&storage, CRASH_SETTINGS);
+        conn = server.connection();
+    }
+    server.halt();
+    let prepared = prepared("directory with history", storage);
+    assert_eq!(prepared.shape(), (2, 3), "{}", describe(&prepared.storage));
+    prepared
+}
+
+/// Reads the dataset of the durable image of `storage` (on a copy: no checkpoint of the
+/// reading server is counted in it).
+fn prepared(name: &'static str, storage: SimulatedStorage) -> Prepared {
+    let storage = storage.durable_copy();
+    let copy = storage.durable_copy();
+    let server = InProcess::start(&copy, "");
+    let dataset = dump(&mut server.connection());
+    server.halt();
+    assert!(dataset.len() >= 300, "{name}: {} keys", dataset.len());
+    Prepared {
+        name,
+        storage,
+        dataset,
+    }
+}
+
+/// Starts a compaction: a write and BGREWRITEAOF sent together, so that the write is the
+/// last record of the old incremental file, which the switch to the new one fsyncs before
+/// any step of the compaction: it is acknowledged whatever step the compaction crashes at.
+pub fn start_compaction_after_a_write(conn: &mut redis::Connection) -> redis::RedisResult<()> {
+    let ((), reply): ((), String) = redis::pipe()
+        .cmd("SET")
+        .arg("pre")
+        .arg("before the switch")
+        .cmd("BGREWRITEAOF")
+        .query(conn)?;
+    assert_eq!(reply, "Background append only file rewriting started");
+    Ok(())
+}
+
+/// A step of a compaction at which a crash test stops the world: a checkpoint and which of
+/// its occurrences, counted from the server's start, as `TESSERA_CRASH_AT` counts them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Step {
+    pub name: String,
+    pub nth: usize,
+    /// Reached by the log writer while it switches to the new incremental file: a write
+    /// after the start of the compaction can't be acknowledged before it.
+    pub in_rotation: bool,
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.name, self.nth)
+    }
+}
+
+/// Every checkpoint that a compaction reaches in `prepared`, in the order of one run:
+/// `start_compaction_after_a_write`, then a write, on a server started on a copy of it.
+pub fn compaction_steps(prepared: &Prepared) -> Vec<Step> {
+    let storage = prepared.storage.durable_copy();
+    let server = InProcess::start(&storage, CRASH_SETTINGS);
+    let mut conn = server.connection();
+    let before = storage.checkpoints().len();
+    start_compaction_after_a_write(&mut conn).expect("the write before the switch");
+    let _: () = redis::cmd("SET")
+        .arg("post")
+        .arg("after the switch")
+        .query(&mut conn)
+        .expect("the write after the switch is acknowledged");
+    super::wait_for_background_jobs(&mut conn);
+    let status = super::info_field(&mut conn, "aof_last_bgrewrite_status");
+    assert_eq!(status.as_deref(), Some("ok"));
+    server.halt();
+    let reached = storage.checkpoints();
+    let mut steps = Vec::new();
+    let mut in_rotation = false;
+    for (index, name) in reached.iter().enumerate() {
+        let nth = reached[..=index].iter().filter(|n| *n == name).count();
+        in_rotation |= name == "rewrite-incr-created";
+        if index >= before {
+            steps.push(Step {
+                name: name.clone(),
+                nth,
+                in_rotation: in_rotation
+                    && (name.starts_with("rewrite-incr") || name.starts_with("manifest-")),
+            });
+        }
+        in_rotation &= name != "rewrite-incr-committed";
+    }
+    steps
+}
+
+/// How many files a compaction in `prepared` deletes once it commits: the base parts and
+/// the incremental files it makes history.
+pub fn history_files(prepared: &Prepared) -> usize {
+    let (parts, incremental) = prepared.shape();
+    parts + incremental
+}
+
+/// Checks that `steps` hold every step of the protocol (`PROTOCOL_STEPS`, by name) and each
+/// repeated step as often as `prepared` makes it happen: a step per part written, a
+/// deletion per history file, three manifest commits.
+pub fn assert_steps_cover_the_protocol(steps: &[Step], prepared: &Prepared) {
+    let count = |name: &str| steps.iter().filter(|s| s.name == name).count();
+    for step in super::PROTOCOL_STEPS {
+        let name = step.split(':').next().unwrap();
+        assert!(
+            count(name) > 0,
+            "{}: {name} not reached: {steps:?}",
+            prepared.name
+        );
+    }
+    let expected = [
+        ("snapshot-first-capture-taken", 2),
+        ("snapshot-part-synced", 2),
+        ("rewrite-deleted-one", history_files(prepared)),
+        ("manifest-temp-written", 3),
+        ("manifest-renamed", 3),
+    ];
+    for (name, times) in expected {
+        assert_eq!(count(name), times, "{}: {name} in {steps:?}", prepared.name);
+    }
+    let rotation: Vec<String> = steps
+        .iter()
+        .filter(|s| s.in_rotation)
+        .map(|s| s.name.clone())
+        .collect();
+    assert_eq!(
+        rotation,
+        [
+            "rewrite-incr-created",
+            "manifest-temp-written",
+            "manifest-renamed",
+            "rewrite-incr-committed"
+        ],
+        "{}",
+        prepared.name
+    );
 }

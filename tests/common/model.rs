@@ -5,7 +5,7 @@
 use rand::{RngExt, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// A write, as the state it leaves the key in (APPEND is recorded as the value it makes,
@@ -68,10 +68,23 @@ fn read_state(conn: &mut redis::Connection, key: &str) -> Op {
 
 #[derive(Default, Debug)]
 pub struct KeyHistory {
-    /// Every write attempted on the key, in order (one client per key: no races).
+    /// The client that writes the key (one client per key: no races).
+    pub client: usize,
+    /// Every write attempted on the key, in order.
     pub ops: Vec<Op>,
+    /// For each of `ops`, its place among all the writes of its client (from 0).
+    pub seqs: Vec<usize>,
     /// Index in `ops` of the last acknowledged one.
     pub acked: Option<usize>,
+}
+
+impl KeyHistory {
+    fn push(&mut self, client: usize, seq: usize, op: Op) -> usize {
+        self.client = client;
+        self.ops.push(op);
+        self.seqs.push(seq);
+        self.ops.len() - 1
+    }
 }
 
 /// Keys by (database, name).
@@ -103,6 +116,69 @@ impl Model {
             .count()
     }
 
+    /// For each client, how many of its writes were acknowledged (its writes are
+    /// sequential: they are its first ones).
+    pub fn acked_per_client(&self) -> Vec<usize> {
+        let mut acked = Vec::new();
+        for history in self.keys.values() {
+            if acked.len() <= history.client {
+                acked.resize(history.client + 1, 0);
+            }
+            if let Some(index) = history.acked {
+                let count = &mut acked[history.client];
+                *count = (*count).max(history.seqs[index] + 1);
+            }
+        }
+        acked
+    }
+
+    /// Checks that the dataset behind `conn` is what the first writes of each client made,
+    /// for some number of them per client — a log replays a prefix of its records, however
+    /// a crash cut it — and at least `at_least[client]` of them (the writes known to be
+    /// durable). Also reports keys no client wrote. Returns the problems found.
+    pub fn verify_prefix(&self, conn: &mut redis::Connection, at_least: &[usize]) -> Vec<String> {
+        type Keys<'a> = Vec<(&'a (i64, String), &'a KeyHistory)>;
+        let mut by_client: BTreeMap<usize, Keys> = BTreeMap::new();
+        for (key, history) in &self.keys {
+            by_client
+                .entry(history.client)
+                .or_default()
+                .push((key, history));
+        }
+        let mut problems = Vec::new();
+        for (client, keys) in by_client {
+            let attempted = keys
+                .iter()
+                .filter_map(|(_, h)| h.seqs.last())
+                .max()
+                .map_or(0, |seq| seq + 1);
+            let at_least = at_least.get(client).copied().unwrap_or(0);
+            // possible[c]: the dataset so far is what the client's first c writes made.
+            let mut possible: Vec<bool> = (0..=attempted).map(|c| c >= at_least).collect();
+            for ((db, key), history) in keys {
+                let _: () = redis::cmd("SELECT").arg(*db).query(conn).unwrap();
+                let actual = read_state(conn, key);
+                for (cut, possible) in possible.iter_mut().enumerate() {
+                    // After `cut` writes, the key holds its last write before them.
+                    let applied = history.seqs.partition_point(|&seq| seq < cut);
+                    let state = applied.checked_sub(1).map_or(&Op::Del, |i| &history.ops[i]);
+                    *possible &= *state == actual;
+                }
+                if !possible.contains(&true) {
+                    problems.push(format!(
+                        "client {client}: no prefix of its {attempted} writes (keeping at least \
+                         {at_least}) explains db {db} key {key}: found {}, written {:?}",
+                        actual.describe(),
+                        history.ops.iter().map(Op::describe).collect::<Vec<_>>()
+                    ));
+                    break;
+                }
+            }
+        }
+        problems.extend(self.unexpected_keys(conn));
+        problems
+    }
+
     /// Checks the dataset behind `conn` against the model; returns the problems found.
     pub fn verify(&self, conn: &mut redis::Connection) -> Vec<String> {
         let mut problems = Vec::new();
@@ -124,8 +200,14 @@ impl Model {
                 ));
             }
         }
-        // Nothing else: every key in the databases used was written by some client.
-        let dbs: std::collections::BTreeSet<i64> = self.keys.keys().map(|(db, _)| *db).collect();
+        problems.extend(self.unexpected_keys(conn));
+        problems
+    }
+
+    /// Keys in the databases used that no client wrote.
+    fn unexpected_keys(&self, conn: &mut redis::Connection) -> Vec<String> {
+        let mut problems = Vec::new();
+        let dbs: BTreeSet<i64> = self.keys.keys().map(|(db, _)| *db).collect();
         for db in dbs {
             let _: () = redis::cmd("SELECT").arg(db).query(conn).unwrap();
             let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(conn).unwrap();
@@ -143,7 +225,7 @@ impl Model {
 /// and compressible), APPEND and DEL on its string keys, HINCRBY/HDEL on its hashes,
 /// SADD/SREM on its sets, RPUSH/LPOP on its lists and ZINCRBY/ZREM on its sorted sets,
 /// in database `db`, until `stop` or the first error (an unanswered request counts as
-/// attempted, not acknowledged).
+/// attempted, not acknowledged). `acked` counts its writes acknowledged so far.
 pub fn write_load(
     url: &str,
     client: usize,
@@ -151,6 +233,7 @@ pub fn write_load(
     seed: u64,
     stop: Arc<AtomicBool>,
     max_ops: usize,
+    acked: &AtomicUsize,
 ) -> Model {
     let mut model = Model::default();
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
@@ -272,12 +355,12 @@ pub fn write_load(
                 }
             };
             let history = model.keys.entry((db, key)).or_default();
-            history.ops.push(op);
-            let index = history.ops.len() - 1;
+            let index = history.push(client, n, op);
             match command.query::<redis::Value>(&mut conn) {
                 Ok(_) => history.acked = Some(index),
                 Err(_) => break,
             }
+            acked.store(n + 1, Ordering::Relaxed);
             continue;
         }
         let key = format!("c{client}:k{}", rng.random_range(0..40u32));
@@ -307,8 +390,7 @@ pub fn write_load(
             Op::Set(value)
         };
         let history = model.keys.entry((db, key.clone())).or_default();
-        history.ops.push(op.clone());
-        let index = history.ops.len() - 1;
+        let index = history.push(client, n, op.clone());
         let result: redis::RedisResult<redis::Value> = match &op {
             Op::Del => redis::cmd("DEL").arg(&key).query(&mut conn),
             Op::Set(_) if choice < 30 => {
@@ -327,8 +409,19 @@ pub fn write_load(
             Ok(_) => history.acked = Some(index),
             Err(_) => break,
         }
+        acked.store(n + 1, Ordering::Relaxed);
     }
     model
+}
+
+/// How many writes each client of a running load has had acknowledged so far.
+#[derive(Clone)]
+pub struct Progress(Arc<Vec<AtomicUsize>>);
+
+impl Progress {
+    pub fn acked(&self) -> Vec<usize> {
+        self.0.iter().map(|n| n.load(Ordering::Relaxed)).collect()
+    }
 }
 
 /// Runs `clients` write loads at once (databases 0, 1, 2 in turn) until `stop`.
@@ -339,10 +432,25 @@ pub fn spawn_load(
     stop: &Arc<AtomicBool>,
     max_ops: usize,
 ) -> Vec<std::thread::JoinHandle<Model>> {
-    (0..clients)
+    spawn_load_with_progress(url, clients, seed, stop, max_ops).0
+}
+
+/// `spawn_load`, and how far each client is while they run.
+pub fn spawn_load_with_progress(
+    url: &str,
+    clients: usize,
+    seed: u64,
+    stop: &Arc<AtomicBool>,
+    max_ops: usize,
+) -> (Vec<std::thread::JoinHandle<Model>>, Progress) {
+    let progress = Progress(Arc::new(
+        (0..clients).map(|_| AtomicUsize::new(0)).collect(),
+    ));
+    let handles = (0..clients)
         .map(|client| {
             let url = url.to_string();
             let stop = stop.clone();
+            let progress = progress.clone();
             std::thread::spawn(move || {
                 write_load(
                     &url,
@@ -351,10 +459,12 @@ pub fn spawn_load(
                     seed ^ (client as u64 * 7919),
                     stop,
                     max_ops,
+                    &progress.0[client],
                 )
             })
         })
-        .collect()
+        .collect();
+    (handles, progress)
 }
 
 pub fn join_load(handles: Vec<std::thread::JoinHandle<Model>>) -> Model {
