@@ -192,14 +192,24 @@ fn power_loss_after_every_fsync_of_a_compaction_keeps_the_dataset() {
 fn a_failed_compaction_leaves_the_previous_state_and_is_reported() {
     for fault in [Fault::NoSpace, Fault::Io] {
         let storage = SimulatedStorage::new();
-        // `always`: every write is fsynced before its reply, so no log fsync is pending
-        // when the compaction starts and the failed sync is surely a part's.
         let server = InProcess::start(&storage, "appendfsync always\naof-rewrite-threads 2");
         let mut conn = server.connection();
         populate(&mut conn, 400);
-        // Fail the fsync of a part: the first sync once a part holds captured keys.
-        storage.fail_sync_after("snapshot-first-capture-taken", fault);
-        assert_eq!(compact(&mut conn), "err", "{fault:?}");
+        // Fail the fsync of a part: the first sync once the switch to the new incremental
+        // file is done (its syncs race with the parts': a part is held at its first capture
+        // until then). Under `always` no write is waiting for the log's fsync.
+        storage.pause_at("snapshot-first-capture-taken");
+        let _: String = redis::cmd("BGREWRITEAOF").query(&mut conn).unwrap();
+        wait_for_checkpoint(&storage, "rewrite-incr-committed");
+        wait_for_checkpoint(&storage, "snapshot-first-capture-taken");
+        let failing = storage.counts().syncs + 1;
+        storage.fail_sync(failing, fault);
+        storage.resume();
+        wait_for_background_jobs(&mut conn);
+        let failed = storage.synced_paths()[failing as usize - 1].clone();
+        assert!(failed.to_string_lossy().ends_with(".rdb"), "{failed:?}");
+        let status = info_field(&mut conn, "aof_last_bgrewrite_status");
+        assert_eq!(status.as_deref(), Some("err"), "{fault:?}");
         assert_eq!(
             info_field(&mut conn, "aof_rewrites_consecutive_failures").unwrap(),
             "1"
