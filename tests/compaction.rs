@@ -36,15 +36,6 @@ fn error_text(result: redis::RedisResult<String>) -> String {
     }
 }
 
-fn files_in(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
-
 #[test]
 fn back_to_back_rewrites_under_load_keep_every_acknowledged_write() {
     let dir = temp_dir();
@@ -90,7 +81,7 @@ fn back_to_back_rewrites_under_load_keep_every_acknowledged_write() {
     let mut expected: Vec<String> = listed.clone();
     expected.push("appendonly.aof.manifest".into());
     expected.sort();
-    assert_eq!(files_in(&server.aof_dir()), expected);
+    assert_eq!(common::dirs::file_names(&server.aof_dir()), expected);
     assert_eq!(listed.iter().filter(|n| n.ends_with(".rdb")).count(), 3);
     assert_eq!(
         listed.iter().filter(|n| n.ends_with(".incr.aof")).count(),
@@ -209,7 +200,7 @@ fn every_part_passes_redis_check_rdb_and_redis_loads_a_single_part_directory() {
     let copy = temp_dir();
     let copied_aof = copy.path().join("appendonlydir");
     std::fs::create_dir_all(&copied_aof).unwrap();
-    for name in files_in(&dir.path().join("appendonlydir")) {
+    for name in common::dirs::file_names(&dir.path().join("appendonlydir")) {
         std::fs::copy(
             dir.path().join("appendonlydir").join(&name),
             copied_aof.join(&name),
@@ -420,7 +411,7 @@ const CRASH_ARGS: [&str; 6] = [
 fn copy_log_dir(from: &Path, to: &Path) {
     let (from, to) = (from.join("appendonlydir"), to.join("appendonlydir"));
     std::fs::create_dir_all(&to).unwrap();
-    for name in files_in(&from) {
+    for name in common::dirs::file_names(&from) {
         std::fs::copy(from.join(&name), to.join(&name)).unwrap();
     }
 }
@@ -580,7 +571,11 @@ fn assert_only_the_manifest_s_files(aof_dir: &Path, context: &str) {
     let mut expected_files = manifest_files(aof_dir);
     expected_files.push("appendonly.aof.manifest".into());
     expected_files.sort();
-    assert_eq!(files_in(aof_dir), expected_files, "{context}");
+    assert_eq!(
+        common::dirs::file_names(aof_dir),
+        expected_files,
+        "{context}"
+    );
     assert!(
         !std::fs::read_to_string(aof_dir.join("appendonly.aof.manifest"))
             .unwrap()
