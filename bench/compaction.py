@@ -19,6 +19,8 @@ alternating which server goes first:
             --auto-aof-rewrite-percentage 0
 
  2. preload: redis-benchmark -t set -r 1000000 -d SIZE -c 50 -P 16 -n PRELOAD -q
+    (with --values distinct: a custom SET whose value is made of __rand_int__
+    placeholders, so each request writes its own value)
     (keys `key:__rand_int__`, 16 bytes; the default 2,000,000 requests leave
     about 86 % of the 1M key space set), then wait for the disk (sync);
  3. start the same command with a huge -n in the background and sample every
@@ -502,9 +504,35 @@ class Servers:
             self.dirs.remove(d)
 
 
-def bench_flags(size: int, n: int) -> list[str]:
-    return ["-t", "set", "-r", str(KEYSPACE), "-d", str(size), "-c", str(CLIENTS),
-            "-P", str(PIPELINE), "-n", str(n), "-q"]
+def distinct_value(size: int) -> str:
+    """A value template of exactly `size` bytes made of `__rand_int__` placeholders:
+    redis-benchmark fills each one independently per request (12 digits, zero-padded,
+    < -r), so every SET writes its own value. Bytes that do not fill a whole placeholder
+    are a fixed `v` padding."""
+    if size < 16:
+        raise ValueError("distinct values need at least 16 bytes")
+    head = "val:"
+    count = (size - len(head)) // 12
+    return head + "__rand_int__" * count + "v" * (size - len(head) - 12 * count)
+
+
+def load_text(values: str) -> str:
+    """The load's redis-benchmark flags as the report shows them."""
+    common = f"-r {KEYSPACE} -c {CLIENTS} -P {PIPELINE} -q"
+    if values == "fixed":
+        return f"-t set -d SIZE {common}"
+    return f"{common} SET key:__rand_int__ val:__rand_int__... (SIZE bytes)"
+
+
+def bench_flags(size: int, n: int, values: str) -> list[str]:
+    """redis-benchmark flags of the load. `fixed`: `-t set`, which writes one value to
+    every key (a pseudo-random printable string generated once at start-up: LZF cannot
+    shrink it much, but every key holds the same bytes). `distinct`: a custom SET whose
+    value differs per request."""
+    common = ["-r", str(KEYSPACE), "-c", str(CLIENTS), "-P", str(PIPELINE), "-n", str(n), "-q"]
+    if values == "fixed":
+        return ["-t", "set", "-d", str(size)] + common
+    return common + ["SET", "key:__rand_int__", distinct_value(size)]
 
 
 # --------------------------------------------------------------------------
@@ -613,7 +641,7 @@ def start_loader(args, srv: Server, size: int, n: int) -> subprocess.Popen:
     errf = open(srv.dir / "loader.err", "wb")
     try:
         return subprocess.Popen(
-            [args.redis_benchmark, "-h", HOST, "-p", str(srv.port)] + bench_flags(size, n),
+            [args.redis_benchmark, "-h", HOST, "-p", str(srv.port)] + bench_flags(size, n, args.values),
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errf,
             start_new_session=True,
         )
@@ -686,7 +714,7 @@ def run_once(args, servers: Servers, folds, name: str, size: int, threads, phase
         run.m["threads"] = num(pers, "tessera_aof_rewrite_threads")
         t = time.monotonic()
         subprocess.run(
-            [args.redis_benchmark, "-h", HOST, "-p", str(srv.port)] + bench_flags(size, args.preload),
+            [args.redis_benchmark, "-h", HOST, "-p", str(srv.port)] + bench_flags(size, args.preload, args.values),
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             check=True, timeout=args.run_timeout,
         )
@@ -996,7 +1024,7 @@ def render(args, ctx: dict, main_runs: list[Run], sweep_runs: list[Run], charts:
         f"`{ctx['tessera_version']}` (git {ctx['tessera_git']})",
         f"- Mode: {'QUICK smoke run (numbers are not meaningful)' if args.quick else 'full'}; "
         f"repeat {args.repeat}" + (", medians of the runs (ratios: median of the per-run ratios)" if args.repeat > 1 else ""),
-        f"- Load: `redis-benchmark -t set -r {KEYSPACE} -d SIZE -c {CLIENTS} -P {PIPELINE} -q`; "
+        f"- Load: `redis-benchmark {load_text(args.values)}`; "
         f"preload -n {args.preload:,}, then the same with -n {HUGE_N:,} in the background; "
         f"phases: warm-up {ctx['main'].warmup:g} s, steady {ctx['main'].steady:g} s, BGREWRITEAOF, "
         f"until done + {ctx['main'].tail:g} s (thread sweep: {ctx['sweep'].warmup:g} / "
@@ -1147,7 +1175,15 @@ def render(args, ctx: dict, main_runs: list[Run], sweep_runs: list[Run], charts:
                  f"| {f_num(r.m.get('sampler_cpu_pct'), 1)} | {f_num(r.m.get('pss_every_s'))} "
                  f"| {status_text} | {csv_name} |")
     L += ["", "Notes:", "",
-          "- redis-benchmark `-t set` writes the same `xxx...` value to every key; only the key is random.",
+          "- Values: " + ("redis-benchmark `-t set` writes one value to every key: a pseudo-random string of "
+                         "printable characters generated once at start-up (so LZF cannot shrink it much, "
+                         "but every key holds the same bytes); only the key is random."
+                         if args.values == "fixed" else
+                         "a custom `SET key:__rand_int__ val:__rand_int__...` whose value is made of "
+                         "`__rand_int__` placeholders; redis-benchmark fills each with its own 12-digit "
+                         "zero-padded random number below 1,000,000 per request, so every value is "
+                         "distinct (digit strings, half of them zeros: LZF shrinks them in Redis's "
+                         "snapshot, Tessera's parts are not compressed)."),
           "- The sampler reads a few /proc files and pipelines INFO stats, INFO persistence and DBSIZE "
           "on one connection per sample; its CPU share is in the table above (it competes with the "
           "server and redis-benchmark for the CPUs). Its INFO/DBSIZE calls count in "
@@ -1179,6 +1215,9 @@ def parse_args():
                         "(default 1,2,4,8; '' skips the sweep)")
     p.add_argument("--sweep-size", type=int, default=1024, help="value size of the thread sweep (default 1024)")
     p.add_argument("--repeat", type=int, default=1, help="runs per configuration; medians are reported (default 1)")
+    p.add_argument("--values", choices=("fixed", "distinct"), default="fixed",
+                   help="fixed: redis-benchmark -t set (one value for every key, the default); "
+                        "distinct: a custom SET with a value of __rand_int__ placeholders, distinct per request")
     p.add_argument("--preload", type=int, default=None,
                    help="redis-benchmark -n of the preload (default 2000000; --quick: 300000)")
     p.add_argument("--steady", type=float, default=None, help="steady seconds before BGREWRITEAOF (default 4; quick 2)")
@@ -1221,7 +1260,8 @@ def parse_args():
     if args.tail is None:
         args.tail = 1.5 if q else 3.0
     if args.report is None:
-        args.report = str(REPO / "bench" / "results" / ("compaction-quick.md" if q else "compaction.md"))
+        stem = ("compaction-quick" if q else "compaction") + ("-distinct" if args.values == "distinct" else "")
+        args.report = str(REPO / "bench" / "results" / f"{stem}.md")
     if args.results_dir is None:
         args.results_dir = str(Path(args.report).resolve().parent)
     if args.repeat < 1:
@@ -1252,7 +1292,7 @@ def main() -> int:
     results = Path(args.results_dir)
     results.mkdir(parents=True, exist_ok=True)
     Path(args.report).resolve().parent.mkdir(parents=True, exist_ok=True)
-    prefix = "compaction-quick" if args.quick else "compaction"
+    prefix = ("compaction-quick" if args.quick else "compaction") + ("-distinct" if args.values == "distinct" else "")
     tmp_base = Path(args.tmp_base or tempfile.gettempdir())
     args.tmp_base = str(tmp_base)
     main_phases = Phases(args.warmup, args.steady, args.tail)

@@ -69,12 +69,14 @@ KEYSPACE = 1_000_000  # -r for every case
 HOST = "127.0.0.1"
 TARGET_ALWAYS_RATIO = 0.7
 
-# A 100-byte value made of 8 `__rand_int__` placeholders. redis-benchmark
+# Values made of `__rand_int__` placeholders (100 and 1024 bytes). redis-benchmark
 # replaces every occurrence independently with a 12-digit zero-padded random
 # number in [0, -r), so each SET writes a (practically) distinct value; the
-# built-in `-t set` writes the same "xxx..." payload to every key.
+# built-in `-t set` writes one value to every key (a pseudo-random printable
+# string generated once at start-up).
 DISTINCT_VALUE = "val:" + "__rand_int__" * 8
-assert len(DISTINCT_VALUE) == 100
+DISTINCT_VALUE_1K = "val:" + "__rand_int__" * 85
+assert len(DISTINCT_VALUE) == 100 and len(DISTINCT_VALUE_1K) == 1024
 
 
 # --------------------------------------------------------------------------
@@ -108,6 +110,12 @@ class Case:
         if self.test == "custom":
             return flags + list(self.custom)
         return ["-t", self.test] + flags
+
+    def shown_flags(self, n: int) -> str:
+        """The flags as reports show them: a run of placeholders as `__rand_int__ x N`."""
+        text = shlex.join(self.bench_flags(n))
+        return re.sub(r"((?:__rand_int__){2,})",
+                      lambda m: f"__rand_int__ x{len(m.group(1)) // 12}", text)
 
 
 def build_cases() -> list[Case]:
@@ -156,6 +164,20 @@ def build_cases() -> list[Case]:
             2_000_000,
             50_000,
             ("SET", "key:__rand_int__", DISTINCT_VALUE),
+        )
+    )
+    cases.append(
+        Case(
+            "set-distinct-P16-d1024",
+            "SET, distinct values",
+            "custom",
+            50,
+            16,
+            len(DISTINCT_VALUE_1K),
+            "everysec",
+            1_000_000,
+            50_000,
+            ("SET", "key:__rand_int__", DISTINCT_VALUE_1K),
         )
     )
     return cases
@@ -570,10 +592,13 @@ def render(args, info, results: list[Result], started: float, status: str,
         "GET cases are preloaded by an untimed `-t set` run (same -c/-d/-r, -P 16, "
         f"-n {'= the case -n' if args.quick else '2000000'}) and the script waits for any AOF rewrite to finish before the timed run.",
         "- Notes:",
-        "  - redis-benchmark `-t set` writes the same `xxx...` value to every key (`-r` only randomises the key). "
-        "The `SET, distinct values` case uses a custom command, `SET key:__rand_int__ val:__rand_int__x8` (100 bytes); "
-        "redis-benchmark replaces each placeholder independently with a 12-digit zero-padded random number < 1000000, "
-        "so values differ per request but are digit strings.",
+        "  - redis-benchmark `-t set` writes one value to every key (`-r` only randomises the key): a "
+        "pseudo-random string of printable characters generated once at start-up, so LZF cannot shrink it "
+        "much, but every key holds the same bytes. "
+        "The `SET, distinct values` cases use a custom command, `SET key:__rand_int__ val:__rand_int__...` "
+        "(8 placeholders for 100 bytes, 85 for 1024); redis-benchmark replaces each placeholder independently "
+        "with a 12-digit zero-padded random number < 1000000, so every value is distinct (digit strings, "
+        "half of them zeros).",
         "  - Both servers may rewrite their AOF automatically during large SET runs (Redis by fork, Tessera "
         "by its forkless compaction; auto-aof-rewrite at its defaults on both). "
         "The `AOF rewrites` column in the details shows how often that happened.",
@@ -588,7 +613,7 @@ def render(args, info, results: list[Result], started: float, status: str,
     for r in results:
         t, rd = r.median("tessera"), r.median("redis")
         lines.append(
-            f"| {r.case.label} | {r.case.fsync} | `{shlex.join(r.case.bench_flags(r.n))}` "
+            f"| {r.case.label} | {r.case.fsync} | `{r.case.shown_flags(r.n)}` "
             f"| {fmt_ops(t)} | {fmt_ops(rd)} | {fmt_ratio(t, rd)} |"
         )
 
@@ -699,7 +724,7 @@ def main() -> int:
     args = parse_args(cases)
     if args.list:
         for c in args.selected:
-            print(f"{c.id:18} appendfsync {c.fsync:8} {shlex.join(c.bench_flags(c.requests(args.quick, args.n_scale)))}")
+            print(f"{c.id:22} appendfsync {c.fsync:8} {c.shown_flags(c.requests(args.quick, args.n_scale))}")
         return 0
     if args.build:
         subprocess.run(["cargo", "build", "--release"], cwd=REPO, check=True)
