@@ -7,17 +7,18 @@
 //! Anything else that does not parse is damage: start-up stops and names file and offset.
 //! Which files make up the dataset is `log::startup`'s decision, made before loading.
 
-use crate::commands::{ClientState, Ctx, Propagation, Registry, ServerState};
+use crate::commands::{LoadProgress, SessionState};
 use crate::config::Config;
+use crate::engine::{Engine, Mode, NoSessions, Outcome, Request};
 use crate::keyspace::Keyspace;
 use crate::log::{LogPaths, manifest::Manifest};
-use crate::resp::{Parse, ParseLimits, Progress, ReplyWriter, parse_request};
+use crate::resp::{Parse, ParseLimits, Progress, parse_request};
 use crate::storage::{Storage, StorageReader};
 use std::io::Read;
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 /// Why a log file could not be loaded.
@@ -199,13 +200,6 @@ fn classify_incomplete_tail(tail: &[u8], offset: u64) -> LogDamage {
     LogDamage::Truncated { offset }
 }
 
-/// How far a start-up load is, shared with the event loop (INFO `loading_*`).
-#[derive(Debug, Default)]
-pub struct LoadProgress {
-    pub total_bytes: AtomicU64,
-    pub loaded_bytes: AtomicU64,
-}
-
 /// The dataset loaded at start-up, and the manifest in force (when the log is on).
 pub struct Loaded {
     pub keyspace: Keyspace,
@@ -257,17 +251,11 @@ pub fn load_dataset(
         .map(|e| storage.len(&paths.file(&e.name)).unwrap_or(0))
         .sum();
     progress.total_bytes.store(total, Ordering::Relaxed);
-    let mut state = ServerState::new(config.clone(), String::new(), storage.clone());
-    let registry = Registry::new();
-    let report = replay_log(
-        &*storage,
-        &paths,
-        &manifest,
-        &mut keyspace,
-        &mut state,
-        &registry,
-        progress,
-    )?;
+    // The replay's own engine: its keyspace becomes the server's, the rest is dropped.
+    let mut engine = Engine::new(config.clone(), String::new(), storage.clone());
+    engine.keyspace = keyspace;
+    let report = replay_log(&*storage, &paths, &manifest, &mut engine, progress)?;
+    let keyspace = engine.keyspace;
     let keys = keyspace.total_keys();
     tracing::info!(
         "DB loaded from append only file: {} from {} files, {} records",
@@ -309,29 +297,31 @@ pub fn replay_log(
     storage: &dyn Storage,
     paths: &LogPaths,
     manifest: &Manifest,
-    keyspace: &mut Keyspace,
-    server: &mut ServerState,
-    registry: &Registry,
+    engine: &mut Engine,
     progress: &LoadProgress,
 ) -> Result<LoadReport, String> {
     let started = Instant::now();
     let mut report = LoadReport::default();
     let bases: Vec<_> = manifest.base().collect();
     if !bases.is_empty() {
-        let delay = server.config.key_load_delay_us;
-        let (keys, bytes) = load_base_parts(storage, paths, &bases, keyspace, delay)?;
+        let delay = engine.state.config.key_load_delay_us;
+        let (keys, bytes) = load_base_parts(storage, paths, &bases, &mut engine.keyspace, delay)?;
         report.files += bases.len();
         report.bytes += bytes;
         report.records += keys;
         progress.loaded_bytes.store(bytes, Ordering::Relaxed);
     }
     let incremental: Vec<_> = manifest.incremental().collect();
-    let mut client = ClientState {
+    // The session the records run in: its database follows the log's SELECTs.
+    let mut session = SessionState {
         authenticated: true,
-        ..ClientState::default()
+        ..SessionState::default()
     };
     let mut scratch = Vec::new();
-    let mut propagation = Propagation::default(); // disabled: replay logs nothing
+    assert!(
+        !engine.effects.enabled,
+        "a replay must not log what it replays"
+    );
     for (index, entry) in incremental.iter().enumerate() {
         let is_last = index + 1 == incremental.len();
         let path = paths.file(&entry.name);
@@ -343,9 +333,9 @@ pub fn replay_log(
         let mut block: Option<Vec<Replayed>> = None;
         let result = replay_file(storage, &path, |item| {
             records += 1;
-            if server.config.key_load_delay_us > 0 {
+            if engine.state.config.key_load_delay_us > 0 {
                 std::thread::sleep(std::time::Duration::from_micros(
-                    server.config.key_load_delay_us,
+                    engine.state.config.key_load_delay_us,
                 ));
             }
             progress
@@ -358,7 +348,7 @@ pub fn replay_log(
                     expire_at_ms,
                     ..
                 } => {
-                    keyspace.dbs[client.db].insert(crate::keyspace::Entry {
+                    engine.keyspace.dbs[session.db].insert(crate::keyspace::Entry {
                         key,
                         value: crate::keyspace::Value::String(value),
                         expire_at_ms,
@@ -367,15 +357,7 @@ pub fn replay_log(
                 }
                 Replayed::Other { args, .. } => {
                     let args: Vec<&[u8]> = args.iter().map(|a| a.as_ref()).collect();
-                    replay_one(
-                        &args,
-                        keyspace,
-                        &mut client,
-                        server,
-                        registry,
-                        &mut propagation,
-                        &mut scratch,
-                    )
+                    replay_one(&args, engine, &mut session, &mut scratch)
                 }
             };
             match (&item, &mut block) {
@@ -399,7 +381,7 @@ pub fn replay_log(
             Ok(bytes) => bytes,
             Err((LogDamage::Truncated { offset }, _)) if is_last => {
                 let size = storage.len(&path).unwrap_or(offset);
-                if !server.config.aof_load_truncated {
+                if !engine.state.config.aof_load_truncated {
                     return Err(format!(
                         "{} ends in the middle of a record at offset {offset} (file size {size}); \
                          start with aof-load-truncated yes or repair it with tessera-check-aof --fix",
@@ -657,40 +639,21 @@ fn truncate_file(storage: &dyn Storage, path: &Path, length: u64) -> Result<(), 
 
 fn replay_one(
     args: &[&[u8]],
-    keyspace: &mut Keyspace,
-    client: &mut ClientState,
-    server: &mut ServerState,
-    registry: &Registry,
-    propagation: &mut Propagation,
+    engine: &mut Engine,
+    session: &mut SessionState,
     scratch: &mut Vec<u8>,
 ) -> Result<(), String> {
-    let Some(spec) = registry.get(args[0]) else {
-        return Err(format!(
-            "unknown command '{}' in the log",
-            String::from_utf8_lossy(args[0])
-        ));
-    };
-    if !spec.arity_ok(args.len()) {
-        return Err(format!(
-            "wrong number of arguments for '{}' in the log",
-            spec.name
-        ));
-    }
     scratch.clear();
-    let now_ms = crate::clock::unix_ms();
-    let mut ctx = Ctx {
-        keyspace,
-        client,
-        server,
-        out: ReplyWriter::new(scratch, false),
-        log: propagation,
-        now_ms,
-        loading: true,
-        block_mode: crate::commands::blocking::BlockMode::Never,
-        big_arguments: &[],
-    };
-    (spec.handler)(&mut ctx, args);
-    Ok(())
+    match engine.execute(
+        session,
+        scratch,
+        Request::plain(args),
+        Mode::Replay,
+        &NoSessions,
+    ) {
+        Outcome::Refused(refusal) => Err(format!("{refusal} (in the log)")),
+        _ => Ok(()),
+    }
 }
 
 #[cfg(test)]
