@@ -15,6 +15,7 @@
 
 mod blocked;
 mod cron;
+mod error;
 mod jobs;
 mod session;
 
@@ -25,6 +26,7 @@ use crate::log::manifest::Manifest;
 use crate::log::{self, LogPaths, LogWriter};
 use crate::resp::ReplyWriter;
 use crate::storage::{RealStorage, Storage};
+pub use error::ServerError;
 use mio::{Events, Interest, Poll, Token, Waker};
 use session::{Client, Sessions};
 use std::io::{ErrorKind, Write};
@@ -103,7 +105,7 @@ fn release_watermark(writer: &LogWriter, policy: FsyncPolicy) -> u64 {
 impl Server {
     /// Binds the listeners and starts loading the data on a thread of its own; `run`
     /// answers -LOADING until the data is in, then opens the log for appending.
-    pub fn start(config: Config, config_file: String) -> Result<Server, String> {
+    pub fn start(config: Config, config_file: String) -> Result<Server, ServerError> {
         Server::start_with_storage(config, config_file, Arc::new(RealStorage::new("")))
     }
 
@@ -112,27 +114,28 @@ impl Server {
         config: Config,
         config_file: String,
         storage: Arc<dyn Storage>,
-    ) -> Result<Server, String> {
-        let poll = Poll::new().map_err(|e| format!("can't create the event loop: {e}"))?;
+    ) -> Result<Server, ServerError> {
+        let poll = Poll::new().map_err(|e| ServerError::Setup("create the event loop", e))?;
         let waker = Arc::new(
-            Waker::new(poll.registry(), WAKER).map_err(|e| format!("can't create waker: {e}"))?,
+            Waker::new(poll.registry(), WAKER)
+                .map_err(|e| ServerError::Setup("create waker", e))?,
         );
         config.encoding_limits.apply();
         let writer_policy = config.appendfsync;
         let mut engine = Engine::new(config, config_file, storage.clone());
         let state = &mut engine.state;
-        let bound = crate::net::listen(&state.config).map_err(|e| e.to_string())?;
+        let bound = crate::net::listen(&state.config).map_err(ServerError::Listen)?;
         state.tcp_port = bound.port;
         let mut listeners = crate::net::Listeners::new(bound.sockets);
         for (index, listener) in listeners.sockets_mut().enumerate() {
             poll.registry()
                 .register(listener, Token(FIRST_LISTENER + index), Interest::READABLE)
-                .map_err(|e| format!("can't register listener: {e}"))?;
+                .map_err(|e| ServerError::Setup("register listener", e))?;
         }
         let shutdown_flag = Arc::new(AtomicBool::new(false));
         for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
             signal_hook::flag::register(signal, shutdown_flag.clone())
-                .map_err(|e| format!("can't install signal handler: {e}"))?;
+                .map_err(|e| ServerError::Setup("install signal handler", e))?;
         }
         // The dataset loads on its own thread; meanwhile clients get -LOADING.
         let progress = Arc::new(crate::commands::LoadProgress::default());
@@ -152,7 +155,7 @@ impl Server {
                     let _ = waker.wake();
                     loaded
                 })
-                .map_err(|e| format!("can't start loading: {e}"))?
+                .map_err(|e| ServerError::Setup("start loading", e))?
         };
         let databases = state.config.databases;
         let server = Server {
@@ -184,11 +187,12 @@ impl Server {
     }
 
     /// Adopts the dataset the loading thread built and opens the log for appending.
-    fn finish_loading(&mut self) -> Result<(), String> {
+    fn finish_loading(&mut self) -> Result<(), ServerError> {
         let thread = self.loading.take().expect("loading in progress");
         let loaded = thread
             .join()
-            .unwrap_or_else(|_| Err("the loading thread panicked".into()))?;
+            .map_err(|_| ServerError::LoadPanicked)?
+            .map_err(ServerError::Load)?;
         self.engine.keyspace = loaded.keyspace;
         if let Some(manifest) = loaded.manifest {
             let paths = LogPaths::from_config(&self.engine.state.config);
@@ -199,7 +203,7 @@ impl Server {
                 &self.engine.state.config,
                 self.waker_notify(),
             )
-            .map_err(|e| format!("can't open the append-only log: {e}"))?;
+            .map_err(ServerError::OpenLog)?;
             self.log_writer = Some(writer);
             self.log_paths = Some(paths);
             self.manifest = Some(manifest);
@@ -232,7 +236,7 @@ impl Server {
     }
 
     /// Runs until SHUTDOWN or a termination signal.
-    pub fn run(mut self) -> Result<(), String> {
+    pub fn run(mut self) -> Result<(), ServerError> {
         let mut events = Events::with_capacity(1024);
         let mut next_cron = Instant::now();
         loop {
@@ -268,7 +272,7 @@ impl Server {
             if let Err(e) = self.poll.poll(&mut events, Some(timeout))
                 && e.kind() != ErrorKind::Interrupted
             {
-                return Err(format!("event loop failed: {e}"));
+                return Err(ServerError::EventLoop(e));
             }
             let mut shutdown: Option<ShutdownRequest> = None;
             if !self.deferred_reads.is_empty() && !self.log_backlogged() {
@@ -574,7 +578,7 @@ impl Server {
 
     /// Only SHUTDOWN SAVE writes `dbfilename`. (Redis also saves on a plain SHUTDOWN
     /// when save points are configured; Tessera, whose log is on by default, does not.)
-    fn shutdown(&mut self, save: ShutdownSave) -> Result<(), String> {
+    fn shutdown(&mut self, save: ShutdownSave) -> Result<(), ServerError> {
         tracing::info!("user requested shutdown...");
         self.end_of_turn();
         // As Redis kills its rewrite or save child and removes its temp file: the job is
@@ -591,12 +595,13 @@ impl Server {
                 &config.dir,
                 &config.dbfilename,
                 config.rdbcompression,
-            )?;
+            )
+            .map_err(ServerError::FinalSnapshot)?;
         }
         if let Some(writer) = &self.log_writer {
             tracing::info!("flushing and syncing the append-only log");
             // On failure the writer stays in place and keeps retrying; the server runs on.
-            writer.sync()?;
+            writer.sync().map_err(ServerError::LogSync)?;
         }
         if !self.engine.state.config.pidfile.is_empty() {
             let _ = std::fs::remove_file(&self.engine.state.config.pidfile);
