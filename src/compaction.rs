@@ -25,28 +25,18 @@
 //! committed manifest proves garbage. A failure at any step leaves the last committed
 //! manifest in force and is reported in INFO and the log.
 //!
-//! Each part records its place in aux fields (`AUX_*`): part number, part count, slot
+//! Each part records its place in aux fields (`log::AUX_*`): part number, part count, slot
 //! range, and the incremental file that follows the base. Redis ignores them; they let
 //! `tessera-check-aof --rebuild-manifest` rebuild a lost manifest exactly.
 
 use crate::log::manifest::{CommitError, FileKind, Manifest, ManifestEntry};
 use crate::log::writer::{Rotation, RotationWaiter};
-use crate::log::{LogPaths, LogWriter};
+use crate::log::{AUX_FIRST_INCR, AUX_PART, AUX_PARTS, AUX_SLOTS, LogPaths, LogWriter};
 use crate::rdb::RdbWriterOptions;
 use crate::snapshot::{JobOutcome, JobSpec, SnapshotJob};
 use crate::storage::Storage;
 use bytes::Bytes;
 use std::sync::{Arc, Mutex};
-
-/// Aux field of a base part: its number, from 1.
-pub const AUX_PART: &str = "tessera-part";
-/// Aux field of a base part: how many parts the base has.
-pub const AUX_PARTS: &str = "tessera-parts";
-/// Aux field of a base part: the slots it holds, `<first>-<last>`.
-pub const AUX_SLOTS: &str = "tessera-slots";
-/// Aux field of a base part: the sequence number of the incremental file created by the
-/// compaction's rotation, the first one whose records come after the snapshot.
-pub const AUX_FIRST_INCR: &str = "tessera-first-incr";
 
 /// The aux fields of part `part` (from 0) of `parts`, for a base followed by `first_incr`.
 fn part_aux(part: usize, parts: usize, first_incr: u64) -> Vec<(Bytes, Bytes)> {

@@ -18,6 +18,8 @@ pub mod clock;
 pub mod commands;
 pub mod compaction;
 pub mod config;
+pub mod effects;
+pub mod engine;
 pub mod glob;
 pub mod keyspace;
 pub mod log;

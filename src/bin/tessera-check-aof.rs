@@ -14,7 +14,7 @@ use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use tessera::log::LogPaths;
 use tessera::log::manifest::{FileKind, Manifest};
-use tessera::recovery::{LogDamage, scan_records};
+use tessera::log::scan::{LogDamage, scan_records};
 use tessera::storage::{RealStorage, Storage};
 
 #[derive(Parser)]

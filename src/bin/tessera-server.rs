@@ -111,7 +111,7 @@ fn main() {
     unsafe { libc::signal(libc::SIGXFSZ, libc::SIG_IGN) };
     let result = tessera::server::Server::start(config, config_file).and_then(|s| s.run());
     if let Err(message) = result {
-        fatal(&message);
+        fatal(&message.to_string());
     }
 }
 

@@ -2,9 +2,13 @@
 //!
 //! A command is a row of a declarative table (name, arity, flags); its handler runs
 //! against the keyspace and writes its reply through a `ReplyWriter`. It never touches a
-//! socket or a file. What must be logged it hands to `Ctx::propagate`, in the
-//! deterministic form that replays to the same state (absolute expiry times, the effect
-//! rather than the request where they differ); the log layer adds `SELECT` records.
+//! socket. What must be logged it hands to `Ctx::propagate`, in the deterministic form
+//! that replays to the same state (absolute expiry times, the effect rather than the
+//! request where they differ), which records it in the effects stream (`crate::effects`).
+//!
+//! Handlers are only ever called by the engine (`crate::engine`), which looks them up,
+//! runs the checks that come before any command, and builds the `Ctx`: nothing else
+//! builds one. A handler's `Action` tells the engine what must happen beyond the reply.
 
 pub mod blocking;
 mod connection;
@@ -15,16 +19,20 @@ mod object;
 mod picks;
 mod server;
 mod sets;
+mod state;
 mod strings;
 pub mod transactions;
 mod zsets;
 
-use crate::config::Config;
+use crate::effects::Effects;
 use crate::keyspace::{Db, Entry, Keyspace, Value};
 use crate::resp::ReplyWriter;
-use crate::stats::Stats;
 use bytes::Bytes;
 use std::sync::Arc;
+
+pub use state::{
+    LoadProgress, LoadingStatus, PersistenceInfo, ReplyShows, ServerState, SessionState,
+};
 
 pub mod flags {
     pub const WRITE: u32 = 1 << 0;
@@ -62,30 +70,47 @@ pub mod flags {
 
 pub type Args<'a> = [&'a [u8]];
 
-/// What the session must do after the reply, beyond sending it.
+/// What must happen after a handler's reply, beyond sending it. The engine acts on the
+/// first two itself and hands the others to the event loop (`engine::Outcome`).
 #[derive(Debug, PartialEq, Eq)]
 pub enum Action {
     None,
-    /// Send the reply, then close (QUIT).
-    Close,
-    /// SHUTDOWN: `save` is Some(true) for SAVE, Some(false) for NOSAVE.
-    Shutdown {
-        save: Option<bool>,
-    },
-    /// CLIENT LIST / CLIENT INFO need every session; the server writes the reply.
-    /// `ids`: only these clients (CLIENT LIST ID ...).
+    /// EXEC may run: the engine runs these queued commands now, as one unit.
+    Exec(Vec<Vec<Vec<u8>>>),
+    /// CLIENT LIST / CLIENT INFO need every session: the engine asks whoever holds them
+    /// to write the reply. `ids`: only these clients (CLIENT LIST ID ...).
     ClientList {
         only_self: bool,
         ids: Option<Vec<u64>>,
     },
-    /// BGREWRITEAOF: start a compaction now (the reply is written).
-    StartRewrite,
-    /// BGSAVE: start a background snapshot to `dbfilename` now (the reply is written).
-    StartBackgroundSave,
-    /// EXEC may run: the server runs these queued commands in one turn.
-    Exec(Vec<Vec<Vec<u8>>>),
+    /// Send the reply, then close (QUIT).
+    Close,
+    /// SHUTDOWN (no reply unless it fails).
+    Shutdown(ShutdownSave),
+    /// BGREWRITEAOF / BGSAVE: start the job now (the reply is written).
+    StartJob(Job),
     /// A blocking command found nothing: park the client (no reply written).
     Block(blocking::Blocked),
+}
+
+/// Whether SHUTDOWN writes `dbfilename` first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShutdownSave {
+    /// No SAVE or NOSAVE given (a termination signal too).
+    AsConfigured,
+    /// SHUTDOWN SAVE.
+    Save,
+    /// SHUTDOWN NOSAVE.
+    NoSave,
+}
+
+/// A background job a command asks to start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Job {
+    /// BGREWRITEAOF: a compaction of the log.
+    Rewrite,
+    /// BGSAVE: a snapshot to `dbfilename`.
+    BackgroundSave,
 }
 
 pub struct CommandSpec {
@@ -115,169 +140,13 @@ impl CommandSpec {
     }
 }
 
-/// Per-connection state that commands read and change.
-#[derive(Clone, Debug, Default)]
-pub struct ClientState {
-    pub id: u64,
-    pub db: usize,
-    pub resp3: bool,
-    pub authenticated: bool,
-    pub name: Option<String>,
-    pub lib_name: Option<String>,
-    pub lib_version: Option<String>,
-    /// Between MULTI and EXEC.
-    pub multi: Option<Box<transactions::MultiState>>,
-    /// Keys this client WATCHes (database, key).
-    pub watched: Vec<(usize, Bytes)>,
-}
-
-/// Server-wide state visible to commands.
-pub struct ServerState {
-    pub config: Config,
-    pub stats: Stats,
-    /// Changes since the last save (`rdb_changes_since_last_save`).
-    pub dirty: u64,
-    pub started_at: std::time::Instant,
-    pub start_unix_seconds: i64,
-    pub last_save_unix_seconds: i64,
-    pub connected_clients: usize,
-    pub run_id: String,
-    pub tcp_port: u16,
-    pub executable: String,
-    pub config_file: String,
-    /// Set while the append-only log cannot be written: the reason, for MISCONF.
-    pub log_error: Option<String>,
-    /// Persistence figures for INFO, refreshed by the server loop.
-    pub persistence: PersistenceInfo,
-    /// Where files live (the real file system, or a simulated one in crash tests).
-    pub storage: std::sync::Arc<dyn crate::storage::Storage>,
-    /// Keys WATCHed by clients, and which clients saw one change.
-    pub watches: transactions::Watches,
-    /// Clients blocked on keys, and the keys that became ready.
-    pub blocked: blocking::BlockedKeys,
-}
-
-impl ServerState {
-    pub fn new(
-        config: Config,
-        config_file: String,
-        storage: std::sync::Arc<dyn crate::storage::Storage>,
-    ) -> ServerState {
-        let now = crate::clock::unix_seconds();
-        ServerState {
-            stats: Stats::default(),
-            dirty: 0,
-            started_at: std::time::Instant::now(),
-            start_unix_seconds: now,
-            last_save_unix_seconds: now,
-            connected_clients: 0,
-            run_id: (0..40)
-                .map(|_| format!("{:x}", rand::random::<u8>() % 16))
-                .collect(),
-            tcp_port: config.port,
-            executable: std::env::current_exe()
-                .map(|p| p.display().to_string())
-                .unwrap_or_default(),
-            config_file,
-            log_error: None,
-            persistence: PersistenceInfo::default(),
-            storage,
-            watches: transactions::Watches::default(),
-            blocked: blocking::BlockedKeys::default(),
-            config,
-        }
-    }
-}
-
-/// A start-up load in progress, for INFO's `loading_*` fields.
-#[derive(Clone, Debug)]
-pub struct LoadingStatus {
-    pub start_unix_seconds: i64,
-    pub started: std::time::Instant,
-    pub progress: std::sync::Arc<crate::recovery::LoadProgress>,
-}
-
-/// INFO persistence figures kept by the server loop (Redis's names where they exist).
-#[derive(Default, Clone, Debug)]
-pub struct PersistenceInfo {
-    /// Base files plus every incremental file listed in the manifest.
-    pub aof_current_size: u64,
-    pub aof_base_size: u64,
-    /// `aof_current_size` after the last compaction (or at start-up): the auto-rewrite
-    /// growth is measured from it.
-    pub aof_rewrite_base_size: u64,
-    pub aof_pending_bytes: u64,
-    /// The most log bytes ever waiting for the writer (bounded by the read backpressure).
-    pub aof_pending_peak_bytes: u64,
-    pub aof_delayed_fsync: u64,
-    pub aof_rewrite_in_progress: bool,
-    pub aof_rewrite_scheduled: bool,
-    pub aof_rewrite_started: Option<std::time::Instant>,
-    pub aof_last_rewrite_seconds: Option<u64>,
-    pub aof_last_bgrewrite_failed: bool,
-    pub aof_rewrites: u64,
-    pub aof_rewrites_consecutive_failures: u64,
-    /// When the last compaction failed (for the automatic trigger's back-off).
-    pub aof_last_rewrite_failure: Option<std::time::Instant>,
-    pub aof_base_parts: usize,
-    pub aof_last_rewrite_bytes: u64,
-    pub aof_last_rewrite_keys: u64,
-    /// Memory held by captured slots not yet written by a running snapshot.
-    pub capture_held_bytes: u64,
-    /// Keys written so far by the running snapshot, and the keys when it started.
-    pub current_save_keys_processed: u64,
-    pub current_save_keys_total: u64,
-    pub rdb_bgsave_in_progress: bool,
-    pub rdb_bgsave_scheduled: bool,
-    pub rdb_bgsave_started: Option<std::time::Instant>,
-    pub rdb_last_bgsave_seconds: Option<u64>,
-    pub rdb_last_bgsave_failed: bool,
-    pub rdb_last_bgsave_failure: Option<std::time::Instant>,
-    pub rdb_saves: u64,
-    pub rdb_last_load_keys_loaded: u64,
-    pub rdb_last_load_keys_expired: u64,
-    pub loading_seconds: f64,
-    pub loaded_keys: u64,
-    /// Set while the dataset is loading at start-up.
-    pub loading: Option<LoadingStatus>,
-}
-
-/// Where a command's log records go.
-#[derive(Default)]
-pub struct Propagation {
-    /// RESP records not yet handed to the log writer.
-    pub buffer: Vec<u8>,
-    /// Records written so far, SELECTs left out (EXEC wraps more than one in MULTI).
-    pub records: u64,
-    /// The database the last record in the log applies to (None: unknown, emit SELECT).
-    pub selected_db: Option<usize>,
-    pub enabled: bool,
-}
-
-impl Propagation {
-    pub fn record(&mut self, db: usize, args: &[&[u8]]) {
-        if !self.enabled {
-            return;
-        }
-        if self.selected_db != Some(db) {
-            let db_text = itoa::Buffer::new().format(db).to_owned();
-            crate::resp::encode_command(
-                &mut self.buffer,
-                &[b"SELECT" as &[u8], db_text.as_bytes()],
-            );
-            self.selected_db = Some(db);
-        }
-        crate::resp::encode_command(&mut self.buffer, args);
-        self.records += 1;
-    }
-}
-
 pub struct Ctx<'a> {
     pub keyspace: &'a mut Keyspace,
-    pub client: &'a mut ClientState,
+    pub client: &'a mut SessionState,
     pub server: &'a mut ServerState,
     pub out: ReplyWriter<'a>,
-    pub log: &'a mut Propagation,
+    /// Where the command's writes are recorded (`Ctx::propagate`).
+    pub effects: &'a mut Effects,
     /// The command's clock: one reading per command, as Redis's `commandTimeSnapshot`.
     pub now_ms: i64,
     /// Replaying the log: nothing expires, nothing is logged.
@@ -319,7 +188,7 @@ impl<'a> Ctx<'a> {
     pub fn propagate(&mut self, args: &[&[u8]]) {
         self.server.dirty += 1;
         let db = self.client.db;
-        self.log.record(db, args);
+        self.effects.record(db, args);
         if !self.server.watches.is_empty() || !self.server.blocked.is_empty() {
             self.touch_keys_of(args);
         }
@@ -393,7 +262,7 @@ impl<'a> Ctx<'a> {
                 db.remove(key);
                 self.server.stats.expired_keys += 1;
                 self.server.dirty += 1;
-                self.log.record(db_index, &[b"DEL", key]);
+                self.effects.record(db_index, &[b"DEL", key]);
                 self.server.watches.touch(db_index, key, false);
                 true
             }

@@ -1,8 +1,9 @@
 //! Server commands: INFO, CONFIG, COMMAND, TIME, LASTSAVE, SHUTDOWN, BGREWRITEAOF.
 
 use super::{
-    Action, Args, CommandSpec, Ctx, SYNTAX_ERROR, connection::REDIS_COMPAT_VERSION, eq_ignore_case,
-    flags, flags::*, lossy, unknown_subcommand, wrong_arity,
+    Action, Args, CommandSpec, Ctx, Job, SYNTAX_ERROR, ShutdownSave,
+    connection::REDIS_COMPAT_VERSION, eq_ignore_case, flags, flags::*, lossy, unknown_subcommand,
+    wrong_arity,
 };
 use crate::command;
 use crate::config::{all_directives, find_directive};
@@ -139,14 +140,13 @@ fn shutdown(ctx: &mut Ctx, args: &Args) -> Action {
         ctx.out.error("ERR No shutdown in progress.");
         return Action::None;
     }
-    let save = if nosave {
-        Some(false)
+    Action::Shutdown(if nosave {
+        ShutdownSave::NoSave
     } else if save {
-        Some(true)
+        ShutdownSave::Save
     } else {
-        None
-    };
-    Action::Shutdown { save }
+        ShutdownSave::AsConfigured
+    })
 }
 
 /// SAVE: writes `dbfilename` in `dir` on the event loop, blocking it, as Redis's SAVE does.
@@ -204,7 +204,7 @@ fn bgrewriteaof(ctx: &mut Ctx, _args: &Args) -> Action {
     } else {
         ctx.out
             .simple("Background append only file rewriting started");
-        Action::StartRewrite
+        Action::StartJob(Job::Rewrite)
     }
 }
 
@@ -236,7 +236,7 @@ fn bgsave(ctx: &mut Ctx, args: &Args) -> Action {
         Action::None
     } else {
         ctx.out.simple("Background saving started");
-        Action::StartBackgroundSave
+        Action::StartJob(Job::BackgroundSave)
     }
 }
 

@@ -11,7 +11,7 @@
 //! the keys from the record), when it expires, and by FLUSHDB / FLUSHALL / SWAPDB if it
 //! exists in a flushed or swapped database (Redis's `touchAllWatchedKeysInDb`).
 
-use super::{Action, Args, ClientState, Ctx, flags};
+use super::{Action, Args, Ctx, SessionState, flags};
 use crate::command;
 use crate::keyspace::Keyspace;
 use bytes::Bytes;
@@ -98,7 +98,7 @@ impl Watches {
         self.by_key.is_empty()
     }
 
-    pub fn watch(&mut self, client: &mut ClientState, db: usize, key: &[u8], expired: bool) {
+    pub fn watch(&mut self, client: &mut SessionState, db: usize, key: &[u8], expired: bool) {
         if client
             .watched
             .iter()
@@ -115,7 +115,7 @@ impl Watches {
     }
 
     /// Forgets every key `client` watches, and that any of them changed.
-    pub fn unwatch_all(&mut self, client: &mut ClientState) {
+    pub fn unwatch_all(&mut self, client: &mut SessionState) {
         for (db, key) in client.watched.drain(..) {
             let entry = (db, key);
             if let Some(watchers) = self.by_key.get_mut(&entry) {
@@ -169,7 +169,7 @@ impl Watches {
     }
 
     /// A key `client` watches that was live at WATCH and is logically expired now.
-    fn expired_since_watch(&self, client: &ClientState, keyspace: &Keyspace, now_ms: i64) -> bool {
+    fn expired_since_watch(&self, client: &SessionState, keyspace: &Keyspace, now_ms: i64) -> bool {
         client.watched.iter().any(|(db, key)| {
             let was_expired = self
                 .by_key

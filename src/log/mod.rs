@@ -14,6 +14,7 @@
 
 pub mod manifest;
 pub mod rebuild;
+pub mod scan;
 pub mod startup;
 pub mod writer;
 
@@ -21,6 +22,16 @@ use crate::config::Config;
 use crate::storage::Storage;
 use manifest::{FileKind, Manifest, ManifestEntry};
 use std::path::PathBuf;
+
+/// Aux field of a base part: its number, from 1.
+pub const AUX_PART: &str = "tessera-part";
+/// Aux field of a base part: how many parts the base has.
+pub const AUX_PARTS: &str = "tessera-parts";
+/// Aux field of a base part: the slots it holds, `<first>-<last>`.
+pub const AUX_SLOTS: &str = "tessera-slots";
+/// Aux field of a base part: the sequence number of the incremental file created by the
+/// compaction's rotation, the first one whose records come after the snapshot.
+pub const AUX_FIRST_INCR: &str = "tessera-first-incr";
 
 pub use writer::{LogWriter, Notify};
 

@@ -5,7 +5,7 @@
 //! complete when every part is a valid RDB file (header, every record, CRC64) and the
 //! parts hold every slot: parts written by this version record their number, the part
 //! count, their slot range and the first incremental file after them (aux fields, see
-//! `compaction::AUX_*`), so the count and the ranges are checked against the names.
+//! `log::AUX_*`), so the count and the ranges are checked against the names.
 //! Parts written before that are numbered 1..m with no gap, and each key is checked to lie
 //! in the slots part i owns when there are m parts (a missing last part usually shows as
 //! keys out of range, but not always: the decision says so).
@@ -16,14 +16,14 @@
 //! `tessera-first-incr` field; for older parts it is the lowest incremental file present,
 //! which is right unless the files a compaction made obsolete were not all deleted — when
 //! an older base is still there, that can't be told, and `--first-incr` must say it. Each
-//! listed file must parse (`recovery::scan_records`); the last may end damaged, which
+//! listed file must parse (`log::scan::scan_records`); the last may end damaged, which
 //! `tessera-check-aof --fix` repairs once the manifest exists.
 
 use super::manifest::{FileKind, Manifest, ManifestEntry};
+use super::scan::LogDamage;
+use super::{AUX_FIRST_INCR, AUX_PART, AUX_PARTS, AUX_SLOTS};
 use super::{BasePart, LogFileName, LogPaths};
-use crate::compaction::{AUX_FIRST_INCR, AUX_PART, AUX_PARTS, AUX_SLOTS};
 use crate::keyspace::{Entry, SLOT_COUNT, key_slot};
-use crate::recovery::LogDamage;
 use crate::storage::{Storage, StorageReader};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -511,7 +511,7 @@ fn decide(
     };
     for (index, (seq, name)) in after.iter().enumerate() {
         let is_last = index + 1 == after.len();
-        let scanned = crate::recovery::scan_records(storage, &paths.file(name), |_, _| Ok(()));
+        let scanned = super::scan::scan_records(storage, &paths.file(name), |_, _| Ok(()));
         let mut reason = format!("incremental file {seq}, in order from {first} ({why_first})");
         match scanned {
             Ok(bytes) => reason.push_str(&format!(": {bytes} bytes of complete records")),

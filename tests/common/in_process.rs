@@ -17,7 +17,7 @@ use tessera::storage::{SimulatedStorage, Storage, TornFile};
 pub struct InProcess {
     pub port: u16,
     halt: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<Result<(), String>>>,
+    thread: Option<std::thread::JoinHandle<Result<(), tessera::server::ServerError>>>,
 }
 
 impl InProcess {
@@ -36,7 +36,8 @@ impl InProcess {
                 false,
             )
             .unwrap();
-        let server = Server::start_with_storage(config, String::new(), Arc::new(storage.clone()))?;
+        let server = Server::start_with_storage(config, String::new(), Arc::new(storage.clone()))
+            .map_err(|e| e.to_string())?;
         let port = server.port();
         let halt = server.halt_handle();
         let thread = std::thread::spawn(move || server.run());
@@ -51,7 +52,7 @@ impl InProcess {
         while redis::cmd("PING").query::<String>(&mut conn).is_err() {
             if started.thread.as_ref().is_some_and(|t| t.is_finished()) {
                 return Err(match started.thread.take().unwrap().join() {
-                    Ok(Err(reason)) => reason,
+                    Ok(Err(reason)) => reason.to_string(),
                     other => format!("the server stopped while loading: {other:?}"),
                 });
             }

@@ -1,0 +1,166 @@
+//! The state commands see: the server's (configuration, statistics, persistence figures,
+//! WATCH and blocked-key tables) and the session's (database, protocol, transaction).
+//!
+//! The engine owns the server's state; sessions own theirs and lend it to the engine for
+//! each command. Background jobs and the event loop write the persistence figures here
+//! for INFO (`server::jobs`).
+
+use super::{blocking, transactions};
+use crate::config::Config;
+use crate::stats::Stats;
+use bytes::Bytes;
+use std::sync::atomic::AtomicU64;
+
+/// Per-connection state that commands read and change (a client's; during replay, the
+/// replay's own).
+#[derive(Clone, Debug, Default)]
+pub struct SessionState {
+    pub id: u64,
+    pub db: usize,
+    pub resp3: bool,
+    pub authenticated: bool,
+    pub name: Option<String>,
+    pub lib_name: Option<String>,
+    pub lib_version: Option<String>,
+    /// Between MULTI and EXEC.
+    pub multi: Option<Box<transactions::MultiState>>,
+    /// Keys this client WATCHes (database, key).
+    pub watched: Vec<(usize, Bytes)>,
+    /// The last command the engine ran for it (CLIENT LIST's `cmd=`).
+    pub last_command: &'static str,
+    /// The most its replies since the last send may reveal (see `ReplyShows`).
+    pub reply_shows: ReplyShows,
+}
+
+/// What a command's reply may reveal of state not yet in the log, which decides how long
+/// it waits for the log writer. Ordered: replies sent together wait as long as the most
+/// revealing one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ReplyShows {
+    /// Refused before running, or touched no key (PING, INFO, CONFIG).
+    #[default]
+    Nothing,
+    /// Read keys: may show another client's write that is not yet acknowledged.
+    Reads,
+    /// Wrote keys: the reply is the write's acknowledgement.
+    Writes,
+}
+
+/// Server-wide state visible to commands.
+pub struct ServerState {
+    pub config: Config,
+    pub stats: Stats,
+    /// Changes since the last save (`rdb_changes_since_last_save`).
+    pub dirty: u64,
+    pub started_at: std::time::Instant,
+    pub start_unix_seconds: i64,
+    pub last_save_unix_seconds: i64,
+    pub connected_clients: usize,
+    pub run_id: String,
+    pub tcp_port: u16,
+    pub executable: String,
+    pub config_file: String,
+    /// Set while the append-only log cannot be written: the reason, for MISCONF.
+    pub log_error: Option<String>,
+    /// Persistence figures for INFO, refreshed by the server loop.
+    pub persistence: PersistenceInfo,
+    /// Where files live (the real file system, or a simulated one in crash tests).
+    pub storage: std::sync::Arc<dyn crate::storage::Storage>,
+    /// Keys WATCHed by clients, and which clients saw one change.
+    pub watches: transactions::Watches,
+    /// Clients blocked on keys, and the keys that became ready.
+    pub blocked: blocking::BlockedKeys,
+}
+
+impl ServerState {
+    pub fn new(
+        config: Config,
+        config_file: String,
+        storage: std::sync::Arc<dyn crate::storage::Storage>,
+    ) -> ServerState {
+        let now = crate::clock::unix_seconds();
+        ServerState {
+            stats: Stats::default(),
+            dirty: 0,
+            started_at: std::time::Instant::now(),
+            start_unix_seconds: now,
+            last_save_unix_seconds: now,
+            connected_clients: 0,
+            run_id: (0..40)
+                .map(|_| format!("{:x}", rand::random::<u8>() % 16))
+                .collect(),
+            tcp_port: config.port,
+            executable: std::env::current_exe()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            config_file,
+            log_error: None,
+            persistence: PersistenceInfo::default(),
+            storage,
+            watches: transactions::Watches::default(),
+            blocked: blocking::BlockedKeys::default(),
+            config,
+        }
+    }
+}
+
+/// A start-up load in progress, for INFO's `loading_*` fields.
+#[derive(Clone, Debug)]
+pub struct LoadingStatus {
+    pub start_unix_seconds: i64,
+    pub started: std::time::Instant,
+    pub progress: std::sync::Arc<LoadProgress>,
+}
+
+/// INFO persistence figures kept by the server loop (Redis's names where they exist).
+#[derive(Default, Clone, Debug)]
+pub struct PersistenceInfo {
+    /// Base files plus every incremental file listed in the manifest.
+    pub aof_current_size: u64,
+    pub aof_base_size: u64,
+    /// `aof_current_size` after the last compaction (or at start-up): the auto-rewrite
+    /// growth is measured from it.
+    pub aof_rewrite_base_size: u64,
+    pub aof_pending_bytes: u64,
+    /// The most log bytes ever waiting for the writer (bounded by the read backpressure).
+    pub aof_pending_peak_bytes: u64,
+    pub aof_delayed_fsync: u64,
+    pub aof_rewrite_in_progress: bool,
+    pub aof_rewrite_scheduled: bool,
+    pub aof_rewrite_started: Option<std::time::Instant>,
+    pub aof_last_rewrite_seconds: Option<u64>,
+    pub aof_last_bgrewrite_failed: bool,
+    pub aof_rewrites: u64,
+    pub aof_rewrites_consecutive_failures: u64,
+    /// When the last compaction failed (for the automatic trigger's back-off).
+    pub aof_last_rewrite_failure: Option<std::time::Instant>,
+    pub aof_base_parts: usize,
+    pub aof_last_rewrite_bytes: u64,
+    pub aof_last_rewrite_keys: u64,
+    /// Memory held by captured slots not yet written by a running snapshot.
+    pub capture_held_bytes: u64,
+    /// Keys written so far by the running snapshot, and the keys when it started.
+    pub current_save_keys_processed: u64,
+    pub current_save_keys_total: u64,
+    pub rdb_bgsave_in_progress: bool,
+    pub rdb_bgsave_scheduled: bool,
+    pub rdb_bgsave_started: Option<std::time::Instant>,
+    pub rdb_last_bgsave_seconds: Option<u64>,
+    pub rdb_last_bgsave_failed: bool,
+    pub rdb_last_bgsave_failure: Option<std::time::Instant>,
+    pub rdb_saves: u64,
+    pub rdb_last_load_keys_loaded: u64,
+    pub rdb_last_load_keys_expired: u64,
+    pub loading_seconds: f64,
+    pub loaded_keys: u64,
+    /// Set while the dataset is loading at start-up.
+    pub loading: Option<LoadingStatus>,
+}
+
+/// How far a start-up load is, shared by the loading thread with the event loop (INFO
+/// `loading_*`).
+#[derive(Debug, Default)]
+pub struct LoadProgress {
+    pub total_bytes: AtomicU64,
+    pub loaded_bytes: AtomicU64,
+}

@@ -1,0 +1,335 @@
+//! The engine: the one place a command is executed.
+//!
+//! `Engine::execute` takes a session's request and does, in Redis's order (its
+//! `processCommand`): look the command up; check its arity, authentication (ACL will
+//! join here), MISCONF (the log failing refuses writes), MULTI's own rules and
+//! `-LOADING`; queue it if the session is inside MULTI; otherwise build the command's
+//! context and run its handler, then act on what the handler asked (run an EXEC's queue,
+//! ask the host for CLIENT LIST). What the caller must still do — park the client, start
+//! a job, close, shut down — comes back as an `Outcome`.
+//!
+//! Who calls says so with a `Mode`: a client's request, a blocked client's command run
+//! again for a key that became ready, or the start-up replay of the log. Scripts'
+//! `redis.call` and a replica's stream of writes will be two more modes of the same
+//! call. Every write's effects go to the effects stream (`crate::effects`) from here,
+//! whoever called.
+//!
+//! The engine owns the dataset (`Keyspace`), the state commands see (`ServerState`) and
+//! the effects not yet taken. It owns no socket, thread or file: the event loop
+//! (`crate::server`) and the replay (`crate::recovery`) drive it.
+
+mod expire;
+mod transaction;
+
+use crate::commands::blocking::{BlockMode, Blocked};
+use crate::commands::{
+    Action, CommandSpec, Ctx, Registry, ReplyShows, ServerState, SessionState, flags,
+    global_registry,
+};
+use crate::config::Config;
+use crate::effects::Effects;
+use crate::keyspace::Keyspace;
+use crate::resp::ReplyWriter;
+use crate::storage::Storage;
+use crate::types::string::Str;
+use bytes::Bytes;
+use std::fmt;
+use std::sync::Arc;
+
+pub use crate::commands::{Job, ShutdownSave};
+
+/// The dataset, the state commands see, and the effects of writes not yet taken.
+pub struct Engine {
+    pub keyspace: Keyspace,
+    pub state: ServerState,
+    pub effects: Effects,
+    registry: &'static Registry,
+}
+
+/// One command as received.
+#[derive(Clone, Copy)]
+pub struct Request<'a> {
+    pub argv: &'a [&'a [u8]],
+    /// Arguments that arrived as big bulks, read into strings of their own
+    /// (`client_buffers`): (position, value). Empty for anything but a client's request.
+    pub big_arguments: &'a [(usize, Str)],
+}
+
+impl<'a> Request<'a> {
+    /// A request whose arguments are all in `argv`.
+    pub fn plain(argv: &'a [&'a [u8]]) -> Request<'a> {
+        Request {
+            argv,
+            big_arguments: &[],
+        }
+    }
+}
+
+/// Who is calling the engine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// A client's request.
+    Client,
+    /// A command of an EXEC's queue: checked again (Redis does too), never blocks.
+    Exec,
+    /// A blocked client's command, run again because this key became ready: it takes from
+    /// that key only, or stays blocked.
+    ServeBlocked(Bytes),
+    /// The start-up replay of the log: only the command's existence and arity are
+    /// checked; nothing expires, nothing is logged, the reply is discarded.
+    Replay,
+}
+
+/// What the caller must do once the engine is done (the reply, if any, is written).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Ran, or was queued inside MULTI.
+    Done,
+    /// Refused before running; the error reply is written.
+    Refused(Refusal),
+    /// Send the reply, then close the connection (QUIT).
+    Close,
+    /// SHUTDOWN, with or without a final snapshot.
+    Shutdown(ShutdownSave),
+    /// Start this background job now.
+    StartJob(Job),
+    /// Nothing to take yet: park the client until a key is ready or the deadline passes.
+    Block(Blocked),
+}
+
+/// Why a command was refused before it ran (Redis's texts via `Display`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The reply text carries the name and the first arguments, as Redis's does.
+    UnknownCommand(String),
+    WrongArity(&'static str),
+    NoAuth,
+    /// The log can't be written (the writer's error): writes are refused.
+    LogFailing(String),
+    /// A command that may not be queued (WATCH, SHUTDOWN…) inside MULTI.
+    NotInTransaction,
+    Loading,
+    /// The MULTI queue would exceed `client-query-buffer-limit`: it is dropped.
+    TransactionTooLarge,
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::UnknownCommand(message) => f.write_str(message),
+            Refusal::WrongArity(name) => {
+                write!(f, "ERR wrong number of arguments for '{name}' command")
+            }
+            Refusal::NoAuth => f.write_str("NOAUTH Authentication required."),
+            Refusal::LogFailing(error) => {
+                write!(f, "MISCONF Errors writing to the AOF file: {error}")
+            }
+            Refusal::NotInTransaction => {
+                f.write_str("ERR Command not allowed inside a transaction")
+            }
+            Refusal::Loading => f.write_str("LOADING Redis is loading the dataset in memory"),
+            Refusal::TransactionTooLarge => f.write_str(
+                "ERR Transaction discarded: the queued commands exceed client-query-buffer-limit",
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Refusal {}
+
+/// What the engine asks of whoever holds the sessions (the event loop; nobody during
+/// replay). PUBLISH, CLIENT KILL and MONITOR will ask it too.
+pub trait Host {
+    /// CLIENT LIST (every session, or those in `ids`) or, with `only_self`, CLIENT INFO.
+    /// `current_output`: the length and capacity of the calling session's reply buffer.
+    fn client_list(
+        &self,
+        current: &SessionState,
+        current_output: (usize, usize),
+        only_self: bool,
+        ids: Option<&[u64]>,
+    ) -> String;
+}
+
+/// The host of a replay: no sessions.
+pub struct NoSessions;
+
+impl Host for NoSessions {
+    fn client_list(
+        &self,
+        _: &SessionState,
+        _: (usize, usize),
+        _: bool,
+        _: Option<&[u64]>,
+    ) -> String {
+        String::new()
+    }
+}
+
+impl Engine {
+    pub fn new(config: Config, config_file: String, storage: Arc<dyn Storage>) -> Engine {
+        let keyspace = Keyspace::new(config.databases);
+        Engine {
+            keyspace,
+            state: ServerState::new(config, config_file, storage),
+            effects: Effects::default(),
+            registry: global_registry(),
+        }
+    }
+
+    /// Runs one request for `session`, its reply appended to `reply`.
+    pub fn execute(
+        &mut self,
+        session: &mut SessionState,
+        reply: &mut Vec<u8>,
+        request: Request<'_>,
+        mode: Mode,
+        host: &dyn Host,
+    ) -> Outcome {
+        let argv = request.argv;
+        assert!(!argv.is_empty(), "an empty request reaches no command");
+        let spec = match self.registry.get(argv[0]) {
+            Some(spec) => spec,
+            None => {
+                let refusal = Refusal::UnknownCommand(crate::commands::unknown_command_error(argv));
+                return self.refuse(session, reply, refusal);
+            }
+        };
+        let refusal = match mode {
+            Mode::Replay => (!spec.arity_ok(argv.len())).then_some(Refusal::WrongArity(spec.name)),
+            Mode::Client | Mode::Exec | Mode::ServeBlocked(_) => {
+                self.refusal(session, spec, argv.len())
+            }
+        };
+        if let Some(refusal) = refusal {
+            return self.refuse(session, reply, refusal);
+        }
+        if session.multi.is_some() && !transaction::runs_inside_multi(spec) {
+            return match transaction::queue(session, spec, argv, &self.state.config) {
+                Ok(()) => {
+                    ReplyWriter::new(reply, session.resp3).simple("QUEUED");
+                    session.last_command = spec.name;
+                    Outcome::Done
+                }
+                Err(refusal) => self.refuse(session, reply, refusal),
+            };
+        }
+        let replay = mode == Mode::Replay;
+        let block_mode = match mode {
+            Mode::Client => BlockMode::Normal,
+            Mode::ServeBlocked(key) => BlockMode::Serving(key),
+            Mode::Exec | Mode::Replay => BlockMode::Never,
+        };
+        let action = self.run(session, reply, spec, request, block_mode, replay);
+        self.after(session, reply, action, host)
+    }
+
+    /// Runs the handler of `spec` in a context built here (the only place one is built).
+    fn run(
+        &mut self,
+        session: &mut SessionState,
+        reply: &mut Vec<u8>,
+        spec: &'static CommandSpec,
+        request: Request<'_>,
+        block_mode: BlockMode,
+        replay: bool,
+    ) -> Action {
+        let mut ctx = Ctx {
+            keyspace: &mut self.keyspace,
+            out: ReplyWriter::new(reply, session.resp3),
+            client: session,
+            server: &mut self.state,
+            effects: &mut self.effects,
+            now_ms: crate::clock::unix_ms(),
+            loading: replay,
+            block_mode,
+            big_arguments: request.big_arguments,
+        };
+        let action = (spec.handler)(&mut ctx, request.argv);
+        let errors = ctx.out.errors;
+        self.state.stats.total_error_replies += errors;
+        self.state.stats.total_commands_processed += 1;
+        session.last_command = spec.name;
+        // Only commands that read or write keys can show state not yet durable.
+        let shows = if spec.has(flags::WRITE) {
+            ReplyShows::Writes
+        } else if spec.has(flags::READONLY) {
+            ReplyShows::Reads
+        } else {
+            ReplyShows::Nothing
+        };
+        session.reply_shows = session.reply_shows.max(shows);
+        if spec.name == "config" {
+            self.state.config.encoding_limits.apply();
+        }
+        action
+    }
+
+    /// Acts on what a handler asked that the engine can do itself; hands the rest back.
+    fn after(
+        &mut self,
+        session: &mut SessionState,
+        reply: &mut Vec<u8>,
+        action: Action,
+        host: &dyn Host,
+    ) -> Outcome {
+        match action {
+            Action::None => Outcome::Done,
+            Action::Exec(queued) => {
+                transaction::exec(self, session, reply, queued, host);
+                Outcome::Done
+            }
+            Action::ClientList { only_self, ids } => {
+                let output = (reply.len(), reply.capacity());
+                let text = host.client_list(session, output, only_self, ids.as_deref());
+                ReplyWriter::new(reply, session.resp3).verbatim(text.as_bytes());
+                Outcome::Done
+            }
+            Action::Close => Outcome::Close,
+            Action::Shutdown(save) => Outcome::Shutdown(save),
+            Action::StartJob(job) => Outcome::StartJob(job),
+            Action::Block(blocked) => Outcome::Block(blocked),
+        }
+    }
+
+    /// Writes a refusal's error reply and counts it.
+    fn refuse(
+        &mut self,
+        session: &mut SessionState,
+        reply: &mut Vec<u8>,
+        refusal: Refusal,
+    ) -> Outcome {
+        ReplyWriter::new(reply, session.resp3).error(&refusal.to_string());
+        self.state.stats.total_error_replies += 1;
+        // Redis's flagTransaction: a refused command dooms the transaction.
+        if let Some(multi) = &mut session.multi {
+            multi.failed = true;
+        }
+        Outcome::Refused(refusal)
+    }
+
+    /// Why a client's command may not run now, if it may not (Redis's `processCommand`
+    /// order of checks).
+    fn refusal(&self, session: &SessionState, spec: &CommandSpec, argc: usize) -> Option<Refusal> {
+        if !spec.arity_ok(argc) {
+            Some(Refusal::WrongArity(spec.name))
+        } else if self.auth_required(session) && !spec.has(flags::NO_AUTH) {
+            Some(Refusal::NoAuth)
+        } else if spec.has(flags::WRITE)
+            && let Some(error) = &self.state.log_error
+        {
+            Some(Refusal::LogFailing(error.clone()))
+        } else if session.multi.is_some() && spec.has(flags::NO_MULTI) {
+            Some(Refusal::NotInTransaction)
+        } else if self.state.persistence.loading.is_some() && !spec.has(flags::LOADING) {
+            Some(Refusal::Loading)
+        } else {
+            None
+        }
+    }
+
+    /// Whether the session must still AUTH: a password is set now and it has not given it.
+    pub fn auth_required(&self, session: &SessionState) -> bool {
+        self.state.config.requirepass.is_some() && !session.authenticated
+    }
+}

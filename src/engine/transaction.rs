@@ -1,0 +1,78 @@
+//! MULTI/EXEC in the engine: queueing a session's commands and running the queue.
+//!
+//! The commands themselves (MULTI, EXEC's checks, WATCH, DISCARD) are handlers in
+//! `commands::transactions`; what needs the engine is here: a command inside MULTI is
+//! checked and queued instead of run, and EXEC's queue runs in one go, nothing else in
+//! between, its effects wrapped in `MULTI … EXEC` so that replay applies all or none.
+
+use super::{Engine, Host, Mode, Outcome, Refusal, Request};
+use crate::commands::{CommandSpec, SessionState, flags};
+use crate::config::Config;
+use crate::resp::ReplyWriter;
+use smallvec::SmallVec;
+
+/// The commands that run, rather than queue, inside MULTI (as in Redis).
+const TRANSACTION_CONTROL: &[&str] = &["exec", "discard", "multi", "watch", "quit", "reset"];
+
+/// Bytes a queued argument is counted for beyond its own (its share of the queue's
+/// bookkeeping), against `client-query-buffer-limit`.
+const QUEUED_ARGUMENT_OVERHEAD_BYTES: usize = 16;
+
+pub(super) fn runs_inside_multi(spec: &CommandSpec) -> bool {
+    TRANSACTION_CONTROL.contains(&spec.name)
+}
+
+/// Queues a command inside MULTI. The queue is bounded like the query buffer: past
+/// that it is dropped at once and the transaction fails.
+pub(super) fn queue(
+    session: &mut SessionState,
+    spec: &CommandSpec,
+    argv: &[&[u8]],
+    config: &Config,
+) -> Result<(), Refusal> {
+    let multi = session.multi.as_mut().expect("queueing inside MULTI");
+    let bytes: usize = argv
+        .iter()
+        .map(|a| a.len() + QUEUED_ARGUMENT_OVERHEAD_BYTES)
+        .sum();
+    if multi.bytes + bytes > config.query_buffer_bytes_max {
+        multi.queued = Vec::new();
+        multi.failed = true;
+        return Err(Refusal::TransactionTooLarge);
+    }
+    multi.bytes += bytes;
+    multi.has_write |= spec.has(flags::WRITE);
+    multi.queued.push(argv.iter().map(|a| a.to_vec()).collect());
+    Ok(())
+}
+
+/// Runs EXEC's queue: the replies in one array, the effects in one `MULTI … EXEC` block
+/// when there is more than one record.
+pub(super) fn exec(
+    engine: &mut Engine,
+    session: &mut SessionState,
+    reply: &mut Vec<u8>,
+    queued: Vec<Vec<Vec<u8>>>,
+    host: &dyn Host,
+) {
+    let log_start = engine.effects.buffer.len();
+    let records_before = engine.effects.records;
+    ReplyWriter::new(reply, session.resp3).array(queued.len());
+    for command in &queued {
+        let argv: SmallVec<[&[u8]; 8]> = command.iter().map(Vec::as_slice).collect();
+        let outcome = engine.execute(session, reply, Request::plain(&argv), Mode::Exec, host);
+        // Queued commands never block (they run in `BlockMode::Never`); SHUTDOWN may not
+        // be queued; QUIT runs rather than queues; jobs asked for inside EXEC are
+        // scheduled by their handlers.
+        debug_assert!(
+            matches!(outcome, Outcome::Done | Outcome::Refused(_)),
+            "{outcome:?} inside EXEC"
+        );
+    }
+    if engine.effects.records - records_before > 1 {
+        let mut multi = Vec::new();
+        crate::resp::encode_command(&mut multi, &[b"MULTI" as &[u8]]);
+        engine.effects.buffer.splice(log_start..log_start, multi);
+        crate::resp::encode_command(&mut engine.effects.buffer, &[b"EXEC" as &[u8]]);
+    }
+}

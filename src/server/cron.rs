@@ -1,0 +1,72 @@
+//! Periodic work, `hz` times a second (Redis's `serverCron`): the log's health, INFO's
+//! sampled figures, active expiry, jobs that are due, idle clients.
+
+use super::{Server, release_watermark};
+use std::time::Duration;
+
+/// Time the active expiry cycle may take per cron run, as Redis's 25 % of a 100 ms tick.
+const EXPIRE_CYCLE_BUDGET: Duration = Duration::from_millis(25);
+
+impl Server {
+    pub(super) fn cron(&mut self) {
+        if self.listeners.take_retry() {
+            (0..self.listeners.len()).for_each(|index| self.accept(index));
+        }
+        let now_ms = crate::clock::unix_ms();
+        let state = &mut self.engine.state;
+        state.stats.sample(now_ms);
+        if let Some(writer) = &self.log_writer {
+            let error = writer.error();
+            if error.is_some() != state.log_error.is_some() {
+                match &error {
+                    Some(e) => tracing::warn!(
+                        "refusing writes: the append-only log can't be written ({e})"
+                    ),
+                    None => tracing::info!("append-only log healthy again"),
+                }
+            }
+            state.log_error = error;
+            state.persistence.aof_current_size = self.closed_log_bytes + writer.file_bytes();
+            state.persistence.aof_pending_bytes = writer.pending_bytes();
+            let durable = release_watermark(writer, state.config.appendfsync);
+            if !self.held.is_empty() {
+                self.release_held(durable, writer.is_failing());
+            }
+        }
+        self.engine
+            .active_expire_cycle(&mut self.expire_cursor, now_ms, EXPIRE_CYCLE_BUDGET);
+        // Jobs scheduled while nothing was running (BGREWRITEAOF inside EXEC).
+        self.start_scheduled_jobs();
+        self.automatic_jobs();
+        self.close_idle_clients();
+        // Expiry DELs are log records too.
+        self.end_of_turn();
+    }
+
+    /// `timeout`: closes clients idle for longer. A client waiting for its replies to
+    /// become durable, or blocked, is not idle.
+    fn close_idle_clients(&mut self) {
+        let config = &self.engine.state.config;
+        if config.timeout_seconds == 0 {
+            return;
+        }
+        let limit = Duration::from_secs(config.timeout_seconds);
+        let durable = self
+            .log_writer
+            .as_ref()
+            .map_or(0, |w| release_watermark(w, config.appendfsync));
+        let idle: Vec<usize> = self
+            .clients
+            .iter()
+            .filter(|(_, c)| {
+                c.conn.last_interaction.elapsed() > limit
+                    && c.conn.hold_seq <= durable
+                    && c.conn.blocked.is_none()
+            })
+            .map(|(t, _)| t)
+            .collect();
+        for token in idle {
+            self.close_client(token);
+        }
+    }
+}

@@ -1,0 +1,381 @@
+//! Background jobs: the compaction (BGREWRITEAOF) and the snapshot to `dbfilename`
+//! (BGSAVE); full syncs to replicas come next.
+//!
+//! Each job is a state machine of its own (`compaction::Compaction`,
+//! `snapshot::SnapshotJob`: capture on the loop a few slots a turn, write on threads,
+//! finish on the loop). This file is the one place that decides when a job starts — on
+//! request, scheduled behind another, or by Redis's automatic triggers — when a failed
+//! one may be retried, and that writes the jobs' INFO persistence fields.
+
+use super::Server;
+use crate::compaction::Compaction;
+use crate::engine::Job;
+use crate::log::LogWriter;
+use crate::snapshot::SnapshotJob;
+use std::time::{Duration, Instant};
+
+/// Slots a background snapshot captures per event-loop turn (a table copy each).
+const CAPTURE_SLOTS_PER_TURN: usize = 32;
+/// Redis's CONFIG_BGSAVE_RETRY_DELAY: after a failed BGSAVE, neither a save point nor a
+/// scheduled BGSAVE starts one until this much time has passed.
+const BGSAVE_RETRY_DELAY: Duration = Duration::from_secs(5);
+
+/// The jobs running now (at most one: a second is scheduled behind it, as Redis has at
+/// most one child).
+#[derive(Default)]
+pub(super) struct Jobs {
+    pub compaction: Option<Compaction>,
+    pub background_save: Option<BackgroundSave>,
+}
+
+/// A BGSAVE in progress.
+pub(super) struct BackgroundSave {
+    pub job: SnapshotJob,
+    /// `dirty` when it started: what it saved is no longer a change since the last save.
+    pub dirty_at_start: u64,
+}
+
+impl Jobs {
+    pub fn running(&self) -> bool {
+        self.compaction.is_some() || self.background_save.is_some()
+    }
+
+    fn snapshots(&self) -> impl Iterator<Item = &SnapshotJob> {
+        let compaction = self.compaction.as_ref().map(|c| &c.job);
+        compaction
+            .into_iter()
+            .chain(self.background_save.as_ref().map(|b| &b.job))
+    }
+
+    /// Some(throttled) while a background snapshot still has slots to capture.
+    pub fn capture_pending(&self) -> Option<bool> {
+        self.snapshots()
+            .filter(|job| job.capturing())
+            .map(|job| job.throttled())
+            .reduce(|a, b| a && b)
+    }
+
+    /// Stops every job and waits for its threads (they remove their unlisted files).
+    pub fn cancel_all(&mut self, keyspace: &mut crate::keyspace::Keyspace) {
+        if let Some(mut compaction) = self.compaction.take() {
+            tracing::info!(
+                "there is a background append-only log rewrite in progress: stopping it"
+            );
+            compaction.job.cancel_and_wait(keyspace);
+        }
+        if let Some(mut save) = self.background_save.take() {
+            tracing::info!("there is a background save in progress: stopping it");
+            save.job.cancel_and_wait(keyspace);
+        }
+    }
+}
+
+/// Whether a BGSAVE may start again after the last one failed (Redis's retry delay).
+fn bgsave_retry_allowed(last_failure: Option<Instant>) -> bool {
+    last_failure.is_none_or(|t| t.elapsed() > BGSAVE_RETRY_DELAY)
+}
+
+/// Whether the automatic rewrite is backing off: after 3 consecutive failures Redis
+/// waits 1, 2, 4 … 60 minutes before the next one.
+fn rewrite_backing_off(consecutive_failures: u64, last_failure: Option<Instant>) -> bool {
+    last_failure.is_some_and(|t| {
+        consecutive_failures >= 3
+            && t.elapsed()
+                < Duration::from_secs(60 * (1u64 << (consecutive_failures - 3).min(6)).min(60))
+    })
+}
+
+impl Server {
+    /// A command asked for a job (its reply is written).
+    pub(super) fn start_job(&mut self, job: Job) {
+        match job {
+            Job::Rewrite => self.start_rewrite(),
+            Job::BackgroundSave => self.start_background_save(),
+        }
+    }
+
+    /// One turn's share of background capture, and the end of finished jobs.
+    pub(super) fn background_snapshot_work(&mut self) {
+        let keyspace = &mut self.engine.keyspace;
+        if let Some(compaction) = &mut self.jobs.compaction {
+            compaction.job.step(keyspace, CAPTURE_SLOTS_PER_TURN);
+            let before = self.manifest.as_ref().expect("the log is on");
+            if let Some(finished) = compaction.poll(before) {
+                self.jobs.compaction = None;
+                self.finish_rewrite(finished);
+            }
+        }
+        if let Some(save) = &mut self.jobs.background_save {
+            save.job
+                .step(&mut self.engine.keyspace, CAPTURE_SLOTS_PER_TURN);
+            if let Some(outcome) = save.job.outcome() {
+                let save = self.jobs.background_save.take().expect("checked");
+                self.finish_background_save(outcome, save.dirty_at_start);
+            }
+        }
+        let held = self.jobs.snapshots().map(SnapshotJob::held_bytes).sum();
+        let keys_written = self.jobs.snapshots().next().map(SnapshotJob::keys_written);
+        let p = &mut self.engine.state.persistence;
+        p.capture_held_bytes = held;
+        match keys_written {
+            Some(keys) => p.current_save_keys_processed = keys,
+            None => (p.current_save_keys_processed, p.current_save_keys_total) = (0, 0),
+        }
+    }
+
+    pub(super) fn waker_notify(&self) -> Box<dyn Fn() + Send> {
+        let waker = self.waker.clone();
+        Box::new(move || {
+            let _ = waker.wake();
+        })
+    }
+
+    /// Starts a compaction (BGREWRITEAOF, the automatic trigger, a scheduled one).
+    fn start_rewrite(&mut self) {
+        let notify = self.waker_notify();
+        let (Some(writer), Some(paths), Some(manifest)) =
+            (&mut self.log_writer, &self.log_paths, &self.manifest)
+        else {
+            return;
+        };
+        let engine = &mut self.engine;
+        if self.jobs.running() {
+            engine.state.persistence.aof_rewrite_scheduled = true;
+            return;
+        }
+        // The switch to the new file comes after every record logged so far.
+        if !engine.effects.buffer.is_empty() {
+            writer.submit(&mut engine.effects.buffer);
+        }
+        let config = &engine.state.config;
+        let compaction = Compaction::start(
+            &mut engine.keyspace,
+            writer,
+            self.storage.clone(),
+            paths,
+            manifest,
+            crate::compaction::Settings {
+                parts: config.aof_rewrite_threads(),
+                key_delay_us: config.rdb_key_save_delay_us,
+                compression: config.rdbcompression,
+            },
+            notify,
+        );
+        let p = &mut engine.state.persistence;
+        p.aof_rewrite_scheduled = false;
+        p.aof_rewrites += 1; // counted at the start, as Redis does
+        let compaction = match compaction {
+            Ok(compaction) => compaction,
+            Err(error) => {
+                // Nothing changed (no capture, no log switch): report it as a failure.
+                tracing::warn!("background append-only log rewrite failed to start: {error}");
+                p.aof_last_bgrewrite_failed = true;
+                p.aof_rewrites_consecutive_failures += 1;
+                p.aof_last_rewrite_failure = Some(Instant::now());
+                return;
+            }
+        };
+        p.current_save_keys_total = engine.keyspace.total_keys() as u64;
+        p.aof_rewrite_in_progress = true;
+        p.aof_rewrite_started = Some(Instant::now());
+        // The new file starts empty: the next record needs its SELECT.
+        engine.effects.selected_db = None;
+        self.jobs.compaction = Some(compaction);
+    }
+
+    fn finish_rewrite(&mut self, finished: crate::compaction::Finished) {
+        let p = &mut self.engine.state.persistence;
+        let seconds = p.aof_rewrite_started.take().map(|t| t.elapsed());
+        p.aof_rewrite_in_progress = false;
+        p.aof_last_rewrite_seconds = seconds.map(|d| d.as_secs());
+        match finished.result {
+            Ok(outcome) => {
+                let bytes: u64 = outcome.part_bytes.iter().sum();
+                tracing::info!(
+                    "background append-only log rewrite finished successfully: {} keys in {} part(s), {:.1} MB in {:.3}s",
+                    outcome.keys,
+                    outcome.part_bytes.len(),
+                    bytes as f64 / 1e6,
+                    outcome.seconds
+                );
+                p.aof_last_bgrewrite_failed = false;
+                p.aof_rewrites_consecutive_failures = 0;
+                p.aof_last_rewrite_failure = None;
+                p.aof_last_rewrite_bytes = bytes;
+                p.aof_last_rewrite_keys = outcome.keys;
+            }
+            Err(error) => {
+                tracing::warn!("background append-only log rewrite failed: {error}");
+                self.engine.keyspace.cancel_capture();
+                p.aof_last_bgrewrite_failed = true;
+                p.aof_rewrites_consecutive_failures += 1;
+                p.aof_last_rewrite_failure = Some(Instant::now());
+            }
+        }
+        self.manifest = Some(finished.manifest);
+        self.refresh_log_sizes();
+        let p = &mut self.engine.state.persistence;
+        if !p.aof_last_bgrewrite_failed {
+            p.aof_rewrite_base_size = p.aof_current_size;
+        }
+        self.start_scheduled_jobs();
+    }
+
+    /// BGSAVE: a forkless snapshot to `dbfilename`, written under a temporary name and
+    /// renamed into place when complete.
+    fn start_background_save(&mut self) {
+        if self.jobs.running() {
+            self.engine.state.persistence.rdb_bgsave_scheduled = true;
+            return;
+        }
+        let config = &self.engine.state.config;
+        let dir = config.dir.clone();
+        let name = config.dbfilename.clone();
+        let temp = dir.join(format!("temp-bgsave-{}.rdb", std::process::id()));
+        let storage = self.storage.clone();
+        let finisher = {
+            let temp = temp.clone();
+            let storage = storage.clone();
+            Box::new(move |_sizes: &[u64]| {
+                crate::snapshot::install_file(&*storage, &temp, &dir, &name)
+            })
+        };
+        let spec = crate::snapshot::JobSpec {
+            storage,
+            part_paths: vec![temp],
+            options: crate::rdb::RdbWriterOptions {
+                compression: config.rdbcompression,
+                ..crate::rdb::RdbWriterOptions::default()
+            },
+            part_aux: Vec::new(),
+            finisher,
+            key_delay_us: config.rdb_key_save_delay_us,
+            notify: self.waker_notify(),
+        };
+        let job = SnapshotJob::start(&mut self.engine.keyspace, spec);
+        let state = &mut self.engine.state;
+        let p = &mut state.persistence;
+        p.rdb_bgsave_scheduled = false;
+        p.rdb_saves += 1; // counted at the start, as Redis does
+        let job = match job {
+            Ok(job) => job,
+            Err(error) => {
+                tracing::warn!("background saving failed to start: {error}");
+                p.rdb_last_bgsave_failed = true;
+                p.rdb_last_bgsave_failure = Some(Instant::now());
+                return;
+            }
+        };
+        tracing::info!("background saving started");
+        p.current_save_keys_total = self.engine.keyspace.total_keys() as u64;
+        p.rdb_bgsave_in_progress = true;
+        p.rdb_bgsave_started = Some(Instant::now());
+        self.jobs.background_save = Some(BackgroundSave {
+            job,
+            dirty_at_start: state.dirty,
+        });
+    }
+
+    fn finish_background_save(
+        &mut self,
+        outcome: Result<crate::snapshot::JobOutcome, String>,
+        dirty_at_start: u64,
+    ) {
+        let state = &mut self.engine.state;
+        let p = &mut state.persistence;
+        let seconds = p.rdb_bgsave_started.take().map(|t| t.elapsed());
+        p.rdb_bgsave_in_progress = false;
+        p.rdb_last_bgsave_seconds = seconds.map(|d| d.as_secs());
+        match outcome {
+            Ok(outcome) => {
+                tracing::info!(
+                    "background saving terminated with success: {} keys, {} bytes",
+                    outcome.keys,
+                    outcome.part_bytes.iter().sum::<u64>()
+                );
+                p.rdb_last_bgsave_failed = false;
+                p.rdb_last_bgsave_failure = None;
+                state.dirty = state.dirty.saturating_sub(dirty_at_start);
+                state.last_save_unix_seconds = crate::clock::unix_seconds();
+            }
+            Err(error) => {
+                tracing::warn!("background saving failed: {error}");
+                self.engine.keyspace.cancel_capture();
+                p.rdb_last_bgsave_failed = true;
+                p.rdb_last_bgsave_failure = Some(Instant::now());
+            }
+        }
+        self.start_scheduled_jobs();
+    }
+
+    /// Starts a job scheduled while another ran (or inside EXEC), once nothing runs.
+    pub(super) fn start_scheduled_jobs(&mut self) {
+        if self.jobs.running() {
+            return;
+        }
+        let p = &self.engine.state.persistence;
+        if p.aof_rewrite_scheduled {
+            self.start_rewrite();
+        } else if p.rdb_bgsave_scheduled && bgsave_retry_allowed(p.rdb_last_bgsave_failure) {
+            self.start_background_save();
+        }
+    }
+
+    /// Recomputes the log sizes of INFO from the manifest in force: the files other than
+    /// the one being appended to do not change size, so this runs only when it changes.
+    pub(super) fn refresh_log_sizes(&mut self) {
+        let (Some(paths), Some(manifest)) = (&self.log_paths, &self.manifest) else {
+            return;
+        };
+        let size = |name: &str| self.storage.len(&paths.file(name)).unwrap_or(0);
+        let base: u64 = manifest.base().map(|e| size(&e.name)).sum();
+        let last = manifest.last_incremental().map(|e| e.name.as_str());
+        let closed: u64 = manifest
+            .incremental()
+            .filter(|e| Some(e.name.as_str()) != last)
+            .map(|e| size(&e.name))
+            .sum();
+        let p = &mut self.engine.state.persistence;
+        p.aof_base_size = base;
+        p.aof_base_parts = manifest.base().count();
+        self.closed_log_bytes = base + closed;
+        let current = self.log_writer.as_ref().map_or(0, LogWriter::file_bytes);
+        p.aof_current_size = self.closed_log_bytes + current;
+    }
+
+    /// Redis's automatic triggers: the log grew by `auto-aof-rewrite-percentage` since the
+    /// last compaction (and is past `auto-aof-rewrite-min-size`), or a `save` point is due.
+    pub(super) fn automatic_jobs(&mut self) {
+        if self.jobs.running() {
+            return;
+        }
+        let state = &self.engine.state;
+        let config = &state.config;
+        let p = &state.persistence;
+        let now_seconds = crate::clock::unix_seconds();
+        let save_due = config.save_points.iter().any(|&(seconds, changes)| {
+            state.dirty >= changes && now_seconds - state.last_save_unix_seconds >= seconds as i64
+        }) && bgsave_retry_allowed(p.rdb_last_bgsave_failure);
+        if save_due {
+            tracing::info!("a save point is due: saving in the background");
+            self.start_background_save();
+            return;
+        }
+        if self.log_writer.is_none() || config.auto_aof_rewrite_percentage == 0 {
+            return;
+        }
+        let base = p.aof_rewrite_base_size.max(1);
+        let growth = (p.aof_current_size * 100 / base).saturating_sub(100);
+        let backed_off = rewrite_backing_off(
+            p.aof_rewrites_consecutive_failures,
+            p.aof_last_rewrite_failure,
+        );
+        if p.aof_current_size > config.auto_aof_rewrite_min_size
+            && growth >= config.auto_aof_rewrite_percentage
+            && !backed_off
+        {
+            tracing::info!("starting an automatic append-only log rewrite: {growth}% growth");
+            self.start_rewrite();
+        }
+    }
+}

@@ -1,0 +1,615 @@
+//! The event loop: sockets, sessions, and when replies may go out.
+//!
+//! One thread owns the engine (the dataset) and runs every command, as in Redis. Each
+//! loop turn: read what sockets have, and hand every complete command to the engine
+//! (`session`); serve blocked clients whose keys became ready (`blocked`); do a share of
+//! the background jobs' capture (`jobs`); then, once per turn, hand the turn's effects
+//! to the log writer as one batch and send the replies that may go out. Under
+//! `appendfsync always` a reply produced while any batch is not yet durable is held until
+//! the writer reports that batch fsynced (group commit); the loop keeps serving meanwhile.
+//! Under `everysec` and `no` a reply waits only until its batch is written to the file.
+//! `hz` times a second the cron runs (`cron`).
+//!
+//! This module holds the loop itself, accepting connections, sending replies and
+//! shutting down; nothing here knows a command.
+
+mod blocked;
+mod cron;
+mod error;
+mod jobs;
+mod session;
+
+use crate::commands::{LoadingStatus, SessionState};
+use crate::config::{Config, FsyncPolicy};
+use crate::engine::{Engine, ShutdownSave};
+use crate::log::manifest::Manifest;
+use crate::log::{self, LogPaths, LogWriter};
+use crate::resp::ReplyWriter;
+use crate::storage::{RealStorage, Storage};
+pub use error::ServerError;
+use mio::{Events, Interest, Poll, Token, Waker};
+use session::{Client, Sessions};
+use std::io::{ErrorKind, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+const WAKER: Token = Token(usize::MAX - 1);
+const FIRST_LISTENER: usize = usize::MAX - 64;
+const READ_CHUNK_BYTES: usize = 16 * 1024;
+/// Buffers larger than these are shrunk once drained, not kept for reuse.
+const OUTPUT_KEEP_BYTES: usize = 64 * 1024;
+const INPUT_KEEP_BYTES: usize = 64 * 1024;
+const ARGUMENTS_KEEP: usize = 1024;
+/// Bytes read from one client in one turn, at most (then others get their turn).
+const READ_PER_TURN_BYTES: usize = 4 * 1024 * 1024;
+/// Log bytes waiting for the writer beyond which the loop stops reading from clients
+/// (TCP then slows the senders down) until the writer catches up.
+const LOG_BACKLOG_BYTES: u64 = 64 * 1024 * 1024;
+
+pub struct Server {
+    poll: Poll,
+    listeners: crate::net::Listeners,
+    clients: Sessions,
+    /// Reused for every socket read, so each read does not zero a fresh buffer.
+    read_buffer: Box<[u8]>,
+    next_client_id: u64,
+    engine: Engine,
+    log_writer: Option<LogWriter>,
+    log_paths: Option<LogPaths>,
+    /// The manifest in force (the log writer and compactions change it; this is the
+    /// event loop's record of their outcomes).
+    manifest: Option<Manifest>,
+    /// The start-up load, until it is over (clients get -LOADING meanwhile).
+    loading: Option<std::thread::JoinHandle<Result<crate::recovery::Loaded, String>>>,
+    jobs: jobs::Jobs,
+    /// The fsync policy the log writer was last given (CONFIG SET changes the config).
+    writer_policy: FsyncPolicy,
+    storage: Arc<dyn Storage>,
+    waker: Arc<Waker>,
+    /// Set by `halt`: leave the loop at once, saving nothing (crash tests in-process).
+    halt_flag: Arc<AtomicBool>,
+    /// Bytes of the listed log files other than the one being appended to.
+    closed_log_bytes: u64,
+    /// Readable clients not read yet because the log writer is behind (events are
+    /// edge-triggered: they must be remembered). The flag: the peer has closed its side.
+    deferred_reads: Vec<(usize, bool)>,
+    /// Clients whose output is waiting for a log batch to become durable.
+    held: Vec<usize>,
+    /// Clients that produced output this turn.
+    touched: Vec<usize>,
+    shutdown_flag: Arc<AtomicBool>,
+    expire_cursor: Vec<usize>,
+    block_deadlines: blocked::Deadlines,
+    /// Clients unblocked this turn whose buffered input still waits to be run.
+    resumed: Vec<usize>,
+}
+
+/// A SHUTDOWN asked for by a client (`requester`) or a signal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ShutdownRequest {
+    save: ShutdownSave,
+    requester: Option<usize>,
+}
+
+/// The highest log batch whose replies may go out. Under `always`, fsynced. Otherwise,
+/// written to the file: then an acknowledged write survives the death of the process (the
+/// page cache keeps it), as in Redis, which writes its log before sending replies.
+fn release_watermark(writer: &LogWriter, policy: FsyncPolicy) -> u64 {
+    match policy {
+        FsyncPolicy::Always => writer.durable_seq(),
+        FsyncPolicy::EverySec | FsyncPolicy::No => writer.written_seq(),
+    }
+}
+
+impl Server {
+    /// Binds the listeners and starts loading the data on a thread of its own; `run`
+    /// answers -LOADING until the data is in, then opens the log for appending.
+    pub fn start(config: Config, config_file: String) -> Result<Server, ServerError> {
+        Server::start_with_storage(config, config_file, Arc::new(RealStorage::new("")))
+    }
+
+    /// As `start`, with the files in `storage` (a simulated disk in crash tests).
+    pub fn start_with_storage(
+        config: Config,
+        config_file: String,
+        storage: Arc<dyn Storage>,
+    ) -> Result<Server, ServerError> {
+        let poll = Poll::new().map_err(|e| ServerError::Setup("create the event loop", e))?;
+        let waker = Arc::new(
+            Waker::new(poll.registry(), WAKER)
+                .map_err(|e| ServerError::Setup("create waker", e))?,
+        );
+        config.encoding_limits.apply();
+        let writer_policy = config.appendfsync;
+        let mut engine = Engine::new(config, config_file, storage.clone());
+        let state = &mut engine.state;
+        let bound = crate::net::listen(&state.config).map_err(ServerError::Listen)?;
+        state.tcp_port = bound.port;
+        let mut listeners = crate::net::Listeners::new(bound.sockets);
+        for (index, listener) in listeners.sockets_mut().enumerate() {
+            poll.registry()
+                .register(listener, Token(FIRST_LISTENER + index), Interest::READABLE)
+                .map_err(|e| ServerError::Setup("register listener", e))?;
+        }
+        let shutdown_flag = Arc::new(AtomicBool::new(false));
+        for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+            signal_hook::flag::register(signal, shutdown_flag.clone())
+                .map_err(|e| ServerError::Setup("install signal handler", e))?;
+        }
+        // The dataset loads on its own thread; meanwhile clients get -LOADING.
+        let progress = Arc::new(crate::commands::LoadProgress::default());
+        state.persistence.loading = Some(LoadingStatus {
+            start_unix_seconds: crate::clock::unix_seconds(),
+            started: Instant::now(),
+            progress: progress.clone(),
+        });
+        let loading = {
+            let config = state.config.clone();
+            let storage = storage.clone();
+            let waker = waker.clone();
+            std::thread::Builder::new()
+                .name("loading".into())
+                .spawn(move || {
+                    let loaded = crate::recovery::load_dataset(&config, storage, &progress);
+                    let _ = waker.wake();
+                    loaded
+                })
+                .map_err(|e| ServerError::Setup("start loading", e))?
+        };
+        let databases = state.config.databases;
+        let server = Server {
+            poll,
+            listeners,
+            clients: Sessions::default(),
+            read_buffer: vec![0; READ_CHUNK_BYTES].into_boxed_slice(),
+            next_client_id: 1,
+            engine,
+            log_writer: None,
+            log_paths: None,
+            manifest: None,
+            loading: Some(loading),
+            jobs: jobs::Jobs::default(),
+            writer_policy,
+            storage,
+            waker,
+            halt_flag: Arc::new(AtomicBool::new(false)),
+            closed_log_bytes: 0,
+            deferred_reads: Vec::new(),
+            held: Vec::new(),
+            touched: Vec::new(),
+            shutdown_flag,
+            expire_cursor: vec![0; databases],
+            block_deadlines: Default::default(),
+            resumed: Vec::new(),
+        };
+        Ok(server)
+    }
+
+    /// Adopts the dataset the loading thread built and opens the log for appending.
+    fn finish_loading(&mut self) -> Result<(), ServerError> {
+        let thread = self.loading.take().expect("loading in progress");
+        let loaded = thread
+            .join()
+            .map_err(|_| ServerError::LoadPanicked)?
+            .map_err(ServerError::Load)?;
+        self.engine.keyspace = loaded.keyspace;
+        if let Some(manifest) = loaded.manifest {
+            let paths = LogPaths::from_config(&self.engine.state.config);
+            let writer = log::open_writer(
+                &self.storage,
+                &paths,
+                &manifest,
+                &self.engine.state.config,
+                self.waker_notify(),
+            )
+            .map_err(ServerError::OpenLog)?;
+            self.log_writer = Some(writer);
+            self.log_paths = Some(paths);
+            self.manifest = Some(manifest);
+            self.engine.effects.enabled = true;
+        }
+        self.refresh_log_sizes();
+        let state = &mut self.engine.state;
+        let p = &mut state.persistence;
+        p.aof_rewrite_base_size = p.aof_current_size;
+        p.loading = None;
+        p.loading_seconds = loaded.seconds;
+        p.loaded_keys = loaded.keys;
+        if !state.config.appendonly {
+            p.rdb_last_load_keys_loaded = loaded.keys;
+        }
+        state.dirty = 0;
+        tracing::info!("ready to accept connections on port {}", state.tcp_port);
+        Ok(())
+    }
+
+    /// The port the server listens on (the bound one when configured with port 0).
+    pub fn port(&self) -> u16 {
+        self.engine.state.tcp_port
+    }
+
+    /// A flag that makes `run` return at once, saving and syncing nothing: for crash tests
+    /// that run the server in-process on a simulated disk.
+    pub fn halt_handle(&self) -> Arc<AtomicBool> {
+        self.halt_flag.clone()
+    }
+
+    /// Runs until SHUTDOWN or a termination signal.
+    pub fn run(mut self) -> Result<(), ServerError> {
+        let mut events = Events::with_capacity(1024);
+        let mut next_cron = Instant::now();
+        loop {
+            if self.loading.as_ref().is_some_and(|t| t.is_finished()) {
+                self.finish_loading()?;
+            }
+            if self.halt_flag.load(Ordering::Relaxed) {
+                // As a process that dies: no file is touched from now on, so background
+                // threads must be gone before `run` returns (a test then cuts the power).
+                tracing::warn!("halted");
+                self.jobs.cancel_all(&mut self.engine.keyspace);
+                if let Some(thread) = self.loading.take() {
+                    let _ = thread.join();
+                }
+                return Ok(());
+            }
+            let mut timeout = next_cron.saturating_duration_since(Instant::now());
+            if !self.deferred_reads.is_empty() && !self.log_backlogged() {
+                timeout = Duration::ZERO; // clients put aside can be read now
+            }
+            if let Some(&(deadline, _, _)) = self.block_deadlines.first() {
+                let wait = (deadline - crate::clock::unix_ms()).max(0) as u64;
+                timeout = timeout.min(Duration::from_millis(wait));
+            }
+            if let Some(throttled) = self.jobs.capture_pending() {
+                // Keep capturing between events; poll briefly while the writers catch up.
+                timeout = timeout.min(if throttled {
+                    Duration::from_millis(1)
+                } else {
+                    Duration::ZERO
+                });
+            }
+            if let Err(e) = self.poll.poll(&mut events, Some(timeout))
+                && e.kind() != ErrorKind::Interrupted
+            {
+                return Err(ServerError::EventLoop(e));
+            }
+            let mut shutdown: Option<ShutdownRequest> = None;
+            if !self.deferred_reads.is_empty() && !self.log_backlogged() {
+                shutdown = self.read_deferred();
+            }
+            for event in events.iter() {
+                let token = event.token().0;
+                if token == WAKER.0 {
+                    continue; // durable progress is checked below
+                } else if token >= FIRST_LISTENER {
+                    self.accept(token - FIRST_LISTENER);
+                } else if event.is_error() || (event.is_read_closed() && event.is_write_closed()) {
+                    // The peer is gone both ways (reset or hang-up): nothing can be delivered.
+                    self.close_client(token);
+                } else {
+                    if event.is_readable() || event.is_read_closed() {
+                        let until_eof = event.is_read_closed();
+                        if self.log_backlogged() {
+                            self.deferred_reads.push((token, until_eof));
+                        } else if let Some(request) = self.read_and_execute(token, until_eof) {
+                            shutdown = Some(request);
+                        }
+                    }
+                    if event.is_writable() {
+                        self.touched.push(token);
+                    }
+                }
+                if shutdown.is_some() {
+                    break;
+                }
+            }
+            if !self.block_deadlines.is_empty() {
+                self.expire_blocked();
+            }
+            if shutdown.is_none()
+                && let Some(request) = self.run_resumed()
+            {
+                shutdown = Some(request);
+            }
+            self.background_snapshot_work();
+            self.end_of_turn();
+            if Instant::now() >= next_cron {
+                self.cron();
+                let hz = self.engine.state.config.hz as u64;
+                next_cron = Instant::now() + Duration::from_millis(1000 / hz);
+            }
+            if self.shutdown_flag.swap(false, Ordering::Relaxed) {
+                tracing::info!("received a termination signal, shutting down");
+                shutdown = Some(ShutdownRequest {
+                    save: ShutdownSave::AsConfigured,
+                    requester: None,
+                });
+            }
+            if let Some(request) = shutdown {
+                match self.shutdown(request.save) {
+                    Ok(()) => return Ok(()),
+                    Err(e) => {
+                        tracing::warn!("SHUTDOWN failed, not exiting: {e}");
+                        if let Some(token) = request.requester
+                            && let Some(client) = self.clients.get_mut(&token)
+                        {
+                            ReplyWriter::new(&mut client.output, client.state.resp3)
+                                .error("ERR Errors trying to SHUTDOWN. Check logs.");
+                            self.touched.push(token);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn accept(&mut self, index: usize) {
+        loop {
+            let (mut stream, peer) = match self.listeners.accept(index) {
+                crate::net::Accepted::Connection(stream, peer) => (stream, peer),
+                crate::net::Accepted::Refused => {
+                    self.engine.state.stats.rejected_connections += 1;
+                    continue;
+                }
+                crate::net::Accepted::Done => return,
+            };
+            // Redis's order: the client limit, then protected mode; only admitted
+            // connections count in total_connections_received.
+            if self.clients.len() >= self.engine.state.config.clients_max {
+                crate::net::refuse(&mut stream, crate::net::MAX_CLIENTS_REACHED);
+                self.engine.state.stats.rejected_connections += 1;
+                continue;
+            }
+            if crate::net::protected_mode_denies(&self.engine.state.config, &peer) {
+                crate::net::refuse(&mut stream, crate::net::DENIED);
+                self.engine.state.stats.rejected_connections += 1;
+                continue;
+            }
+            self.engine.state.stats.total_connections_received += 1;
+            let _ = stream.set_nodelay(true);
+            let id = self.next_client_id;
+            self.next_client_id += 1;
+            let state = SessionState {
+                id,
+                authenticated: self.engine.state.config.requirepass.is_none(),
+                last_command: "NULL",
+                ..SessionState::default()
+            };
+            let token = self.clients.insert(Client::new(stream, peer, state));
+            let client = self.clients.get_mut(&token).expect("just inserted");
+            if let Err(e) = self.poll.registry().register(
+                &mut client.conn.stream,
+                Token(token),
+                Interest::READABLE | Interest::WRITABLE,
+            ) {
+                tracing::warn!("can't register a client: {e}");
+                self.clients.remove(&token);
+                continue;
+            }
+            self.engine.state.connected_clients = self.clients.len();
+        }
+    }
+
+    /// Closes the clients of this turn whose unsent replies went over their limits,
+    /// before anything is sent (Redis closes them "ASAP", without flushing).
+    fn enforce_output_limits(&mut self) {
+        let now = Instant::now();
+        let limit = self.engine.state.config.output_buffer_limits.normal;
+        let password_set = self.engine.state.config.requirepass.is_some();
+        let mut over = Vec::new();
+        for &token in &self.touched {
+            let Some(client) = self.clients.get_mut(&token) else {
+                continue;
+            };
+            if over.contains(&token) {
+                continue; // listed twice this turn
+            }
+            let unsent = client.output.len() - client.conn.output_sent;
+            let authenticated = !password_set || client.state.authenticated;
+            let breach = crate::client_buffers::check_output(
+                unsent,
+                authenticated,
+                &limit,
+                &mut client.conn.output_soft_since,
+                now,
+            );
+            if let Some(breach) = breach {
+                tracing::warn!(
+                    "Client id={} addr={} omem={unsent} scheduled to be closed ASAP for overcoming of output buffer limits ({breach:?})",
+                    client.state.id,
+                    client.conn.peer,
+                );
+                over.push(token);
+            }
+        }
+        for token in over {
+            self.close_client(token);
+        }
+    }
+
+    /// Hands this turn's effects to the log writer and sends the replies that may go.
+    fn end_of_turn(&mut self) {
+        self.enforce_output_limits();
+        if let Some(writer) = &mut self.log_writer {
+            let policy = self.engine.state.config.appendfsync;
+            if policy != self.writer_policy {
+                writer.set_policy(policy); // CONFIG SET appendfsync
+                self.writer_policy = policy;
+            }
+            if !self.engine.effects.buffer.is_empty() {
+                writer.submit(&mut self.engine.effects.buffer);
+                let p = &mut self.engine.state.persistence;
+                p.aof_pending_peak_bytes = p.aof_pending_peak_bytes.max(writer.pending_bytes());
+            }
+            let durable = release_watermark(writer, self.engine.state.config.appendfsync);
+            let failing = writer.is_failing();
+            let last = writer.last_submitted();
+            for token in std::mem::take(&mut self.touched) {
+                let Some(client) = self.clients.get_mut(&token) else {
+                    continue;
+                };
+                client.hold_for(last);
+                if client.required_seq(failing) > durable {
+                    if !client.conn.in_held {
+                        client.conn.in_held = true;
+                        self.held.push(token);
+                    }
+                } else if !client.conn.in_held {
+                    self.flush_client(token);
+                }
+            }
+            if !self.held.is_empty() {
+                self.release_held(durable, failing);
+            }
+        } else {
+            for token in std::mem::take(&mut self.touched) {
+                self.flush_client(token);
+            }
+        }
+    }
+
+    /// Sends the output of held clients whose batch is now durable. A client is listed in
+    /// `held` at most once (its `in_held` flag), so one pass releases it.
+    fn release_held(&mut self, durable: u64, log_failing: bool) {
+        let mut still_held = Vec::new();
+        for token in std::mem::take(&mut self.held) {
+            let Some(client) = self.clients.get_mut(&token) else {
+                continue; // closed meanwhile
+            };
+            if !client.conn.in_held {
+                continue; // the token was reused by a client that is not waiting
+            }
+            if client.required_seq(log_failing) > durable {
+                still_held.push(token);
+            } else {
+                client.conn.in_held = false;
+                self.flush_client(token);
+            }
+        }
+        self.held = still_held;
+    }
+
+    fn flush_client(&mut self, token: usize) {
+        let Some(client) = self.clients.get_mut(&token) else {
+            return;
+        };
+        let mut failed = false;
+        let conn = &mut client.conn;
+        while conn.output_sent < client.output.len() {
+            match conn.stream.write(&client.output[conn.output_sent..]) {
+                Ok(0) => {
+                    failed = true;
+                    break;
+                }
+                Ok(n) => {
+                    conn.output_sent += n;
+                    self.engine.state.stats.total_net_output_bytes += n as u64;
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => {
+                    failed = true;
+                    break;
+                }
+            }
+        }
+        if conn.output_sent == client.output.len() {
+            client.output.clear();
+            conn.output_sent = 0;
+            // Nothing is left that waits for the log.
+            conn.hold_seq = 0;
+            conn.read_hold_seq = 0;
+            if client.output.capacity() > OUTPUT_KEEP_BYTES {
+                client.output = Vec::new();
+            }
+            if conn.close_after_reply {
+                failed = true;
+            }
+        }
+        if failed {
+            self.close_client(token);
+        }
+    }
+
+    fn close_client(&mut self, token: usize) {
+        if let Some(mut client) = self.clients.remove(&token) {
+            let _ = self.poll.registry().deregister(&mut client.conn.stream);
+            self.engine.state.watches.unwatch_all(&mut client.state);
+            if let Some(blocked) = client.conn.blocked.take() {
+                self.forget_blocked(token, client.state.id, &blocked);
+            }
+        }
+        self.engine.state.connected_clients = self.clients.len();
+    }
+
+    /// The log writer is this far behind: stop taking new requests.
+    fn log_backlogged(&self) -> bool {
+        self.log_writer.as_ref().is_some_and(|writer| {
+            writer.pending_bytes() + self.engine.effects.buffer.len() as u64 > LOG_BACKLOG_BYTES
+        })
+    }
+
+    /// Reads the clients put aside while the log writer was behind, until it is behind
+    /// again. Returns a SHUTDOWN request, if one came.
+    fn read_deferred(&mut self) -> Option<ShutdownRequest> {
+        let mut deferred = std::mem::take(&mut self.deferred_reads);
+        deferred.sort_unstable();
+        deferred.dedup_by(|later, earlier| {
+            let same = later.0 == earlier.0;
+            if same {
+                earlier.1 |= later.1;
+            }
+            same
+        });
+        let mut pending = deferred.into_iter();
+        while let Some((token, until_eof)) = pending.next() {
+            if let Some(request) = self.read_and_execute(token, until_eof) {
+                self.deferred_reads.extend(pending);
+                return Some(request);
+            }
+            if self.log_backlogged() {
+                self.deferred_reads.extend(pending);
+                break;
+            }
+        }
+        None
+    }
+
+    /// Only SHUTDOWN SAVE writes `dbfilename`. (Redis also saves on a plain SHUTDOWN
+    /// when save points are configured; Tessera, whose log is on by default, does not.)
+    fn shutdown(&mut self, save: ShutdownSave) -> Result<(), ServerError> {
+        tracing::info!("user requested shutdown...");
+        self.end_of_turn();
+        // As Redis kills its rewrite or save child and removes its temp file: the job is
+        // stopped and waited for, so that its thread removes its files (unlisted parts, a
+        // BGSAVE's temp file in `dir`, which no start-up would remove) before the process
+        // exits. A writer notices the cancellation after the key or slot in hand.
+        self.jobs.cancel_all(&mut self.engine.keyspace);
+        if save == ShutdownSave::Save {
+            tracing::info!("saving the final RDB snapshot before exiting");
+            let config = &self.engine.state.config;
+            crate::snapshot::save(
+                &*self.storage,
+                &self.engine.keyspace,
+                &config.dir,
+                &config.dbfilename,
+                config.rdbcompression,
+            )
+            .map_err(ServerError::FinalSnapshot)?;
+        }
+        if let Some(writer) = &self.log_writer {
+            tracing::info!("flushing and syncing the append-only log");
+            // On failure the writer stays in place and keeps retrying; the server runs on.
+            writer.sync().map_err(ServerError::LogSync)?;
+        }
+        if !self.engine.state.config.pidfile.is_empty() {
+            let _ = std::fs::remove_file(&self.engine.state.config.pidfile);
+        }
+        if let Some(paths) = &self.log_paths {
+            tracing::info!("append-only log in {} is up to date", paths.dir.display());
+        }
+        tracing::info!("Tessera is now ready to exit, bye bye...");
+        Ok(())
+    }
+}

@@ -1,0 +1,485 @@
+//! A client connection: its socket, input buffer and parse progress, its output and the
+//! rule that holds replies back until the log has what they acknowledge.
+//!
+//! A session reads its socket, cuts requests out of its input (`resp::parse_request`,
+//! big arguments into buffers of their own: `client_buffers`) and hands each to the engine
+//! (`Engine::execute`); the reply lands in its output. The output goes out at the end of
+//! the turn unless it must wait for the log (`Client::required_seq`). The state commands
+//! see (database, MULTI, WATCH) is the `SessionState` the engine borrows.
+
+use super::{ARGUMENTS_KEEP, INPUT_KEEP_BYTES, READ_PER_TURN_BYTES, Server, ShutdownRequest};
+use crate::client_buffers::{BigArgument, BigArguments};
+use crate::commands::blocking::Blocked;
+use crate::commands::{ReplyShows, SessionState};
+use crate::engine::{Host, Mode, Outcome, Request};
+use crate::resp::{Parse, ParseLimits, Progress, ReplyWriter, parse_request};
+use mio::net::TcpStream;
+use smallvec::SmallVec;
+use std::io::{ErrorKind, Read};
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::time::Instant;
+
+/// The socket side of a session: everything but what commands see.
+pub(super) struct Connection {
+    pub stream: TcpStream,
+    pub peer: SocketAddr,
+    pub local: SocketAddr,
+    pub input: Vec<u8>,
+    /// Parse state of a request not yet complete in `input`.
+    pub progress: Progress,
+    /// Arguments of that request read into buffers of their own (`client_buffers`).
+    pub big_arguments: BigArguments,
+    pub arg_ranges: Vec<Range<usize>>,
+    pub output_sent: usize,
+    /// When the unsent output went over its class's soft limit (`client_buffers`).
+    pub output_soft_since: Option<Instant>,
+    /// The log batch that must be durable before the output may be sent: the replies in
+    /// it acknowledge writes.
+    pub hold_seq: u64,
+    /// The log batch that replies of reads in the output wait for: they may show writes
+    /// not yet durable. Unlike `hold_seq` this is waived while the log is failing, so that
+    /// a full disk stops writes but not reads (see `Client::required_seq`).
+    pub read_hold_seq: u64,
+    /// Listed in `Server::held`, waiting for its required batch to become durable. Never
+    /// flushed while set: the only way out is `release_held`.
+    pub in_held: bool,
+    pub close_after_reply: bool,
+    /// Parked by a blocking command: its later input waits until it is served or times
+    /// out (`server::blocked`).
+    pub blocked: Option<Blocked>,
+    pub created: Instant,
+    pub last_interaction: Instant,
+}
+
+/// A session: the connection, the state its commands see, and the replies not yet sent.
+pub(super) struct Client {
+    pub conn: Connection,
+    pub state: SessionState,
+    pub output: Vec<u8>,
+}
+
+impl Client {
+    pub fn new(stream: TcpStream, peer: SocketAddr, state: SessionState) -> Client {
+        let local = stream.local_addr().unwrap_or(peer);
+        let now = Instant::now();
+        Client {
+            conn: Connection {
+                stream,
+                peer,
+                local,
+                input: Vec::new(),
+                progress: Progress::default(),
+                big_arguments: BigArguments::default(),
+                arg_ranges: Vec::new(),
+                output_sent: 0,
+                output_soft_since: None,
+                hold_seq: 0,
+                read_hold_seq: 0,
+                in_held: false,
+                close_after_reply: false,
+                blocked: None,
+                created: now,
+                last_interaction: now,
+            },
+            state,
+            output: Vec::new(),
+        }
+    }
+
+    /// Bytes of requests received and not yet run (`client-query-buffer-limit`).
+    pub fn query_bytes(&self) -> usize {
+        self.conn.input.len() + self.conn.big_arguments.held_bytes()
+    }
+
+    /// The log batch that must be durable (under `always`; written, otherwise) before this
+    /// client's output may go. While the log is failing, replies of reads go out at once:
+    /// they may show writes whose acknowledgements are still held (a dirty read, which
+    /// Redis under `everysec` also gives), but the disk being full must not stop reads.
+    pub fn required_seq(&self, log_failing: bool) -> u64 {
+        if log_failing {
+            self.conn.hold_seq
+        } else {
+            self.conn.hold_seq.max(self.conn.read_hold_seq)
+        }
+    }
+
+    /// Marks the replies produced since the last turn as waiting for log batch `last`, as
+    /// far as they reveal state (`ReplyShows`).
+    pub fn hold_for(&mut self, last: u64) {
+        match std::mem::take(&mut self.state.reply_shows) {
+            ReplyShows::Nothing => {}
+            ReplyShows::Reads => self.conn.read_hold_seq = last,
+            ReplyShows::Writes => self.conn.hold_seq = last,
+        }
+    }
+}
+
+/// Sessions indexed by their poll token; slots are reused after a client leaves.
+#[derive(Default)]
+pub(super) struct Sessions {
+    slots: Vec<Option<Client>>,
+    free: Vec<usize>,
+    count: usize,
+}
+
+impl Sessions {
+    pub fn insert(&mut self, client: Client) -> usize {
+        self.count += 1;
+        match self.free.pop() {
+            Some(token) => {
+                self.slots[token] = Some(client);
+                token
+            }
+            None => {
+                self.slots.push(Some(client));
+                self.slots.len() - 1
+            }
+        }
+    }
+
+    pub fn get(&self, token: &usize) -> Option<&Client> {
+        self.slots.get(*token).and_then(Option::as_ref)
+    }
+
+    pub fn get_mut(&mut self, token: &usize) -> Option<&mut Client> {
+        self.slots.get_mut(*token).and_then(Option::as_mut)
+    }
+
+    /// Takes a client out while it runs commands (which need `&mut Server`); the slot stays
+    /// reserved until `put_back`.
+    pub fn take(&mut self, token: usize) -> Option<Client> {
+        self.slots.get_mut(token).and_then(Option::take)
+    }
+
+    pub fn put_back(&mut self, token: usize, client: Client) {
+        debug_assert!(self.slots[token].is_none());
+        self.slots[token] = Some(client);
+    }
+
+    pub fn remove(&mut self, token: &usize) -> Option<Client> {
+        let client = self.take(*token)?;
+        self.count -= 1;
+        self.free.push(*token);
+        Some(client)
+    }
+
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (usize, &Client)> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(t, c)| c.as_ref().map(|c| (t, c)))
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Client> {
+        self.slots.iter().flatten()
+    }
+}
+
+/// The engine's view of the sessions while one of them (taken out of the table) runs a
+/// command: CLIENT LIST sees the others and the current one.
+pub(super) struct SessionsView<'a> {
+    pub others: &'a Sessions,
+    pub current: &'a Connection,
+}
+
+/// One CLIENT LIST line (Redis's fields; those Tessera does not track are 0).
+fn describe(conn: &Connection, state: &SessionState, output: (usize, usize), cmd: &str) -> String {
+    let now = Instant::now();
+    let (output_len, output_capacity) = output;
+    format!(
+        "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs={} rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}\n",
+        state.id,
+        conn.peer,
+        conn.local,
+        state.name.as_deref().unwrap_or(""),
+        now.duration_since(conn.created).as_secs(),
+        now.duration_since(conn.last_interaction).as_secs(),
+        if state.multi.is_some() {
+            "x"
+        } else if conn.blocked.is_some() {
+            "b"
+        } else {
+            "N"
+        },
+        state.db,
+        state.multi.as_ref().map_or(-1, |m| m.queued.len() as i64),
+        conn.input.len(),
+        conn.input.capacity(),
+        output_len,
+        conn.input.capacity() + output_capacity,
+        cmd,
+        if state.resp3 { 3 } else { 2 },
+        state.lib_name.as_deref().unwrap_or(""),
+        state.lib_version.as_deref().unwrap_or(""),
+    )
+}
+
+impl Host for SessionsView<'_> {
+    fn client_list(
+        &self,
+        current: &SessionState,
+        current_output: (usize, usize),
+        only_self: bool,
+        ids: Option<&[u64]>,
+    ) -> String {
+        let me = |cmd| describe(self.current, current, current_output, cmd);
+        if only_self {
+            return me("client|info");
+        }
+        let mut lines: Vec<(u64, String)> = self
+            .others
+            .values()
+            .filter(|c| ids.is_none_or(|ids| ids.contains(&c.state.id)))
+            .map(|c| {
+                let output = (c.output.len(), c.output.capacity());
+                let line = describe(&c.conn, &c.state, output, c.state.last_command);
+                (c.state.id, line)
+            })
+            .collect();
+        if ids.is_none_or(|ids| ids.contains(&current.id)) {
+            lines.push((current.id, me("client|list")));
+        }
+        lines.sort_by_key(|(id, _)| *id);
+        lines.into_iter().map(|(_, line)| line).collect()
+    }
+}
+
+impl Server {
+    /// Reads everything available and executes every complete command.
+    /// Returns a SHUTDOWN request if a client made one.
+    /// `until_eof`: the peer has closed its side, so read until EOF rather than stopping
+    /// at a short read (no further event would announce the EOF).
+    pub(super) fn read_and_execute(
+        &mut self,
+        token: usize,
+        until_eof: bool,
+    ) -> Option<ShutdownRequest> {
+        let limit = self.engine.state.config.query_buffer_bytes_max;
+        // The peer sent EOF: it may have half-closed, so its replies still go out.
+        let mut peer_done = false;
+        let mut closed = false;
+        let mut more_to_read = false;
+        let mut read_now = 0usize;
+        {
+            let client = self.clients.get_mut(&token)?;
+            if client.conn.close_after_reply {
+                return None;
+            }
+            let conn = &mut client.conn;
+            loop {
+                // A big argument in progress is read straight into its own buffer.
+                let read = match conn.big_arguments.reading() {
+                    Some(argument) => argument.read_from(&mut conn.stream),
+                    None => conn.stream.read(&mut self.read_buffer).map(|n| {
+                        conn.input.extend_from_slice(&self.read_buffer[..n]);
+                        (n, self.read_buffer.len())
+                    }),
+                };
+                match read {
+                    Ok((0, _)) => {
+                        peer_done = true;
+                        break;
+                    }
+                    Ok((n, wanted)) => {
+                        conn.big_arguments.settle();
+                        self.engine.state.stats.total_net_input_bytes += n as u64;
+                        // A short read drained the socket: skip the read that would only
+                        // say WouldBlock (bytes arriving later raise a new edge event).
+                        let drained = n < wanted && !until_eof;
+                        let held = conn.input.len() + conn.big_arguments.held_bytes();
+                        if drained || held > limit {
+                            break;
+                        }
+                        read_now += n;
+                        if read_now >= READ_PER_TURN_BYTES {
+                            // A fast sender is not read to exhaustion in one go: the rest
+                            // waits for the next turn (events are edge-triggered, so the
+                            // client is remembered).
+                            more_to_read = true;
+                            break;
+                        }
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(_) => {
+                        closed = true;
+                        break;
+                    }
+                }
+            }
+            conn.last_interaction = Instant::now();
+        }
+        let shutdown = self.process_input(token);
+        if let Some(client) = self.clients.get(&token)
+            && client.query_bytes() > limit
+        {
+            tracing::warn!(
+                "closing client id={} addr={}: query buffer of {} bytes exceeds client-query-buffer-limit",
+                client.state.id,
+                client.conn.peer,
+                client.query_bytes()
+            );
+            closed = true;
+        }
+        if peer_done && !closed {
+            match self.clients.get_mut(&token) {
+                Some(client) if client.output.len() > client.conn.output_sent => {
+                    client.conn.close_after_reply = true; // closed once the replies are sent
+                }
+                Some(_) => closed = true,
+                None => {}
+            }
+        }
+        if closed {
+            self.close_client(token);
+        } else if more_to_read {
+            self.deferred_reads.push((token, until_eof));
+        }
+        shutdown
+    }
+
+    /// Runs every complete request in the client's input, in order, until it blocks,
+    /// closes or asks for SHUTDOWN.
+    pub(super) fn process_input(&mut self, token: usize) -> Option<ShutdownRequest> {
+        let mut consumed_total = 0;
+        let mut shutdown = None;
+        let mut produced_output = false;
+        let mut client = self.clients.take(token)?;
+        let mut ranges = std::mem::take(&mut client.conn.arg_ranges);
+        while !client.conn.close_after_reply && client.conn.blocked.is_none() {
+            // Recomputed per request: an AUTH earlier in the same read lifts the limits.
+            let limits = ParseLimits {
+                bulk_bytes_max: self.engine.state.config.bulk_bytes_max,
+                inline_bytes_max: 64 * 1024,
+                unauthenticated: self.engine.auth_required(&client.state),
+                big_argument_bytes_min: crate::resp::BIG_ARGUMENT_BYTES_MIN,
+            };
+            if client.conn.big_arguments.is_reading() {
+                break; // the rest of the request waits behind the big argument
+            }
+            let Client {
+                conn,
+                state,
+                output,
+            } = &mut client;
+            let input = &conn.input[consumed_total..];
+            let outcome = match parse_request(input, &limits, &mut ranges, &mut conn.progress) {
+                Parse::Incomplete => break,
+                Parse::BigArgument { start, len } => {
+                    // Its bytes so far move to a buffer of its final size; the socket's
+                    // next bytes go there too (`read_and_execute`).
+                    let at = consumed_total + start;
+                    let argument = BigArgument::start(ranges.len() - 1, len, &conn.input[at..]);
+                    conn.big_arguments.begin(argument);
+                    conn.input.truncate(at);
+                    break;
+                }
+                Parse::Invalid(reason) => {
+                    conn.big_arguments.clear();
+                    ReplyWriter::new(output, state.resp3).error(&format!("ERR {reason}"));
+                    self.engine.state.stats.total_error_replies += 1;
+                    conn.close_after_reply = true;
+                    produced_output = true;
+                    tracing::debug!("protocol error from client id={}: {reason}", state.id);
+                    break;
+                }
+                Parse::Complete(used) => {
+                    let frame = &conn.input[consumed_total..consumed_total + used];
+                    let big = &conn.big_arguments;
+                    let argv: SmallVec<[&[u8]; 8]> = ranges
+                        .iter()
+                        .enumerate()
+                        .map(|(i, r)| big.argument(i, frame, r.clone()))
+                        .collect();
+                    let outcome = (!argv.is_empty()).then(|| {
+                        let request = Request {
+                            argv: &argv,
+                            big_arguments: big.complete(),
+                        };
+                        let host = SessionsView {
+                            others: &self.clients,
+                            current: conn,
+                        };
+                        self.engine
+                            .execute(state, output, request, Mode::Client, &host)
+                    });
+                    drop(argv);
+                    conn.big_arguments.clear();
+                    consumed_total += used;
+                    outcome
+                }
+                Parse::Inline(words, used) => {
+                    let argv: SmallVec<[&[u8]; 8]> = words.iter().map(|w| w.as_slice()).collect();
+                    let outcome = (!argv.is_empty()).then(|| {
+                        let host = SessionsView {
+                            others: &self.clients,
+                            current: conn,
+                        };
+                        self.engine.execute(
+                            state,
+                            output,
+                            Request::plain(&argv),
+                            Mode::Client,
+                            &host,
+                        )
+                    });
+                    consumed_total += used;
+                    outcome
+                }
+            };
+            if let Some(outcome) = outcome {
+                produced_output = true;
+                if let Some(request) = self.apply_outcome(token, &mut client, outcome) {
+                    shutdown = Some(request);
+                }
+            }
+            if self.engine.state.blocked.has_ready() {
+                self.serve_blocked();
+            }
+            if shutdown.is_some() {
+                break;
+            }
+        }
+        if ranges.capacity() > ARGUMENTS_KEEP && ranges.len() < ARGUMENTS_KEEP {
+            ranges.shrink_to(ARGUMENTS_KEEP);
+        }
+        let conn = &mut client.conn;
+        conn.arg_ranges = ranges;
+        conn.input.drain(..consumed_total);
+        if conn.input.capacity() > INPUT_KEEP_BYTES && conn.input.len() < INPUT_KEEP_BYTES {
+            conn.input.shrink_to(INPUT_KEEP_BYTES);
+        }
+        self.clients.put_back(token, client);
+        if produced_output {
+            self.touched.push(token);
+        }
+        shutdown
+    }
+
+    /// Does what the engine's outcome asks of the event loop, after the reply is written.
+    pub(super) fn apply_outcome(
+        &mut self,
+        token: usize,
+        client: &mut Client,
+        outcome: Outcome,
+    ) -> Option<ShutdownRequest> {
+        match outcome {
+            Outcome::Done | Outcome::Refused(_) => {}
+            Outcome::Close => client.conn.close_after_reply = true,
+            Outcome::Shutdown(save) => {
+                return Some(ShutdownRequest {
+                    save,
+                    requester: Some(token),
+                });
+            }
+            Outcome::StartJob(job) => self.start_job(job),
+            Outcome::Block(blocked) => self.block(token, client, blocked),
+        }
+        None
+    }
+}
