@@ -167,7 +167,16 @@ def main() -> int:
     if not args.tessera.exists():
         print(f"{args.tessera} not found: run cargo build --release first", file=sys.stderr)
         return 2
-    print("command: python3 bench/memory.py " + " ".join(shlex.quote(a) for a in sys.argv[1:]))
+    command = "python3 bench/memory.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    meta = {
+        "command": command,
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "tessera_git": common.binary_git(args.tessera),
+        "tessera_version": common.command_output([str(args.tessera), "--version"]),
+        "redis_version": common.command_output([args.redis, "--version"]),
+    }
+    for key, value in meta.items():
+        print(f"{key}: {value}")
     servers = common.Servers(args)
     results: dict[str, dict[str, list[dict]]] = {}
     try:
@@ -200,7 +209,7 @@ def main() -> int:
         ratio_r = f"{tr / rr:.2f}" if tr and rr else "—"
         print(f"| {dataset} | {mb(tu)} | {mb(ru)} | **{ratio_u}** | {mb(tr)} | {mb(rr)} | {ratio_r} |")
     if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+        args.json.write_text(json.dumps({"meta": meta, "results": results}, indent=2))
     return 0
 
 
