@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use std::io::{ErrorKind, Read, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Output};
@@ -31,30 +31,6 @@ accepting connections from the outside.\r\n";
 // Helpers
 // ---------------------------------------------------------------------------------------
 
-/// Reads what arrives until `want` bytes, EOF, or `wait`. Returns the bytes and whether
-/// the peer closed.
-fn read_until(stream: &mut TcpStream, want: usize, wait: Duration) -> (Vec<u8>, bool) {
-    let deadline = Instant::now() + wait;
-    let mut out = Vec::new();
-    let mut buf = [0u8; 4096];
-    while out.len() < want {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return (out, false);
-        }
-        stream
-            .set_read_timeout(Some(left.min(Duration::from_millis(100))))
-            .unwrap();
-        match stream.read(&mut buf) {
-            Ok(0) => return (out, true),
-            Ok(n) => out.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::TimedOut => {}
-            Err(_) => return (out, true),
-        }
-    }
-    (out, false)
-}
-
 /// Connects to `address` and sends PING; returns what came back within `wait`.
 fn ping_at(address: &str, wait: Duration) -> Vec<u8> {
     let Ok(mut stream) = TcpStream::connect(address) else {
@@ -63,7 +39,7 @@ fn ping_at(address: &str, wait: Duration) -> Vec<u8> {
     if stream.write_all(b"PING\r\n").is_err() {
         return b"(write failed)".to_vec();
     }
-    read_until(&mut stream, 7, wait).0
+    read_bytes(&mut stream, 7, wait).0
 }
 
 /// PING on fresh connections until one answers PONG, for up to `wait`.
@@ -85,7 +61,7 @@ fn show(bytes: &[u8]) -> String {
 /// Sends `request` on a raw connection and checks that exactly `expected` comes back.
 fn expect_reply(stream: &mut TcpStream, request: &str, expected: &str) {
     stream.write_all(request.as_bytes()).unwrap();
-    let (reply, _) = read_until(stream, expected.len(), Duration::from_secs(5));
+    let (reply, _) = read_bytes(stream, expected.len(), Duration::from_secs(5));
     assert_eq!(
         show(&reply),
         show(expected.as_bytes()),
@@ -95,7 +71,7 @@ fn expect_reply(stream: &mut TcpStream, request: &str, expected: &str) {
 
 fn info_stat(stream: &mut TcpStream, field: &str) -> Option<u64> {
     stream.write_all(b"INFO stats\r\n").unwrap();
-    let (reply, _) = read_until(stream, usize::MAX, Duration::from_millis(500));
+    let (reply, _) = read_bytes(stream, usize::MAX, Duration::from_millis(500));
     String::from_utf8_lossy(&reply).lines().find_map(|l| {
         l.strip_prefix(field)?
             .strip_prefix(':')?
@@ -342,9 +318,9 @@ fn a_low_open_files_limit_lowers_maxclients_and_clients_get_in_again_when_others
         assert!(clients.len() <= 64, "no connection was ever refused");
         let mut stream = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
         stream.write_all(b"PING\r\n").unwrap();
-        let (reply, _) = read_until(&mut stream, 7, Duration::from_secs(2));
+        let (reply, _) = read_bytes(&mut stream, 7, Duration::from_secs(2));
         if reply != b"+PONG\r\n" {
-            let (rest, closed) = read_until(&mut stream, usize::MAX, Duration::from_secs(2));
+            let (rest, closed) = read_bytes(&mut stream, usize::MAX, Duration::from_secs(2));
             break ([reply, rest].concat(), closed);
         }
         clients.push(stream);
@@ -486,9 +462,9 @@ fn fill(port: u16, most: usize) -> (Vec<TcpStream>, Vec<u8>, bool) {
     for _ in 0..most {
         let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
         let _ = stream.write_all(b"PING\r\n");
-        let (reply, closed) = read_until(&mut stream, 7, Duration::from_secs(2));
+        let (reply, closed) = read_bytes(&mut stream, 7, Duration::from_secs(2));
         if reply != b"+PONG\r\n" {
-            let (rest, closed_later) = read_until(&mut stream, usize::MAX, Duration::from_secs(2));
+            let (rest, closed_later) = read_bytes(&mut stream, usize::MAX, Duration::from_secs(2));
             return (served, [reply, rest].concat(), closed || closed_later);
         }
         served.push(stream);
@@ -526,7 +502,7 @@ fn running_out_of_descriptors_refuses_newcomers_and_never_wedges_the_listener() 
         // The rest are refused the same way, at once.
         for _ in 0..3 {
             let mut stream = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
-            let (reply, closed) = read_until(&mut stream, usize::MAX, Duration::from_secs(2));
+            let (reply, closed) = read_bytes(&mut stream, usize::MAX, Duration::from_secs(2));
             assert_eq!(
                 show(&reply),
                 show(b"-ERR max number of clients reached\r\n")

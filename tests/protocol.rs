@@ -30,30 +30,6 @@ fn send(stream: &mut TcpStream, bytes: &[u8]) -> bool {
     stream.write_all(bytes).is_ok()
 }
 
-/// Reads until `want` bytes have arrived, the peer closes, or `wait` passes.
-/// Returns the bytes and whether the peer closed (EOF or reset).
-fn read_at_least(stream: &mut TcpStream, want: usize, wait: Duration) -> (Vec<u8>, bool) {
-    let deadline = Instant::now() + wait;
-    let mut out = Vec::new();
-    let mut buf = vec![0u8; 65536];
-    while out.len() < want {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            break;
-        }
-        stream
-            .set_read_timeout(Some(left.min(Duration::from_millis(200))))
-            .unwrap();
-        match stream.read(&mut buf) {
-            Ok(0) => return (out, true),
-            Ok(n) => out.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::TimedOut => {}
-            Err(_) => return (out, true),
-        }
-    }
-    (out, false)
-}
-
 /// Reads until the peer closes (true) or `wait` passes (false), keeping what arrives.
 fn wait_closed(stream: &mut TcpStream, wait: Duration, extra: &mut Vec<u8>) -> bool {
     let deadline = Instant::now() + wait;
@@ -81,7 +57,7 @@ fn wait_closed(stream: &mut TcpStream, wait: Duration, extra: &mut Vec<u8>) -> b
 fn exchange(port: u16, request: &[u8], expected_len: usize, closes: bool) -> (Vec<u8>, bool) {
     let mut stream = connect(port);
     send(&mut stream, request);
-    let (mut reply, closed) = read_at_least(&mut stream, expected_len, Duration::from_secs(10));
+    let (mut reply, closed) = read_bytes(&mut stream, expected_len, Duration::from_secs(10));
     if closed {
         return (reply, true);
     }
@@ -126,7 +102,7 @@ fn request_with_sentinel(stream: &mut TcpStream, request: &[u8]) -> Vec<u8> {
             "no complete reply: {}",
             show(&reply)
         );
-        let (more, closed) = read_at_least(stream, 1, Duration::from_secs(1));
+        let (more, closed) = read_bytes(stream, 1, Duration::from_secs(1));
         reply.extend(more);
         assert!(!closed, "connection closed: {}", show(&reply));
     }
@@ -137,7 +113,7 @@ fn request_with_sentinel(stream: &mut TcpStream, request: &[u8]) -> Vec<u8> {
 fn ping_fresh(port: u16) -> Vec<u8> {
     let mut stream = connect(port);
     send(&mut stream, b"PING\r\n");
-    read_at_least(&mut stream, 7, Duration::from_secs(10)).0
+    read_bytes(&mut stream, 7, Duration::from_secs(10)).0
 }
 
 fn assert_alive(server: &mut TestServer) {
@@ -199,8 +175,7 @@ fn pipelined_commands_in_one_write_reply_in_order() {
     // Write everything while a reader thread drains replies, so neither side blocks.
     let mut reader = stream.try_clone().unwrap();
     let want = expected.len();
-    let handle =
-        std::thread::spawn(move || read_at_least(&mut reader, want, Duration::from_secs(30)));
+    let handle = std::thread::spawn(move || read_bytes(&mut reader, want, Duration::from_secs(30)));
     stream.write_all(&request).unwrap();
     let (reply, closed) = handle.join().unwrap();
     assert!(!closed);
@@ -242,7 +217,7 @@ fn inline_commands_with_quotes_and_escapes() {
         b"+OK\r\n$1\r\nc\r\n$4\r\nAB\n\t\r\n$4\r\nit's\r\n$8\r\nsay \"hi\"\r\n+PONG\r\n\
         -ERR wrong number of arguments for 'echo' command\r\n$0\r\n\r\n";
     send(&mut stream, request);
-    let (reply, closed) = read_at_least(&mut stream, expected.len(), Duration::from_secs(10));
+    let (reply, closed) = read_bytes(&mut stream, expected.len(), Duration::from_secs(10));
     assert!(!closed);
     assert_eq!(show(&reply), show(expected));
     // The key set inline is an ordinary key for a RESP client.
@@ -283,7 +258,7 @@ fn resp3_with_hello_3_and_back_to_resp2() {
     // Nulls are `_`, maps are `%`, INFO is a verbatim string.
     let expected = b"_\r\n%1\r\n$2\r\nhz\r\n$2\r\n10\r\n+PONG\r\n";
     send(&mut stream, b"GET missing\r\nCONFIG GET hz\r\nPING\r\n");
-    let (reply, _) = read_at_least(&mut stream, expected.len(), Duration::from_secs(10));
+    let (reply, _) = read_bytes(&mut stream, expected.len(), Duration::from_secs(10));
     assert_eq!(show(&reply), show(expected));
     let info = request_with_sentinel(&mut stream, b"INFO server\r\n");
     assert!(
@@ -304,13 +279,13 @@ fn resp3_with_hello_3_and_back_to_resp2() {
     assert!(text.contains("$5\\r\\nproto\\r\\n:2\\r\\n"), "{text}");
     let expected = b"$-1\r\n*2\r\n$2\r\nhz\r\n$2\r\n10\r\n";
     send(&mut stream, b"GET missing\r\nCONFIG GET hz\r\n");
-    let (reply, _) = read_at_least(&mut stream, expected.len(), Duration::from_secs(10));
+    let (reply, _) = read_bytes(&mut stream, expected.len(), Duration::from_secs(10));
     assert_eq!(show(&reply), show(expected));
 
     // Bad versions are refused and change nothing.
     let expected = b"-NOPROTO unsupported protocol version\r\n-ERR Protocol version is not an integer or out of range\r\n$-1\r\n";
     send(&mut stream, b"HELLO 4\r\nHELLO three\r\nGET missing\r\n");
-    let (reply, _) = read_at_least(&mut stream, expected.len(), Duration::from_secs(10));
+    let (reply, _) = read_bytes(&mut stream, expected.len(), Duration::from_secs(10));
     assert_eq!(show(&reply), show(expected));
 }
 
@@ -840,7 +815,7 @@ fn random_garbage_never_crashes_the_server() {
             }
         }
         // Let the server chew on it, then it must still answer a fresh client.
-        let _ = read_at_least(&mut stream, usize::MAX, Duration::from_millis(100));
+        let _ = read_bytes(&mut stream, usize::MAX, Duration::from_millis(100));
         assert_eq!(
             ping_fresh(server.port),
             b"+PONG\r\n",
@@ -875,7 +850,7 @@ fn commands_sent_one_byte_at_a_time_work() {
         stream.write_all(std::slice::from_ref(byte)).unwrap();
         std::thread::sleep(Duration::from_micros(300));
     }
-    let (reply, closed) = read_at_least(&mut stream, expected.len(), Duration::from_secs(10));
+    let (reply, closed) = read_bytes(&mut stream, expected.len(), Duration::from_secs(10));
     assert!(!closed);
     assert_eq!(show(&reply), show(&expected));
 
@@ -883,7 +858,7 @@ fn commands_sent_one_byte_at_a_time_work() {
     let command = resp(&[b"ECHO", b"patience"]);
     let (first, second) = command.split_at(command.len() - 3);
     stream.write_all(first).unwrap();
-    let (early, _) = read_at_least(&mut stream, 1, Duration::from_millis(300));
+    let (early, _) = read_bytes(&mut stream, 1, Duration::from_millis(300));
     assert!(
         early.is_empty(),
         "reply before the command was complete: {}",
@@ -893,7 +868,7 @@ fn commands_sent_one_byte_at_a_time_work() {
         stream.write_all(std::slice::from_ref(byte)).unwrap();
         std::thread::sleep(Duration::from_millis(20));
     }
-    let (reply, _) = read_at_least(&mut stream, 14, Duration::from_secs(10));
+    let (reply, _) = read_bytes(&mut stream, 14, Duration::from_secs(10));
     assert_eq!(show(&reply), show(b"$8\r\npatience\r\n"));
 }
 
@@ -936,7 +911,7 @@ fn a_client_vanishing_mid_command_does_not_disturb_others() {
 
     // Y finishes its command and is answered.
     send(&mut y, b"lo\r\n");
-    let (reply, closed) = read_at_least(&mut y, 5, Duration::from_secs(10));
+    let (reply, closed) = read_bytes(&mut y, 5, Duration::from_secs(10));
     assert!(!closed);
     assert_eq!(show(&reply), show(b"+OK\r\n"));
     let x_value: Option<String> = redis::cmd("GET").arg("x").query(&mut conn).unwrap();
@@ -995,7 +970,7 @@ fn memory_returns_after_a_request_with_millions_of_arguments() {
     let mut reader = stream.try_clone().unwrap();
     let expected = b"-ERR wrong number of arguments for 'echo' command\r\n";
     let handle = std::thread::spawn(move || {
-        read_at_least(&mut reader, expected.len(), Duration::from_secs(60))
+        read_bytes(&mut reader, expected.len(), Duration::from_secs(60))
     });
     stream.write_all(&request).unwrap();
     assert_eq!(show(&handle.join().unwrap().0), show(expected));
@@ -1126,7 +1101,7 @@ fn requirepass_noauth_wrongpass_and_unauthenticated_limits() {
     let mut stream = connect(server.port);
     send(&mut stream, b"AUTH s3cret\r\n");
     assert_eq!(
-        read_at_least(&mut stream, 5, Duration::from_secs(10)).0,
+        read_bytes(&mut stream, 5, Duration::from_secs(10)).0,
         b"+OK\r\n"
     );
     let mut request = Vec::new();
@@ -1137,7 +1112,7 @@ fn requirepass_noauth_wrongpass_and_unauthenticated_limits() {
     request.extend(resp(&[b"ECHO", &vec![b'e'; 20000]]));
     send(&mut stream, &request);
     let expected_len = 4 + 8 + 20000 + 2;
-    let (reply, closed) = read_at_least(&mut stream, expected_len, Duration::from_secs(10));
+    let (reply, closed) = read_bytes(&mut stream, expected_len, Duration::from_secs(10));
     assert!(!closed);
     assert!(
         reply.starts_with(b":0\r\n$20000\r\neee"),
@@ -1171,7 +1146,7 @@ fn requirepass_noauth_wrongpass_and_unauthenticated_limits() {
     // The server is fine after all this.
     let mut stream = connect(server.port);
     send(&mut stream, b"AUTH s3cret\r\nPING\r\n");
-    let (reply, _) = read_at_least(&mut stream, 12, Duration::from_secs(10));
+    let (reply, _) = read_bytes(&mut stream, 12, Duration::from_secs(10));
     assert_eq!(reply, b"+OK\r\n+PONG\r\n");
     if let Some(child) = server.child.as_mut() {
         assert!(child.try_wait().unwrap().is_none());
@@ -1218,19 +1193,19 @@ fn requirepass_set_at_run_time_applies_to_new_connections() {
     let mut before = connect(server.port);
     send(&mut before, b"PING\r\n");
     assert_eq!(
-        read_at_least(&mut before, 7, Duration::from_secs(10)).0,
+        read_bytes(&mut before, 7, Duration::from_secs(10)).0,
         b"+PONG\r\n"
     );
     let mut admin = connect(server.port);
     send(&mut admin, b"CONFIG SET requirepass s3cret\r\n");
     assert_eq!(
-        read_at_least(&mut admin, 5, Duration::from_secs(10)).0,
+        read_bytes(&mut admin, 5, Duration::from_secs(10)).0,
         b"+OK\r\n"
     );
     // Connections made before keep working (they were authenticated as "default").
     send(&mut before, b"PING\r\n");
     assert_eq!(
-        read_at_least(&mut before, 7, Duration::from_secs(10)).0,
+        read_bytes(&mut before, 7, Duration::from_secs(10)).0,
         b"+PONG\r\n"
     );
     // New ones must authenticate.
@@ -1252,7 +1227,7 @@ fn clearing_requirepass_releases_unauthenticated_clients() {
     send(&mut waiting, b"PING\r\n");
     let noauth = b"-NOAUTH Authentication required.\r\n";
     assert_eq!(
-        read_at_least(&mut waiting, noauth.len(), Duration::from_secs(10)).0,
+        read_bytes(&mut waiting, noauth.len(), Duration::from_secs(10)).0,
         noauth
     );
     let mut admin = connect(server.port);
@@ -1261,7 +1236,7 @@ fn clearing_requirepass_releases_unauthenticated_clients() {
         b"AUTH s3cret\r\nCONFIG SET requirepass \"\"\r\n",
     );
     assert_eq!(
-        read_at_least(&mut admin, 10, Duration::from_secs(10)).0,
+        read_bytes(&mut admin, 10, Duration::from_secs(10)).0,
         b"+OK\r\n+OK\r\n"
     );
     let mut request = b"PING\r\n".to_vec();
@@ -1270,7 +1245,7 @@ fn clearing_requirepass_releases_unauthenticated_clients() {
     del.extend(keys.iter().map(|k| k.as_slice()));
     request.extend(resp(&del));
     send(&mut waiting, &request);
-    let (reply, closed) = read_at_least(&mut waiting, 11, Duration::from_secs(10));
+    let (reply, closed) = read_bytes(&mut waiting, 11, Duration::from_secs(10));
     assert_eq!(show(&reply), show(b"+PONG\r\n:0\r\n"));
     assert!(!closed);
 }
@@ -1283,7 +1258,7 @@ fn maxclients_refuses_the_extra_client_with_redis_error() {
     let mut b = connect(server.port);
     for s in [&mut a, &mut b] {
         send(s, b"PING\r\n");
-        assert_eq!(read_at_least(s, 7, Duration::from_secs(10)).0, b"+PONG\r\n");
+        assert_eq!(read_bytes(s, 7, Duration::from_secs(10)).0, b"+PONG\r\n");
     }
     let mut c = connect(server.port);
     let mut reply = Vec::new();
@@ -1297,7 +1272,7 @@ fn maxclients_refuses_the_extra_client_with_redis_error() {
     );
     // Existing clients are unaffected and see the rejection counted.
     send(&mut a, b"INFO stats\r\n");
-    let (info, _) = read_at_least(&mut a, usize::MAX, Duration::from_millis(500));
+    let (info, _) = read_bytes(&mut a, usize::MAX, Duration::from_millis(500));
     assert!(
         show(&info).contains("rejected_connections:1"),
         "{}",
@@ -1309,7 +1284,7 @@ fn maxclients_refuses_the_extra_client_with_redis_error() {
     loop {
         let mut d = connect(server.port);
         send(&mut d, b"PING\r\n");
-        let (reply, _) = read_at_least(&mut d, 7, Duration::from_secs(5));
+        let (reply, _) = read_bytes(&mut d, 7, Duration::from_secs(5));
         if reply == b"+PONG\r\n" {
             break;
         }

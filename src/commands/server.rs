@@ -341,7 +341,7 @@ fn config_set(ctx: &mut Ctx, pairs: &Args) -> Action {
         // CONFIG SET save replaces every point (a config file adds one per line).
         updated.save_points_explicit = false;
         if let Err(reason) = (directive.set)(&mut updated, &[lossy(pair[1])]) {
-            ctx.out.error(&fail(&reason));
+            ctx.out.error(&fail(&reason.to_string()));
             return Action::None;
         }
     }

@@ -213,6 +213,32 @@ pub fn read_for(stream: &mut TcpStream, wait: Duration) -> Vec<u8> {
     out
 }
 
+/// Reads until `want` bytes have arrived, the peer closes (EOF or reset), or `wait`
+/// passes. Returns the bytes (more than `want` if they came in the same read, fewer after
+/// a close or the deadline) and whether the peer closed. `usize::MAX` reads until one of
+/// the other two.
+pub fn read_bytes(stream: &mut TcpStream, want: usize, wait: Duration) -> (Vec<u8>, bool) {
+    let deadline = Instant::now() + wait;
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    while out.len() < want {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        stream.set_read_timeout(Some(left)).unwrap();
+        match stream.read(&mut buf) {
+            Ok(0) => return (out, true),
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(_) => return (out, true),
+        }
+    }
+    (out, false)
+}
+
 /// Whether the peer closed the connection (reads EOF or reset within `wait`).
 pub fn is_closed(stream: &mut TcpStream, wait: Duration) -> bool {
     stream.set_read_timeout(Some(wait)).unwrap();

@@ -4,6 +4,9 @@
 //! `CONFIG GET/SET`, so a directive is described once. Directives that name files
 //! (`dir`, `appendfilename`, `appenddirname`) are immutable at run time.
 
+mod error;
+
+pub use error::{ConfigError, ConfigLine, ValueError};
 use std::path::PathBuf;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -139,10 +142,10 @@ impl OutputBufferLimits {
 
     /// Sets the classes named in `<class> <hard> <soft> <seconds>` groups, all or none,
     /// with Redis's error texts.
-    fn set(&mut self, args: &[String]) -> Result<(), String> {
+    fn set(&mut self, args: &[String]) -> Result<(), ValueError> {
         let words: Vec<&str> = args.iter().flat_map(|a| a.split_whitespace()).collect();
         if words.is_empty() || !words.len().is_multiple_of(4) {
-            return Err("Wrong number of arguments in buffer limit configuration.".into());
+            return Err(ValueError::BufferLimitWordCount);
         }
         let mut updated = *self;
         for group in words.chunks(4) {
@@ -150,14 +153,9 @@ impl OutputBufferLimits {
                 "normal" => &mut updated.normal,
                 "slave" | "replica" => &mut updated.replica,
                 "pubsub" => &mut updated.pubsub,
-                _ => {
-                    return Err(
-                        "Invalid client class specified in buffer limit configuration.".into(),
-                    );
-                }
+                _ => return Err(ValueError::BufferLimitClass),
             };
-            let bad =
-                || "Error in hard, soft or soft_seconds setting in buffer limit configuration.";
+            let bad = || ValueError::BufferLimitValue;
             *class = OutputBufferLimit {
                 hard_bytes: parse_memory(group[1]).ok_or_else(bad)?,
                 soft_bytes: parse_memory(group[2]).ok_or_else(bad)?,
@@ -177,7 +175,7 @@ fn save_points_text(points: &[(u64, u64)]) -> String {
         .join(" ")
 }
 
-fn set_save_points(config: &mut Config, args: &[String]) -> Result<(), String> {
+fn set_save_points(config: &mut Config, args: &[String]) -> Result<(), ValueError> {
     let words: Vec<&str> = args.iter().flat_map(|a| a.split_whitespace()).collect();
     if !config.save_points_explicit {
         config.save_points.clear();
@@ -188,18 +186,18 @@ fn set_save_points(config: &mut Config, args: &[String]) -> Result<(), String> {
         return Ok(());
     }
     if !words.len().is_multiple_of(2) {
-        return Err("Invalid save parameters".into());
+        return Err(ValueError::SaveParameters);
     }
     let mut points = Vec::new();
     for pair in words.chunks(2) {
         let seconds = pair[0]
             .parse::<u64>()
-            .map_err(|_| "Invalid save parameters")?;
+            .map_err(|_| ValueError::SaveParameters)?;
         let changes = pair[1]
             .parse::<u64>()
-            .map_err(|_| "Invalid save parameters")?;
+            .map_err(|_| ValueError::SaveParameters)?;
         if seconds < 1 {
-            return Err("Invalid save parameters".into());
+            return Err(ValueError::SaveParameters);
         }
         points.push((seconds, changes));
     }
@@ -248,7 +246,7 @@ impl Default for Config {
 }
 
 type Getter = fn(&Config) -> String;
-type Setter = fn(&mut Config, &[String]) -> Result<(), String>;
+type Setter = fn(&mut Config, &[String]) -> Result<(), ValueError>;
 
 /// One directive: its name, how to read and write it, and whether CONFIG SET may change it.
 pub struct Directive {
@@ -258,18 +256,18 @@ pub struct Directive {
     pub mutable: bool,
 }
 
-fn one(args: &[String]) -> Result<&str, String> {
+fn one(args: &[String]) -> Result<&str, ValueError> {
     match args {
         [value] => Ok(value),
-        _ => Err("wrong number of arguments".into()),
+        _ => Err(ValueError::WrongArgumentCount),
     }
 }
 
-fn parse_bool(args: &[String]) -> Result<bool, String> {
+fn parse_bool(args: &[String]) -> Result<bool, ValueError> {
     match one(args)?.to_ascii_lowercase().as_str() {
         "yes" => Ok(true),
         "no" => Ok(false),
-        _ => Err("argument must be 'yes' or 'no'".into()),
+        _ => Err(ValueError::NotYesOrNo),
     }
 }
 
@@ -297,26 +295,18 @@ pub fn parse_memory(text: &str) -> Option<u64> {
     number.parse::<u64>().ok()?.checked_mul(multiplier)
 }
 
-fn parse_int_in(args: &[String], min: i64, max: i64) -> Result<i64, String> {
-    let value: i64 = one(args)?
-        .parse()
-        .map_err(|_| "argument couldn't be parsed into an integer".to_string())?;
+fn parse_int_in(args: &[String], min: i64, max: i64) -> Result<i64, ValueError> {
+    let value: i64 = one(args)?.parse().map_err(|_| ValueError::NotInteger)?;
     if value < min || value > max {
-        return Err(format!(
-            "argument must be between {min} and {max} inclusive"
-        ));
+        return Err(ValueError::OutOfRange { min, max });
     }
     Ok(value)
 }
 
-fn parse_memory_arg(args: &[String], min: u64) -> Result<u64, String> {
-    let value =
-        parse_memory(one(args)?).ok_or_else(|| "argument must be a memory value".to_string())?;
+fn parse_memory_arg(args: &[String], min: u64) -> Result<u64, ValueError> {
+    let value = parse_memory(one(args)?).ok_or(ValueError::NotMemory)?;
     if value < min {
-        return Err(format!(
-            "argument must be between {min} and {} inclusive",
-            i64::MAX
-        ));
+        return Err(ValueError::MemoryBelowMinimum { min });
     }
     Ok(value)
 }
@@ -327,31 +317,29 @@ const BIND_ADDRESSES_MAX: usize = 16;
 /// `dir` must name a directory that exists: Redis 7.0 changes into it while reading the
 /// configuration, and a failure is a configuration error with the OS's reason. Tessera
 /// does not change directory (paths are joined to `dir`) and does not create it.
-fn existing_dir(text: &str) -> Result<PathBuf, String> {
+fn existing_dir(text: &str) -> Result<PathBuf, ValueError> {
     match std::fs::metadata(text) {
         Ok(meta) if meta.is_dir() => Ok(PathBuf::from(text)),
-        Ok(_) => Err(crate::process::os_error_text(
-            &std::io::Error::from_raw_os_error(libc::ENOTDIR),
-        )),
-        Err(e) => Err(crate::process::os_error_text(&e)),
+        Ok(_) => Err(ValueError::Directory(std::io::Error::from_raw_os_error(
+            libc::ENOTDIR,
+        ))),
+        Err(e) => Err(ValueError::Directory(e)),
     }
 }
 
 /// A name in the data directory: a plain name, and not the directory's lock file.
-fn data_dir_entry(args: &[String]) -> Result<String, String> {
+fn data_dir_entry(args: &[String]) -> Result<String, ValueError> {
     let name = file_name(args)?;
     if name == crate::process::LOCK_FILE {
-        return Err(format!(
-            "{name} is the name of the data directory's lock file"
-        ));
+        return Err(ValueError::LockFileName);
     }
     Ok(name)
 }
 
-fn file_name(args: &[String]) -> Result<String, String> {
+fn file_name(args: &[String]) -> Result<String, ValueError> {
     let name = one(args)?;
     if name.is_empty() || name.contains('/') || name == "." || name == ".." {
-        return Err("must be a plain file name, not a path".into());
+        return Err(ValueError::NotPlainFileName);
     }
     Ok(name.to_string())
 }
@@ -375,10 +363,10 @@ pub static DIRECTIVES: &[Directive] = &[
         parse_int_in(a, 0, 65535)? as u16),
     directive!("bind", false, |c| c.bind.join(" "), |c, a| {
         if a.is_empty() {
-            return Err("wrong number of arguments".into());
+            return Err(ValueError::WrongArgumentCount);
         }
         if a.len() > BIND_ADDRESSES_MAX {
-            return Err("Too many bind addresses specified.".into());
+            return Err(ValueError::TooManyBindAddresses);
         }
         // As in Redis, one empty word is no address at all.
         c.bind = if a.len() == 1 && a[0].is_empty() {
@@ -430,9 +418,9 @@ pub static DIRECTIVES: &[Directive] = &[
                 "everysec" => FsyncPolicy::EverySec,
                 "no" => FsyncPolicy::No,
                 _ => {
-                    return Err(
-                        "argument(s) must be one of the following: everysec, always, no".into(),
-                    );
+                    return Err(ValueError::NotOneOf {
+                        choices: "everysec, always, no",
+                    });
                 }
             }
         }
@@ -485,10 +473,9 @@ pub static DIRECTIVES: &[Directive] = &[
     directive!("loglevel", false, |c| c.loglevel.clone(), |c, a| {
         let level = one(a)?.to_ascii_lowercase();
         if !["debug", "verbose", "notice", "warning", "nothing"].contains(&level.as_str()) {
-            return Err(
-                "argument(s) must be one of the following: debug, verbose, notice, warning, nothing"
-                    .into(),
-            );
+            return Err(ValueError::NotOneOf {
+                choices: "debug, verbose, notice, warning, nothing",
+            });
         }
         c.loglevel = level
     }),
@@ -501,10 +488,7 @@ pub static DIRECTIVES: &[Directive] = &[
     // Tessera's log base is always RDB; accepted so that redis.conf files load unchanged.
     directive!("aof-use-rdb-preamble", true, |_c| yes_no(true), |_c, a| {
         if !parse_bool(a)? {
-            return Err(
-                "Tessera writes the base of the log in RDB form only (aof-use-rdb-preamble yes)"
-                    .into(),
-            );
+            return Err(ValueError::RdbPreambleRequired);
         }
     }),
     directive!(
@@ -525,7 +509,7 @@ pub static DIRECTIVES: &[Directive] = &[
         parse_int_in(a, 1, 500)? as u32),
     directive!("daemonize", false, |c| yes_no(c.daemonize), |c, a| {
         if parse_bool(a)? {
-            return Err("daemonize yes is not supported; run under a supervisor".into());
+            return Err(ValueError::DaemonizeUnsupported);
         }
         c.daemonize = false
     }),
@@ -695,30 +679,6 @@ pub fn find_directive(name: &str) -> Option<&'static Directive> {
     all_directives().find(|d| d.name.eq_ignore_ascii_case(name))
 }
 
-/// Where a bad directive came from, for the start-up error message.
-#[derive(Debug)]
-pub struct ConfigError {
-    pub line_number: Option<usize>,
-    pub line: String,
-    pub reason: String,
-}
-
-impl std::fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(
-            f,
-            "*** FATAL CONFIG FILE ERROR (Tessera {}) ***",
-            env!("CARGO_PKG_VERSION")
-        )?;
-        match self.line_number {
-            Some(n) => writeln!(f, "Reading the configuration file, at line {n}")?,
-            None => writeln!(f, "Reading the command line arguments")?,
-        }
-        writeln!(f, ">>> '{}'", self.line)?;
-        write!(f, "{}", self.reason)
-    }
-}
-
 impl Config {
     /// Applies config text (a file, then the command-line flags) line by line.
     pub fn apply_text(&mut self, text: &str, from_file: bool) -> Result<(), ConfigError> {
@@ -727,35 +687,41 @@ impl Config {
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let error = |reason: String| ConfigError {
-                line_number: from_file.then_some(index + 1),
-                line: line.to_string(),
-                reason,
+            let at = || ConfigLine {
+                number: from_file.then_some(index + 1),
+                text: line.to_string(),
             };
             let words = crate::resp::split_args(line.as_bytes())
-                .ok_or_else(|| error("Unbalanced quotes in configuration line".into()))?;
+                .ok_or_else(|| ConfigError::UnbalancedQuotes { at: at() })?;
             let words: Vec<String> = words
                 .into_iter()
                 .map(|w| String::from_utf8_lossy(&w).into_owned())
                 .collect();
             let (name, args) = words.split_first().expect("non-empty line has a word");
-            let directive = find_directive(name)
-                .ok_or_else(|| error("Bad directive or wrong number of arguments".into()))?;
-            (directive.set)(self, args).map_err(error)?;
+            let directive =
+                find_directive(name).ok_or_else(|| ConfigError::UnknownDirective { at: at() })?;
+            (directive.set)(self, args).map_err(|reason| ConfigError::BadValue {
+                at: at(),
+                directive: directive.name,
+                reason,
+            })?;
         }
         Ok(())
     }
 
     /// Parses `tessera-server [config-file] [--directive value ...]`, as redis-server does.
-    pub fn from_args(args: &[String]) -> Result<Config, String> {
+    pub fn from_args(args: &[String]) -> Result<Config, ConfigError> {
         let mut config = Config::default();
         let mut rest = args;
         if let Some(first) = rest.first()
             && !first.starts_with("--")
         {
-            let text = std::fs::read_to_string(first)
-                .map_err(|e| format!("Fatal error, can't open config file '{first}': {e}"))?;
-            config.apply_text(&text, true).map_err(|e| e.to_string())?;
+            let text =
+                std::fs::read_to_string(first).map_err(|error| ConfigError::UnreadableFile {
+                    path: first.clone(),
+                    error,
+                })?;
+            config.apply_text(&text, true)?;
             rest = &rest[1..];
         }
         // Each `--name` starts a line; the words until the next `--name` are its arguments.
@@ -766,17 +732,15 @@ impl Config {
                 lines.push_str(name);
             } else {
                 if lines.is_empty() {
-                    return Err(format!(
-                        "Invalid argument '{arg}': directives start with --"
-                    ));
+                    return Err(ConfigError::ArgumentWithoutDirective {
+                        argument: arg.clone(),
+                    });
                 }
                 lines.push(' ');
                 lines.push_str(&quote_arg(arg));
             }
         }
-        config
-            .apply_text(&lines, false)
-            .map_err(|e| e.to_string())?;
+        config.apply_text(&lines, false)?;
         Ok(config)
     }
 }
@@ -799,6 +763,14 @@ fn quote_arg(arg: &str) -> String {
 mod tests {
     use super::*;
 
+    /// The reason a directive gave for refusing its value.
+    fn refusal(error: ConfigError) -> String {
+        match error {
+            ConfigError::BadValue { reason, .. } => reason.to_string(),
+            other => panic!("not a refused value: {other}"),
+        }
+    }
+
     #[test]
     fn file_and_flags() {
         let mut config = Config::default();
@@ -812,7 +784,18 @@ mod tests {
         assert_eq!(config.appendfsync, FsyncPolicy::Always);
         assert_eq!(config.query_buffer_bytes_max, 2 * 1024 * 1024);
         let err = config.apply_text("port 1\nnosuch 1\n", true).unwrap_err();
-        assert_eq!(err.line_number, Some(2));
+        assert!(
+            matches!(
+                &err,
+                ConfigError::UnknownDirective {
+                    at: ConfigLine {
+                        number: Some(2),
+                        ..
+                    }
+                }
+            ),
+            "{err}"
+        );
         let args: Vec<String> = ["--port", "7001", "--dir", "/", "--bind", "1.2.3.4", "::1"]
             .iter()
             .map(|s| s.to_string())
@@ -856,7 +839,8 @@ mod tests {
             let error = config
                 .apply_text(&format!("client-output-buffer-limit {bad}\n"), true)
                 .unwrap_err();
-            assert!(error.reason.contains(reason), "{bad}: {error}");
+            let refused = refusal(error);
+            assert!(refused.contains(reason), "{bad}: {refused}");
         }
         assert_eq!(
             config.output_buffer_limits, limits,
@@ -870,9 +854,9 @@ mod tests {
         let err = config
             .apply_text("dir /nonexistent/tessera-dir\n", true)
             .unwrap_err();
-        assert_eq!(err.reason, "No such file or directory");
+        assert_eq!(refusal(err), "No such file or directory");
         let err = config.apply_text("dir /dev/null\n", true).unwrap_err();
-        assert_eq!(err.reason, "Not a directory");
+        assert_eq!(refusal(err), "Not a directory");
         config.apply_text("dir /\n", true).unwrap();
     }
 
@@ -889,7 +873,7 @@ mod tests {
         assert!(config.bind.is_empty());
         let many = format!("bind {}\n", vec!["127.0.0.1"; 17].join(" "));
         let err = config.apply_text(&many, true).unwrap_err();
-        assert_eq!(err.reason, "Too many bind addresses specified.");
+        assert_eq!(refusal(err), "Too many bind addresses specified.");
         assert!(config.apply_text("tcp-backlog -1\n", true).is_err());
     }
 
@@ -900,7 +884,8 @@ mod tests {
             let err = config
                 .apply_text(&format!("{directive} tessera.lock\n"), true)
                 .unwrap_err();
-            assert!(err.reason.contains("lock file"), "{}", err.reason);
+            let refused = refusal(err);
+            assert!(refused.contains("lock file"), "{refused}");
         }
         config
             .apply_text("appendfilename tessera.lock\n", true)
