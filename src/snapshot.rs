@@ -13,7 +13,7 @@
 //! commit of a compaction, the rename of a `BGSAVE`), then the event loop is woken.
 
 use crate::keyspace::{CaptureSink, Db, Entry, Keyspace, SLOT_COUNT, Slot};
-use crate::rdb::{RdbError, RdbWriter, RdbWriterOptions};
+use crate::rdb::{RdbError, RdbWriter, RdbWriterOptions, Refusal};
 use crate::storage::{Storage, StorageFile, StorageReader};
 use std::collections::VecDeque;
 use std::io::BufWriter;
@@ -156,9 +156,7 @@ pub fn read_into_dbs(
     let mut keys = 0u64;
     let mut visitor = |db: u32, entry: Entry| {
         let Some(target) = dbs.get_mut(db as usize) else {
-            return Err(format!(
-                "database {db} is out of range (databases {databases})"
-            ));
+            return Err(Refusal::DatabaseOutOfRange { db, databases });
         };
         if expired == ExpiredKeys::Keep || !entry.is_expired(now_ms) {
             target.insert(entry);

@@ -175,7 +175,7 @@ fn read_part(storage: &dyn Storage, paths: &LogPaths, name: &str) -> Result<Part
         slots_used: Option<(usize, usize)>,
     }
     impl crate::rdb::RdbVisitor for Visitor {
-        fn entry(&mut self, _db: u32, entry: Entry) -> Result<(), String> {
+        fn entry(&mut self, _db: u32, entry: Entry) -> Result<(), crate::rdb::Refusal> {
             let slot = key_slot(&entry.key);
             self.keys += 1;
             let (low, high) = self.slots_used.get_or_insert((slot, slot));
@@ -183,7 +183,7 @@ fn read_part(storage: &dyn Storage, paths: &LogPaths, name: &str) -> Result<Part
             *high = (*high).max(slot);
             Ok(())
         }
-        fn aux(&mut self, key: &[u8], value: &[u8]) -> Result<(), String> {
+        fn aux(&mut self, key: &[u8], value: &[u8]) -> Result<(), crate::rdb::Refusal> {
             self.aux.insert(
                 String::from_utf8_lossy(key).into(),
                 String::from_utf8_lossy(value).into(),

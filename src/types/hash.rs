@@ -7,10 +7,16 @@
 
 use super::limits;
 use super::listpack::{Listpack, LpValue, Pos};
-use crate::rdb::{RdbError, RdbReader, RdbWriter, corrupt, value_type};
 use indexmap::IndexMap;
 
 type Table = IndexMap<Box<[u8]>, Box<[u8]>, foldhash::fast::RandomState>;
+
+/// Why a listpack does not hold a hash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InvalidHash {
+    OddEntryCount,
+    DuplicateField,
+}
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Hash {
@@ -175,82 +181,40 @@ impl Hash {
         }
     }
 
-    /// The RDB type byte this value is written with.
-    pub fn rdb_type(&self) -> u8 {
-        match self {
-            Hash::Listpack(_) => value_type::HASH_LISTPACK,
-            Hash::Table(_) => value_type::HASH,
+    /// The hash whose field, value pairs `lp` holds (a listpack loaded from a file): kept
+    /// as it is while within the listpack limits, converted to a table past them.
+    pub fn from_listpack(lp: Listpack) -> Result<Hash, InvalidHash> {
+        if !lp.len().is_multiple_of(2) {
+            return Err(InvalidHash::OddEntryCount);
         }
+        let mut hash = Hash::Listpack(lp);
+        let mut seen = std::collections::HashSet::new();
+        let mut longest = 0;
+        for (field, value) in hash.iter() {
+            longest = longest
+                .max(field.to_bytes().len())
+                .max(value.to_bytes().len());
+            if !seen.insert(field.to_bytes()) {
+                return Err(InvalidHash::DuplicateField);
+            }
+        }
+        if hash.len() as i64 > limits::hash_max_listpack_entries()
+            || longest as i64 > limits::hash_max_listpack_value()
+        {
+            hash.convert();
+        }
+        Ok(hash)
     }
 
-    /// Writes the value's RDB body (the type byte and the key are written already).
-    pub(crate) fn write_rdb<W: std::io::Write>(
-        &self,
-        writer: &mut RdbWriter<W>,
-    ) -> Result<(), RdbError> {
-        match self {
-            Hash::Listpack(lp) => writer.write_string(lp.as_bytes()),
-            Hash::Table(t) => {
-                writer.write_length(t.len() as u64)?;
-                for (field, value) in t.iter() {
-                    writer.write_string(field)?;
-                    writer.write_string(value)?;
-                }
-                Ok(())
-            }
+    /// An empty hash in the encoding `count` fields will need: a table from the start when
+    /// they are too many for a listpack, so that loading does not build a listpack only
+    /// to convert it. Nothing is reserved: the count may come from a damaged file.
+    pub fn for_field_count(count: u64) -> Hash {
+        let mut hash = Hash::default();
+        if i64::try_from(count).unwrap_or(i64::MAX) > limits::hash_max_listpack_entries() {
+            hash.convert();
         }
-    }
-
-    /// Reads a value of RDB type `value_type` (one of this type's encodings). An empty
-    /// hash comes back empty: the loader skips it, as Redis does.
-    pub(crate) fn read_rdb<R: std::io::Read>(
-        reader: &mut RdbReader<R>,
-        value_type: u8,
-    ) -> Result<Hash, RdbError> {
-        let offset = reader.offset();
-        match value_type {
-            value_type::HASH_LISTPACK => {
-                let blob = reader.read_string()?;
-                let lp = Listpack::from_bytes(&blob)
-                    .map_err(|e| corrupt(offset, format!("hash listpack: {}", e.0)))?;
-                if lp.len() % 2 != 0 {
-                    return Err(corrupt(offset, "hash listpack with an odd entry count"));
-                }
-                let mut hash = Hash::Listpack(lp);
-                let mut seen = std::collections::HashSet::new();
-                let mut longest = 0;
-                for (field, value) in hash.iter() {
-                    longest = longest
-                        .max(field.to_bytes().len())
-                        .max(value.to_bytes().len());
-                    if !seen.insert(field.to_bytes()) {
-                        return Err(corrupt(offset, "duplicate hash field"));
-                    }
-                }
-                if hash.len() as i64 > limits::hash_max_listpack_entries()
-                    || longest as i64 > limits::hash_max_listpack_value()
-                {
-                    hash.convert();
-                }
-                Ok(hash)
-            }
-            value_type::HASH => {
-                let len = reader.read_length()?;
-                let mut hash = Hash::default();
-                if len as i64 > limits::hash_max_listpack_entries() {
-                    hash.convert();
-                }
-                for _ in 0..len {
-                    let field = reader.read_string()?;
-                    let value = reader.read_string()?;
-                    if !hash.set(&field, &value) {
-                        return Err(corrupt(offset, "duplicate hash field"));
-                    }
-                }
-                Ok(hash)
-            }
-            other => Err(RdbError::UnsupportedType(other)),
-        }
+        hash
     }
 }
 

@@ -4,52 +4,106 @@
 //! Layout: the last byte tells the two apart. Inline: bytes 0..15 hold the key, byte 15
 //! is `0x80 | len`. On the heap: a pointer (bytes 0..8) and the length (bytes 8..16, little
 //! endian), whose top byte is below 0x80 for any length that fits in memory.
+//!
+//! The two forms are a union rather than 16 bytes with the pointer stored as an integer:
+//! a real pointer keeps its provenance (no integer-to-pointer cast for the compiler, or
+//! Miri, to reason about), costs the same loads, and the handle stays 16 bytes. Its
+//! alignment is 8 where it was 1, which no container of keys notices (an `Entry` is 8-
+//! aligned already; the sizes are asserted below and in `keyspace`).
+
+use std::ptr::NonNull;
 
 const INLINE: usize = 15;
 const INLINE_FLAG: u8 = 0x80;
 
 pub struct Key {
-    repr: [u8; 16],
+    repr: Repr,
 }
 
-// A key owns its bytes, like `Box<[u8]>`.
+/// Which field is live is told by byte 15, which both forms initialise: the inline tag
+/// (flag set), or the top byte of the heap form's length (flag clear).
+#[repr(C)]
+#[derive(Clone, Copy)]
+union Repr {
+    inline: [u8; 16],
+    heap: Heap,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct Heap {
+    /// The key's bytes: a `Box<[u8]>` leaked in `Key::new`, which the key owns.
+    ptr: NonNull<u8>,
+    /// Keeps `len` at bytes 8..16 where pointers are narrower than 8 bytes.
+    _pad: [u8; 8 - size_of::<NonNull<u8>>()],
+    /// Little-endian, so that its top byte is byte 15 of the key on every target.
+    len: [u8; 8],
+}
+
+const _: () = assert!(size_of::<Key>() == 16);
+const _: () = assert!(std::mem::offset_of!(Heap, len) == 8);
+
+// SAFETY: a key owns its bytes alone, like the `Box<[u8]>` it was made from (which is
+// `Send`): no two keys share a pointer (`clone` copies the bytes), and the bytes are never
+// changed after `new`.
 unsafe impl Send for Key {}
+// SAFETY: as for `Send`; `&Key` only ever reads bytes that nothing mutates.
 unsafe impl Sync for Key {}
 
 impl Key {
     pub fn new(bytes: &[u8]) -> Key {
-        let mut repr = [0u8; 16];
         if bytes.len() <= INLINE {
-            repr[..bytes.len()].copy_from_slice(bytes);
-            repr[15] = INLINE_FLAG | bytes.len() as u8;
+            let mut inline = [0u8; 16];
+            inline[..bytes.len()].copy_from_slice(bytes);
+            inline[15] = INLINE_FLAG | bytes.len() as u8;
+            Key {
+                repr: Repr { inline },
+            }
         } else {
+            // The length's top byte must stay below the flag.
             assert!(bytes.len() < 1 << 55, "key too long");
             let heap: Box<[u8]> = bytes.into();
-            let len = heap.len() as u64;
-            let ptr = Box::into_raw(heap) as *mut u8 as usize as u64;
-            repr[..8].copy_from_slice(&ptr.to_le_bytes());
-            repr[8..].copy_from_slice(&len.to_le_bytes());
+            let len = (heap.len() as u64).to_le_bytes();
+            let ptr = NonNull::from(Box::leak(heap)).cast::<u8>();
+            Key {
+                repr: Repr {
+                    heap: Heap {
+                        ptr,
+                        _pad: [0; 8 - size_of::<NonNull<u8>>()],
+                        len,
+                    },
+                },
+            }
         }
-        Key { repr }
     }
 
     fn is_inline(&self) -> bool {
-        self.repr[15] & INLINE_FLAG != 0
+        // SAFETY: byte 15 is initialised in both forms (see `Repr`), and only that byte is
+        // read.
+        let tag = unsafe { self.repr.inline[15] };
+        tag & INLINE_FLAG != 0
     }
 
-    fn heap_parts(&self) -> (*mut u8, usize) {
-        let ptr = u64::from_le_bytes(self.repr[..8].try_into().expect("8")) as usize;
-        let len = u64::from_le_bytes(self.repr[8..].try_into().expect("8")) as usize;
-        (ptr as *mut u8, len)
+    /// The pointer and length of a key on the heap.
+    fn heap_parts(&self) -> (NonNull<u8>, usize) {
+        debug_assert!(!self.is_inline());
+        // SAFETY: the key is on the heap (the callers checked), so `heap` is the field
+        // `new` wrote.
+        let heap = unsafe { self.repr.heap };
+        (heap.ptr, u64::from_le_bytes(heap.len) as usize)
     }
 
     pub fn as_slice(&self) -> &[u8] {
         if self.is_inline() {
-            &self.repr[..(self.repr[15] & !INLINE_FLAG) as usize]
+            // SAFETY: the key is inline, so `new` wrote all 16 bytes of `inline`.
+            let inline = unsafe { &self.repr.inline };
+            &inline[..usize::from(inline[15] & !INLINE_FLAG)]
         } else {
             let (ptr, len) = self.heap_parts();
-            // SAFETY: `ptr` and `len` come from a leaked `Box<[u8]>` this key owns.
-            unsafe { std::slice::from_raw_parts(ptr, len) }
+            // SAFETY: `ptr` and `len` are those of the `Box<[u8]>` leaked in `new`, which
+            // this key owns until it drops (so for as long as `&self` lives) and which
+            // nothing mutates.
+            unsafe { std::slice::from_raw_parts(ptr.as_ptr(), len) }
         }
     }
 }
@@ -58,8 +112,9 @@ impl Drop for Key {
     fn drop(&mut self) {
         if !self.is_inline() {
             let (ptr, len) = self.heap_parts();
-            // SAFETY: rebuilds the box leaked in `new`, exactly once.
-            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len)) });
+            // SAFETY: rebuilds the box leaked in `new`, with its pointer and length, exactly
+            // once: no other key holds this pointer, and a key drops once.
+            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr.as_ptr(), len)) });
         }
     }
 }

@@ -7,7 +7,6 @@
 
 use super::limits;
 use super::listpack::{Listpack, LpValue, Pos};
-use crate::rdb::{RdbError, RdbReader, RdbWriter, corrupt, value_type};
 use std::collections::VecDeque;
 
 /// Which end of a list.
@@ -17,9 +16,6 @@ pub enum End {
     Right,
 }
 
-/// RDB quicklist node containers (Redis's QUICKLIST_NODE_CONTAINER_*).
-const CONTAINER_PLAIN: u64 = 1;
-const CONTAINER_PACKED: u64 = 2;
 /// Redis caps count-limited nodes at this many bytes too (SIZE_SAFETY_LIMIT).
 const SIZE_SAFETY_LIMIT: usize = 8192;
 
@@ -402,73 +398,18 @@ impl List {
         found
     }
 
-    /// The RDB type byte this value is written with.
-    pub fn rdb_type(&self) -> u8 {
-        value_type::LIST_QUICKLIST_2
+    /// The listpack nodes, head to tail (never empty ones).
+    pub fn nodes(&self) -> impl ExactSizeIterator<Item = &Listpack> + '_ {
+        self.nodes.iter()
     }
 
-    /// Writes the value's RDB body (the type byte and the key are written already): the
-    /// node count, then each node as PACKED and its listpack.
-    pub(crate) fn write_rdb<W: std::io::Write>(
-        &self,
-        writer: &mut RdbWriter<W>,
-    ) -> Result<(), RdbError> {
-        writer.write_length(self.nodes.len() as u64)?;
-        for node in &self.nodes {
-            debug_assert!(!node.is_empty());
-            writer.write_length(CONTAINER_PACKED)?;
-            writer.write_string(node.as_bytes())?;
-        }
-        Ok(())
-    }
-
-    /// Reads a value of RDB type `value_type` (one of this type's encodings). Empty
-    /// listpack nodes are skipped and an empty list comes back empty (the loader then
-    /// skips the key), as Redis 7.0 does. Ziplist-based types are not supported.
-    pub(crate) fn read_rdb<R: std::io::Read>(
-        reader: &mut RdbReader<R>,
-        value_type: u8,
-    ) -> Result<List, RdbError> {
-        let mut list = List::default();
-        match value_type {
-            value_type::LIST_QUICKLIST_2 => {
-                // No nodes, or only empty listpacks: an empty list, skipped by the loader.
-                let nodes = reader.read_length()?;
-                for _ in 0..nodes {
-                    let offset = reader.offset();
-                    let container = reader.read_length()?;
-                    if container != CONTAINER_PACKED && container != CONTAINER_PLAIN {
-                        return Err(corrupt(
-                            offset,
-                            format!("quicklist node container {container}"),
-                        ));
-                    }
-                    let blob = reader.read_string()?;
-                    if blob.is_empty() {
-                        return Err(corrupt(offset, "empty quicklist node"));
-                    }
-                    if container == CONTAINER_PLAIN {
-                        list.push(End::Right, &blob);
-                        continue;
-                    }
-                    let lp = Listpack::from_bytes(&blob)
-                        .map_err(|e| corrupt(offset, format!("list listpack: {}", e.0)))?;
-                    if !lp.is_empty() {
-                        list.len += lp.len();
-                        list.nodes.push_back(lp);
-                    }
-                }
-                Ok(list)
-            }
-            value_type::LIST => {
-                let len = reader.read_length()?;
-                for _ in 0..len {
-                    let value = reader.read_string()?;
-                    list.push(End::Right, &value);
-                }
-                Ok(list)
-            }
-            other => Err(RdbError::UnsupportedType(other)),
+    /// Appends `node` whole as the last node, as a file stored it (Redis's own nodes may
+    /// be split differently from ours: only the elements are observable). An empty node
+    /// is dropped.
+    pub fn append_node(&mut self, node: Listpack) {
+        if !node.is_empty() {
+            self.len += node.len();
+            self.nodes.push_back(node);
         }
     }
 }

@@ -94,8 +94,10 @@ struct ThinBytes {
     ptr: std::ptr::NonNull<u8>,
 }
 
-// The bytes are owned and only reached through `&`/`&mut self`, as for `Box<[u8]>`.
+// SAFETY: the allocation is owned by this handle alone (`clone` copies it) and only
+// reached through `&self` / `&mut self`, as for the `Box<[u8]>` (`Send`) it stands for.
 unsafe impl Send for ThinBytes {}
+// SAFETY: as for `Send`; through `&ThinBytes` the bytes are only read.
 unsafe impl Sync for ThinBytes {}
 
 impl ThinBytes {
@@ -111,7 +113,9 @@ impl ThinBytes {
             "a listpack starts with its own size"
         );
         let layout = Self::layout(bytes.len());
-        // SAFETY: the layout is non-zero; `bytes.len()` bytes are copied into it.
+        // SAFETY: the layout is non-zero (the assert above: more than a header), so
+        // `alloc` may be called; a null result is handled; `bytes.len()` bytes are copied
+        // into the fresh allocation of exactly that size, which cannot overlap `bytes`.
         unsafe {
             let raw = std::alloc::alloc(layout);
             let Some(ptr) = std::ptr::NonNull::new(raw) else {
@@ -123,7 +127,8 @@ impl ThinBytes {
     }
 
     fn stored_len(&self) -> usize {
-        // SAFETY: at least the 4 size bytes are allocated and initialised.
+        // SAFETY: `new` allocated and initialised more than `HEADER` bytes, the first four
+        // being the size; the allocation lives as long as `self`.
         let header = unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), 4) };
         u32::from_le_bytes(header.try_into().expect("4")) as usize
     }
@@ -132,7 +137,8 @@ impl ThinBytes {
 impl std::ops::Deref for ThinBytes {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        // SAFETY: `stored_len` bytes were allocated and initialised by `new`.
+        // SAFETY: `new` allocated and initialised exactly `stored_len` bytes (the size
+        // bytes never change: see `deref_mut`), alive and unmutated while `&self` lives.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.stored_len()) }
     }
 }
@@ -142,7 +148,8 @@ impl std::ops::DerefMut for ThinBytes {
     /// must not change.
     fn deref_mut(&mut self) -> &mut [u8] {
         let len = self.stored_len();
-        // SAFETY: as for `deref`, and `&mut self` makes the access unique.
+        // SAFETY: as for `deref`, and `&mut self` makes the access unique. Callers keep
+        // the first four bytes (the size) as they are.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), len) }
     }
 }
@@ -150,7 +157,8 @@ impl std::ops::DerefMut for ThinBytes {
 impl Drop for ThinBytes {
     fn drop(&mut self) {
         let layout = Self::layout(self.stored_len());
-        // SAFETY: allocated in `new` with this layout; the size bytes never change.
+        // SAFETY: allocated in `new` with this layout (the size bytes never change), and
+        // freed only here, once.
         unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) }
     }
 }

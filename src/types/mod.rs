@@ -1,9 +1,17 @@
-//! The value types behind keys other than strings, and their compact encodings.
+//! The value types behind keys, and their compact encodings.
 //!
-//! Each collection type lives in its own module with its command-independent operations,
-//! its encodings (a compact one for small values, converted past Redis's thresholds) and
-//! its RDB form. Commands (`crate::commands::{lists, hashes, sets, zsets}`) only use the
-//! type's methods, so that an encoding can change without touching them.
+//! Each collection type lives in its own module with its command-independent operations
+//! and its encodings (a compact one for small values, converted past Redis's thresholds).
+//! Commands (`crate::commands::{lists, hashes, sets, zsets}`) only use the type's methods,
+//! so that an encoding can change without touching them. The types know nothing of files:
+//! `crate::rdb` writes and reads them through what they expose (their listpack and intset
+//! bytes, constructors from those, iterators).
+//!
+//! `key`, `string` and `listpack` hold their bytes behind raw pointers to keep handles
+//! small (the memory benchmarks count every byte of an entry); every `unsafe` there says
+//! why it holds in a `SAFETY:` comment, which clippy enforces below.
+
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod hash;
 pub mod intset;

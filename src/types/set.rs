@@ -7,7 +7,6 @@
 
 use super::intset::Intset;
 use super::limits;
-use crate::rdb::{RdbError, RdbReader, RdbWriter, corrupt, value_type};
 use indexmap::IndexSet;
 use std::borrow::Cow;
 
@@ -143,62 +142,14 @@ impl Set {
         }
     }
 
-    /// The RDB type byte this value is written with.
-    pub fn rdb_type(&self) -> u8 {
-        match self {
-            Set::Intset(_) => value_type::SET_INTSET,
-            Set::Table(_) => value_type::SET,
+    /// The set of `intset`'s members (an intset loaded from a file): kept as it is while
+    /// within `set-max-intset-entries`, converted to a table past it.
+    pub fn from_intset(intset: Intset) -> Set {
+        let mut set = Set::Intset(intset);
+        if set.len() as i64 > limits::set_max_intset_entries() {
+            set.convert();
         }
-    }
-
-    /// Writes the value's RDB body (the type byte and the key are written already).
-    pub(crate) fn write_rdb<W: std::io::Write>(
-        &self,
-        writer: &mut RdbWriter<W>,
-    ) -> Result<(), RdbError> {
-        match self {
-            Set::Intset(s) => writer.write_string(s.as_bytes()),
-            Set::Table(t) => {
-                writer.write_length(t.len() as u64)?;
-                for member in t.iter() {
-                    writer.write_string(member)?;
-                }
-                Ok(())
-            }
-        }
-    }
-
-    /// Reads a value of RDB type `value_type`. An empty set comes back empty: the loader
-    /// skips it, as Redis does.
-    pub(crate) fn read_rdb<R: std::io::Read>(
-        reader: &mut RdbReader<R>,
-        value_type: u8,
-    ) -> Result<Set, RdbError> {
-        let offset = reader.offset();
-        match value_type {
-            value_type::SET_INTSET => {
-                let blob = reader.read_string()?;
-                let intset = Intset::from_bytes(&blob)
-                    .map_err(|e| corrupt(offset, format!("intset: {}", e.0)))?;
-                let mut set = Set::Intset(intset);
-                if set.len() as i64 > limits::set_max_intset_entries() {
-                    set.convert();
-                }
-                Ok(set)
-            }
-            value_type::SET => {
-                let len = reader.read_length()?;
-                let mut set = Set::default();
-                for _ in 0..len {
-                    let member = reader.read_string()?;
-                    if !set.insert(&member) {
-                        return Err(corrupt(offset, "duplicate set member"));
-                    }
-                }
-                Ok(set)
-            }
-            other => Err(RdbError::UnsupportedType(other)),
-        }
+        set
     }
 }
 

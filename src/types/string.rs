@@ -23,8 +23,11 @@ pub struct Str {
     ptr: NonNull<Header>,
 }
 
-// The bytes are immutable and the count atomic, as in `Arc<[u8]>`.
+// SAFETY: as for `Arc<[u8]>`: the bytes are never written after construction, and the
+// count that decides who frees them is atomic (`Drop` frees after the last decrement).
 unsafe impl Send for Str {}
+// SAFETY: as for `Send`: through `&Str` the bytes are only read and the count changed
+// atomically.
 unsafe impl Sync for Str {}
 
 /// The longest string: Redis's `proto-max-bulk-len` is at most 512 MB by default, and a
@@ -40,8 +43,9 @@ impl Str {
     pub fn new(bytes: &[u8]) -> Str {
         assert!(bytes.len() <= MAX_LEN, "string longer than 4 GB");
         let layout = Self::layout(bytes.len());
-        // SAFETY: the layout is non-zero (header); the header is written before use and
-        // `len` bytes are copied right after it, inside the allocation.
+        // SAFETY: the layout is non-zero (it has a header); a null result is handled. The
+        // header is written before use and `len` bytes are copied right after it, inside
+        // the fresh allocation, which cannot overlap `bytes`.
         unsafe {
             let raw = alloc(layout);
             if raw.is_null() {
@@ -60,13 +64,15 @@ impl Str {
     }
 
     fn header(&self) -> &Header {
-        // SAFETY: `ptr` points at a live header while any handle exists.
+        // SAFETY: `ptr` points at the header, initialised at construction; the allocation
+        // lives while any handle does, and this one holds a count.
         unsafe { self.ptr.as_ref() }
     }
 
     pub fn as_slice(&self) -> &[u8] {
         let len = self.header().len as usize;
-        // SAFETY: `len` initialised bytes follow the header.
+        // SAFETY: `len` initialised bytes follow the header in the same allocation, alive
+        // as long as `&self` and never written after construction.
         unsafe { std::slice::from_raw_parts((self.ptr.as_ptr() as *const u8).add(HEADER), len) }
     }
 
@@ -96,8 +102,9 @@ impl StrBuilder {
         assert!(len <= MAX_LEN, "string longer than 4 GB");
         let capacity = capacity.min(len);
         let layout = Str::layout(capacity);
-        // SAFETY: the layout is non-zero (header); the header is written before use, and
-        // the bytes after it are zeroed by the allocator, so they are initialised.
+        // SAFETY: the layout is non-zero (it has a header); a null result is handled. The
+        // header is written before use, and the bytes after it are zeroed by the
+        // allocator, so they are initialised.
         unsafe {
             let raw = std::alloc::alloc_zeroed(layout);
             if raw.is_null() {
@@ -135,18 +142,18 @@ impl StrBuilder {
         if capacity <= self.capacity {
             return;
         }
-        let new_size = HEADER + capacity;
-        // SAFETY: `ptr` was allocated with `layout(self.capacity)`; the new size is larger
-        // and fits a layout (checked by `Str::layout` above for the final length). The
-        // bytes past the old capacity are zeroed before anyone reads them.
+        let old_layout = Str::layout(self.capacity);
+        let new_layout = Str::layout(capacity);
+        // SAFETY: `ptr` was allocated with `old_layout` (by `new` or the last `grow_to`);
+        // `new_layout` is a valid layout (`Str::layout` checks) of the same alignment, so
+        // its size, larger than the old one, is non-zero and fits `isize`. A null result
+        // is handled before `ptr` changes. The bytes past the old capacity are zeroed
+        // here, before `capacity` counts them as initialised.
         unsafe {
-            let raw = std::alloc::realloc(
-                self.ptr.as_ptr() as *mut u8,
-                Str::layout(self.capacity),
-                new_size,
-            );
+            let raw =
+                std::alloc::realloc(self.ptr.as_ptr() as *mut u8, old_layout, new_layout.size());
             if raw.is_null() {
-                handle_alloc_error(Str::layout(capacity));
+                handle_alloc_error(new_layout);
             }
             std::ptr::write_bytes(raw.add(HEADER + self.capacity), 0, capacity - self.capacity);
             self.ptr = NonNull::new_unchecked(raw as *mut Header);
@@ -203,7 +210,9 @@ impl Drop for Str {
         }
         fence(Ordering::Acquire);
         let layout = Self::layout(self.len());
-        // SAFETY: this was the last handle; the allocation was made with this layout.
+        // SAFETY: this was the last handle (the count reached zero, and the acquire fence
+        // orders every other handle's use before this), and the allocation was made with
+        // this layout (by `Str::new`, or by a `StrBuilder` whose capacity is the length).
         unsafe { dealloc(self.ptr.as_ptr() as *mut u8, layout) }
     }
 }

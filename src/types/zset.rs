@@ -11,7 +11,6 @@
 use super::limits;
 use super::listpack::{Listpack, LpValue};
 use super::score;
-use crate::rdb::{RdbError, RdbReader, RdbWriter, corrupt, value_type};
 use std::borrow::Cow;
 use std::collections::BTreeSet;
 
@@ -40,6 +39,23 @@ impl Ord for Score {
 pub struct Tree {
     scores: hashbrown::HashMap<Box<[u8]>, f64>,
     order: BTreeSet<(Score, Box<[u8]>)>,
+}
+
+impl Tree {
+    pub fn len(&self) -> usize {
+        self.scores.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.scores.is_empty()
+    }
+
+    /// Members and scores in ascending (score, member) order.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&[u8], f64)> + '_ {
+        self.order
+            .iter()
+            .map(|(score, member)| (&**member, score.0))
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -246,93 +262,6 @@ impl ZSet {
             zset.insert(&member, score);
         }
         zset
-    }
-
-    /// The RDB type byte this value is written with.
-    pub fn rdb_type(&self) -> u8 {
-        match self {
-            ZSet::Listpack(_) => value_type::ZSET_LISTPACK,
-            ZSet::Tree(_) => value_type::ZSET_2,
-        }
-    }
-
-    /// Writes the value's RDB body (the type byte and the key are written already).
-    pub(crate) fn write_rdb<W: std::io::Write>(
-        &self,
-        writer: &mut RdbWriter<W>,
-    ) -> Result<(), RdbError> {
-        match self {
-            ZSet::Listpack(lp) => writer.write_string(lp.as_bytes()),
-            ZSet::Tree(t) => {
-                writer.write_length(t.scores.len() as u64)?;
-                // Highest first, as Redis writes its skiplist from the tail.
-                for (score, member) in t.order.iter().rev() {
-                    writer.write_string(member)?;
-                    writer.write_binary_double(score.0)?;
-                }
-                Ok(())
-            }
-        }
-    }
-
-    /// Reads a value of RDB type `value_type`. An empty sorted set comes back empty: the
-    /// loader skips it, as Redis does.
-    pub(crate) fn read_rdb<R: std::io::Read>(
-        reader: &mut RdbReader<R>,
-        value_type: u8,
-    ) -> Result<ZSet, RdbError> {
-        let offset = reader.offset();
-        match value_type {
-            value_type::ZSET_LISTPACK => {
-                let blob = reader.read_string()?;
-                let lp = Listpack::from_bytes(&blob)
-                    .map_err(|e| corrupt(offset, format!("sorted set listpack: {}", e.0)))?;
-                if lp.len() % 2 != 0 {
-                    return Err(corrupt(
-                        offset,
-                        "sorted set listpack with an odd entry count",
-                    ));
-                }
-                let mut items = lp.iter();
-                let mut elements = Vec::new();
-                let mut seen = std::collections::HashSet::new();
-                while let (Some(m), Some(s)) = (items.next(), items.next()) {
-                    let score = match s {
-                        LpValue::Int(n) => n as f64,
-                        LpValue::Bytes(b) => score::parse(b)
-                            .ok_or_else(|| corrupt(offset, "invalid score in a listpack"))?,
-                    };
-                    let member = m.to_bytes();
-                    if !seen.insert(member.clone()) {
-                        return Err(corrupt(offset, "duplicate sorted set member"));
-                    }
-                    elements.push((member, score));
-                }
-                Ok(Self::from_elements(elements))
-            }
-            value_type::ZSET_2 | value_type::ZSET => {
-                let len = reader.read_length()?;
-                let mut elements = Vec::new();
-                let mut seen = std::collections::HashSet::new();
-                for _ in 0..len {
-                    let member = reader.read_string()?.to_vec();
-                    let score = if value_type == value_type::ZSET_2 {
-                        reader.read_binary_double()?
-                    } else {
-                        reader.read_text_double()?
-                    };
-                    if score.is_nan() {
-                        return Err(corrupt(offset, "NaN score"));
-                    }
-                    if !seen.insert(member.clone()) {
-                        return Err(corrupt(offset, "duplicate sorted set member"));
-                    }
-                    elements.push((member, score));
-                }
-                Ok(Self::from_elements(elements))
-            }
-            other => Err(RdbError::UnsupportedType(other)),
-        }
     }
 }
 

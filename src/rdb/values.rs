@@ -1,0 +1,445 @@
+//! The value encodings: what follows a key's type byte and name, for each type, both ways.
+//!
+//! Written as Redis 7.0 writes them: strings (type 0); lists as a quicklist of listpack
+//! nodes (18); hashes and sorted sets as their listpack while small (16, 17), field by
+//! field past that (4, 5: scores as binary doubles); sets as their intset (11) or member
+//! by member (2). A listpack or intset goes out as the bytes it already is, and comes back
+//! validated and kept as it is, so a loaded value has the encoding it had (OBJECT
+//! ENCODING). Read besides: the plain LIST and ZSET types of older versions. Ziplist-era
+//! types (9, 10, 12, 13, 14), streams and modules are [`RdbError::UnsupportedType`].
+//!
+//! A collection read empty (no nodes, or only empty listpacks) comes back empty: the
+//! reader then skips the key, as Redis 7.0 does.
+
+use super::reader::RdbReader;
+use super::writer::RdbWriter;
+use super::{Corruption, RdbError, corrupt, value_type};
+use crate::keyspace::Value;
+use crate::types::hash::InvalidHash;
+use crate::types::intset::Intset;
+use crate::types::list::End;
+use crate::types::listpack::{Listpack, LpValue};
+use crate::types::{Hash, List, Set, Str, ZSet, score};
+use std::io::{Read, Write};
+use std::sync::Arc;
+
+/// Which collection a damaged value was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Collection {
+    List,
+    Hash,
+    Set,
+    SortedSet,
+}
+
+impl std::fmt::Display for Collection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Collection::List => "list",
+            Collection::Hash => "hash",
+            Collection::Set => "set",
+            Collection::SortedSet => "sorted set",
+        })
+    }
+}
+
+/// RDB quicklist node containers (Redis's QUICKLIST_NODE_CONTAINER_*).
+const CONTAINER_PLAIN: u64 = 1;
+const CONTAINER_PACKED: u64 = 2;
+
+/// The RDB type byte `value` is written with.
+pub(super) fn type_byte(value: &Value) -> u8 {
+    match value {
+        Value::String(_) => value_type::STRING,
+        Value::List(_) => value_type::LIST_QUICKLIST_2,
+        Value::Hash(hash) => match **hash {
+            Hash::Listpack(_) => value_type::HASH_LISTPACK,
+            Hash::Table(_) => value_type::HASH,
+        },
+        Value::Set(set) => match **set {
+            Set::Intset(_) => value_type::SET_INTSET,
+            Set::Table(_) => value_type::SET,
+        },
+        Value::ZSet(zset) => match **zset {
+            ZSet::Listpack(_) => value_type::ZSET_LISTPACK,
+            ZSet::Tree(_) => value_type::ZSET_2,
+        },
+    }
+}
+
+/// Writes `value`'s body, in the encoding `type_byte` names (the type byte and the key
+/// are written already).
+pub(super) fn write<W: Write>(writer: &mut RdbWriter<W>, value: &Value) -> Result<(), RdbError> {
+    match value {
+        Value::String(string) => writer.write_string(string),
+        Value::List(list) => write_list(writer, list),
+        Value::Hash(hash) => write_hash(writer, hash),
+        Value::Set(set) => write_set(writer, set),
+        Value::ZSet(zset) => write_zset(writer, zset),
+    }
+}
+
+/// Value types that RDB version 10 defines, supported here or not; anything else is
+/// damage, not a newer feature (a newer feature comes with a newer version).
+pub(super) fn check_type(type_byte: u8, offset: u64) -> Result<(), RdbError> {
+    use value_type::*;
+    match type_byte {
+        STRING | LIST | SET | ZSET | HASH | ZSET_2 | HASH_ZIPMAP | LIST_ZIPLIST | SET_INTSET
+        | ZSET_ZIPLIST | HASH_ZIPLIST | LIST_QUICKLIST | HASH_LISTPACK | ZSET_LISTPACK
+        | LIST_QUICKLIST_2 => Ok(()),
+        MODULE_PRE_GA | MODULE_2 | STREAM_LISTPACKS | STREAM_LISTPACKS_2 => {
+            Err(RdbError::UnsupportedType(type_byte))
+        }
+        _ => Err(corrupt(offset, Corruption::UnknownType(type_byte))),
+    }
+}
+
+/// Reads the body of a value of type `value_type` (already checked by `check_type`).
+pub(super) fn read<R: Read>(reader: &mut RdbReader<R>, value_type: u8) -> Result<Value, RdbError> {
+    use value_type::*;
+    match value_type {
+        STRING => Ok(Value::String(Str::from(&reader.read_string()?[..]))),
+        LIST | LIST_ZIPLIST | LIST_QUICKLIST | LIST_QUICKLIST_2 => {
+            Ok(Value::List(Arc::new(read_list(reader, value_type)?)))
+        }
+        HASH | HASH_ZIPMAP | HASH_ZIPLIST | HASH_LISTPACK => {
+            Ok(Value::Hash(Arc::new(read_hash(reader, value_type)?)))
+        }
+        SET | SET_INTSET => Ok(Value::Set(Arc::new(read_set(reader, value_type)?))),
+        ZSET | ZSET_2 | ZSET_ZIPLIST | ZSET_LISTPACK => {
+            Ok(Value::ZSet(Arc::new(read_zset(reader, value_type)?)))
+        }
+        other => Err(RdbError::UnsupportedType(other)),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Lists
+
+/// The node count, then each node as PACKED and its listpack.
+fn write_list<W: Write>(writer: &mut RdbWriter<W>, list: &List) -> Result<(), RdbError> {
+    writer.write_length(list.nodes().len() as u64)?;
+    for node in list.nodes() {
+        debug_assert!(!node.is_empty());
+        writer.write_length(CONTAINER_PACKED)?;
+        writer.write_string(node.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// Empty listpack nodes are skipped, as Redis 7.0 does; a PLAIN node (one large element)
+/// becomes an element like any other.
+fn read_list<R: Read>(reader: &mut RdbReader<R>, value_type: u8) -> Result<List, RdbError> {
+    let mut list = List::default();
+    match value_type {
+        value_type::LIST_QUICKLIST_2 => {
+            let nodes = reader.read_length()?;
+            for _ in 0..nodes {
+                let offset = reader.offset();
+                let container = reader.read_length()?;
+                if container != CONTAINER_PACKED && container != CONTAINER_PLAIN {
+                    return Err(corrupt(offset, Corruption::QuicklistContainer(container)));
+                }
+                let blob = reader.read_string()?;
+                if blob.is_empty() {
+                    return Err(corrupt(offset, Corruption::EmptyQuicklistNode));
+                }
+                if container == CONTAINER_PLAIN {
+                    list.push(End::Right, &blob);
+                    continue;
+                }
+                let node = Listpack::from_bytes(&blob)
+                    .map_err(|e| corrupt(offset, Corruption::Listpack(Collection::List, e)))?;
+                list.append_node(node);
+            }
+            Ok(list)
+        }
+        value_type::LIST => {
+            let len = reader.read_length()?;
+            for _ in 0..len {
+                let value = reader.read_string()?;
+                list.push(End::Right, &value);
+            }
+            Ok(list)
+        }
+        other => Err(RdbError::UnsupportedType(other)),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Hashes
+
+fn write_hash<W: Write>(writer: &mut RdbWriter<W>, hash: &Hash) -> Result<(), RdbError> {
+    match hash {
+        Hash::Listpack(lp) => writer.write_string(lp.as_bytes()),
+        Hash::Table(table) => {
+            writer.write_length(table.len() as u64)?;
+            for (field, value) in table.iter() {
+                writer.write_string(field)?;
+                writer.write_string(value)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+fn read_hash<R: Read>(reader: &mut RdbReader<R>, value_type: u8) -> Result<Hash, RdbError> {
+    let offset = reader.offset();
+    match value_type {
+        value_type::HASH_LISTPACK => {
+            let blob = reader.read_string()?;
+            let lp = Listpack::from_bytes(&blob)
+                .map_err(|e| corrupt(offset, Corruption::Listpack(Collection::Hash, e)))?;
+            Hash::from_listpack(lp).map_err(|error| {
+                let reason = match error {
+                    InvalidHash::OddEntryCount => Corruption::OddListpack(Collection::Hash),
+                    InvalidHash::DuplicateField => Corruption::Duplicate(Collection::Hash),
+                };
+                corrupt(offset, reason)
+            })
+        }
+        value_type::HASH => {
+            let len = reader.read_length()?;
+            let mut hash = Hash::for_field_count(len);
+            for _ in 0..len {
+                let field = reader.read_string()?;
+                let value = reader.read_string()?;
+                if !hash.set(&field, &value) {
+                    return Err(corrupt(offset, Corruption::Duplicate(Collection::Hash)));
+                }
+            }
+            Ok(hash)
+        }
+        other => Err(RdbError::UnsupportedType(other)),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Sets
+
+fn write_set<W: Write>(writer: &mut RdbWriter<W>, set: &Set) -> Result<(), RdbError> {
+    match set {
+        Set::Intset(intset) => writer.write_string(intset.as_bytes()),
+        Set::Table(table) => {
+            writer.write_length(table.len() as u64)?;
+            for member in table.iter() {
+                writer.write_string(member)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+fn read_set<R: Read>(reader: &mut RdbReader<R>, value_type: u8) -> Result<Set, RdbError> {
+    let offset = reader.offset();
+    match value_type {
+        value_type::SET_INTSET => {
+            let blob = reader.read_string()?;
+            let intset =
+                Intset::from_bytes(&blob).map_err(|e| corrupt(offset, Corruption::Intset(e)))?;
+            Ok(Set::from_intset(intset))
+        }
+        value_type::SET => {
+            let len = reader.read_length()?;
+            let mut set = Set::default();
+            for _ in 0..len {
+                let member = reader.read_string()?;
+                if !set.insert(&member) {
+                    return Err(corrupt(offset, Corruption::Duplicate(Collection::Set)));
+                }
+            }
+            Ok(set)
+        }
+        other => Err(RdbError::UnsupportedType(other)),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Sorted sets
+
+fn write_zset<W: Write>(writer: &mut RdbWriter<W>, zset: &ZSet) -> Result<(), RdbError> {
+    match zset {
+        ZSet::Listpack(lp) => writer.write_string(lp.as_bytes()),
+        ZSet::Tree(tree) => {
+            writer.write_length(tree.len() as u64)?;
+            // Highest first, as Redis writes its skiplist from the tail.
+            for (member, score) in tree.iter().rev() {
+                writer.write_string(member)?;
+                writer.write_binary_double(score)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+fn read_zset<R: Read>(reader: &mut RdbReader<R>, value_type: u8) -> Result<ZSet, RdbError> {
+    let offset = reader.offset();
+    let duplicate = || corrupt(offset, Corruption::Duplicate(Collection::SortedSet));
+    match value_type {
+        value_type::ZSET_LISTPACK => {
+            let blob = reader.read_string()?;
+            let lp = Listpack::from_bytes(&blob)
+                .map_err(|e| corrupt(offset, Corruption::Listpack(Collection::SortedSet, e)))?;
+            if !lp.len().is_multiple_of(2) {
+                return Err(corrupt(
+                    offset,
+                    Corruption::OddListpack(Collection::SortedSet),
+                ));
+            }
+            let mut items = lp.iter();
+            let mut elements = Vec::new();
+            let mut seen = std::collections::HashSet::new();
+            while let (Some(member), Some(score)) = (items.next(), items.next()) {
+                let score = match score {
+                    LpValue::Int(n) => n as f64,
+                    LpValue::Bytes(bytes) => score::parse(bytes)
+                        .ok_or_else(|| corrupt(offset, Corruption::ListpackScore))?,
+                };
+                let member = member.to_bytes();
+                if !seen.insert(member.clone()) {
+                    return Err(duplicate());
+                }
+                elements.push((member, score));
+            }
+            Ok(ZSet::from_elements(elements))
+        }
+        value_type::ZSET_2 | value_type::ZSET => {
+            let len = reader.read_length()?;
+            let mut elements = Vec::new();
+            let mut seen = std::collections::HashSet::new();
+            for _ in 0..len {
+                let member = reader.read_string()?.to_vec();
+                let score = if value_type == value_type::ZSET_2 {
+                    reader.read_binary_double()?
+                } else {
+                    reader.read_text_double()?
+                };
+                if score.is_nan() {
+                    return Err(corrupt(offset, Corruption::NanScore));
+                }
+                if !seen.insert(member.clone()) {
+                    return Err(duplicate());
+                }
+                elements.push((member, score));
+            }
+            Ok(ZSet::from_elements(elements))
+        }
+        other => Err(RdbError::UnsupportedType(other)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keyspace::{Entry, NO_EXPIRY};
+    use crate::rdb::test_support::{fixed_options, hand_made};
+    use crate::rdb::{RdbWriter, load};
+
+    /// Writes `values` under keys of their own, loads the file back: the values loaded.
+    fn round_trip(values: &[Value]) -> Vec<Value> {
+        let mut writer = RdbWriter::new(Vec::new(), &fixed_options()).unwrap();
+        for (index, value) in values.iter().enumerate() {
+            let entry = Entry {
+                key: format!("key:{index}").into_bytes().into(),
+                value: value.clone(),
+                expire_at_ms: NO_EXPIRY,
+            };
+            writer.write_entry(0, &entry).unwrap();
+        }
+        let (file, _) = writer.finish().unwrap();
+        load_values(&file).unwrap()
+    }
+
+    fn load_values(file: &[u8]) -> Result<Vec<Value>, RdbError> {
+        let mut loaded = Vec::new();
+        load(file, &mut |_db: u32, entry: Entry| {
+            loaded.push(entry.value);
+            Ok(())
+        })?;
+        Ok(loaded)
+    }
+
+    #[test]
+    fn every_encoding_written_loads_back_the_same() {
+        let mut small_hash = Hash::default();
+        let mut big_hash = Hash::default();
+        let mut small_set = Set::default();
+        let mut big_set = Set::default();
+        let mut small_zset = ZSet::default();
+        let mut big_zset = ZSet::default();
+        let mut list = List::default();
+        for i in 0..600 {
+            let text = format!("element:{i}");
+            if i < 10 {
+                small_hash.set(text.as_bytes(), b"value");
+                small_set.insert(i.to_string().as_bytes());
+                small_zset.insert(text.as_bytes(), f64::from(i) / 3.0);
+            }
+            big_hash.set(text.as_bytes(), &text.as_bytes().repeat(3));
+            big_set.insert(text.as_bytes());
+            big_zset.insert(text.as_bytes(), -f64::from(i));
+            list.push(End::Right, text.as_bytes());
+            list.push(End::Left, &i.to_string().into_bytes());
+        }
+        let values = vec![
+            Value::String(Str::from("a string")),
+            Value::List(Arc::new(list)),
+            Value::Hash(Arc::new(small_hash)),
+            Value::Hash(Arc::new(big_hash)),
+            Value::Set(Arc::new(small_set)),
+            Value::Set(Arc::new(big_set)),
+            Value::ZSet(Arc::new(small_zset)),
+            Value::ZSet(Arc::new(big_zset)),
+        ];
+        let types: Vec<u8> = values.iter().map(type_byte).collect();
+        assert_eq!(types, [0, 18, 16, 4, 11, 2, 17, 5]);
+        let loaded = round_trip(&values);
+        assert_eq!(loaded, values);
+        for (loaded, written) in loaded.iter().zip(&values) {
+            assert_eq!(loaded.encoding(), written.encoding());
+        }
+    }
+
+    #[test]
+    fn damaged_collections_are_named() {
+        let cases: [(&[u8], Corruption); 5] = [
+            // A hash with the same field twice.
+            (
+                &[4, 1, b'h', 2, 1, b'f', 1, b'1', 1, b'f', 1, b'2'],
+                Corruption::Duplicate(Collection::Hash),
+            ),
+            (
+                &[2, 1, b's', 2, 1, b'm', 1, b'm'],
+                Corruption::Duplicate(Collection::Set),
+            ),
+            // A sorted set whose score is NaN (text form 253).
+            (&[3, 1, b'z', 1, 1, b'm', 253], Corruption::NanScore),
+            (
+                &[18, 1, b'l', 1, 3, 1, b'x'],
+                Corruption::QuicklistContainer(3),
+            ),
+            (&[11, 1, b'i', 1, b'x'], Corruption::Intset(intset_error())),
+        ];
+        for (body, expected) in cases {
+            match load_values(&hand_made(10, body)) {
+                Err(RdbError::Corrupt { offset, reason }) => {
+                    assert_eq!(reason, expected);
+                    assert!(offset > 9, "{offset}");
+                }
+                other => panic!("{body:?}: {other:?}"),
+            }
+        }
+    }
+
+    fn intset_error() -> crate::types::intset::InvalidIntset {
+        Intset::from_bytes(b"x").unwrap_err()
+    }
+
+    #[test]
+    fn empty_collections_are_skipped() {
+        // A quicklist with no nodes, then a plain set with no members, then a string.
+        let body = [18, 1, b'l', 0, 2, 1, b's', 0, 0, 1, b'k', 1, b'v'];
+        let loaded = load_values(&hand_made(10, &body)).unwrap();
+        assert_eq!(loaded, vec![Value::String(Str::from("v"))]);
+    }
+}
