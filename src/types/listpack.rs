@@ -62,7 +62,7 @@ impl LpValue<'_> {
     pub fn as_i64(&self) -> Option<i64> {
         match self {
             LpValue::Int(n) => Some(*n),
-            LpValue::Bytes(b) => crate::resp::parse_i64(b),
+            LpValue::Bytes(b) => super::number::parse_i64(b),
         }
     }
     /// The entry as a double (for sorted-set scores stored as strings or integers).
@@ -202,7 +202,7 @@ enum Encoded<'a> {
 }
 
 fn classify(value: &[u8]) -> Encoded<'_> {
-    match crate::resp::parse_i64(value) {
+    match super::number::parse_i64(value) {
         Some(n) => Encoded::Int(n),
         None => Encoded::Str(value),
     }

@@ -73,7 +73,7 @@ impl Set {
 
     pub fn contains(&self, member: &[u8]) -> bool {
         match self {
-            Set::Intset(s) => crate::resp::parse_i64(member).is_some_and(|n| s.contains(n)),
+            Set::Intset(s) => super::number::parse_i64(member).is_some_and(|n| s.contains(n)),
             Set::Table(t) => t.contains(member),
         }
     }
@@ -81,7 +81,7 @@ impl Set {
     /// Adds `member`; true if it is new.
     pub fn insert(&mut self, member: &[u8]) -> bool {
         if let Set::Intset(s) = self {
-            match crate::resp::parse_i64(member) {
+            match super::number::parse_i64(member) {
                 Some(n) => {
                     if !s.insert(n) {
                         return false;
@@ -103,7 +103,7 @@ impl Set {
     /// Removes `member`; true if it was there.
     pub fn remove(&mut self, member: &[u8]) -> bool {
         match self {
-            Set::Intset(s) => crate::resp::parse_i64(member).is_some_and(|n| s.remove(n)),
+            Set::Intset(s) => super::number::parse_i64(member).is_some_and(|n| s.remove(n)),
             Set::Table(t) => t.swap_remove(member),
         }
     }
