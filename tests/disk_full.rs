@@ -121,12 +121,20 @@ fn reads_answer_while_the_disk_is_full_and_writes_resume_when_space_returns() {
         // One client writes 1 KB values in turn until it is refused. Under `always` the
         // write that hits the full disk is not acknowledged until its bytes are durable:
         // that reply is held (its thread waits) until space returns.
+        // It stops once the test has seen the log fail: after space returns, its held
+        // reply goes out, and writing on would fill the disk again and hold its next
+        // reply for good (it might slip in before the cron clears the failure).
         let url = server.url();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop_writing = stop.clone();
         let writer = std::thread::spawn(move || {
             let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
             let value = "w".repeat(1024);
             let mut acknowledged = Vec::new();
             for i in 0..100_000 {
+                if stop_writing.load(std::sync::atomic::Ordering::SeqCst) {
+                    break;
+                }
                 let key = format!("written:{i}");
                 match conn.set::<_, _, ()>(&key, &value) {
                     Ok(()) => acknowledged.push(key),
@@ -138,6 +146,7 @@ fn reads_answer_while_the_disk_is_full_and_writes_resume_when_space_returns() {
         wait_until("the log to fail", Duration::from_secs(30), || {
             log_status(&server) == "err"
         });
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
 
         // The log is failing: reads, INFO and CONFIG answer at once, on connections that
         // have read keys, again and again; writes are refused with Redis's MISCONF text.
