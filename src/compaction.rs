@@ -34,7 +34,7 @@ use crate::log::writer::{Rotation, RotationWaiter};
 use crate::log::{AUX_FIRST_INCR, AUX_PART, AUX_PARTS, AUX_SLOTS, LogPaths, LogWriter};
 use crate::rdb::RdbWriterOptions;
 use crate::snapshot::{JobOutcome, JobSpec, SnapshotJob};
-use crate::storage::Storage;
+use crate::storage::{CrashPoint, Storage};
 use bytes::Bytes;
 use std::sync::{Arc, Mutex};
 
@@ -211,7 +211,7 @@ fn install(
     storage
         .sync_dir(&paths.dir)
         .map_err(|e| format!("can't fsync {}: {e}", paths.dir.display()))?;
-    storage.checkpoint("rewrite-parts-durable");
+    storage.checkpoint(CrashPoint::RewritePartsDurable);
     match paths.commit_manifest(storage, after_commit) {
         Ok(()) => {}
         Err(CommitError::NotCommitted(e)) => {
@@ -227,7 +227,7 @@ fn install(
             return Ok(());
         }
     }
-    storage.checkpoint("rewrite-committed");
+    storage.checkpoint(CrashPoint::RewriteCommitted);
     let mut undeleted = Vec::new();
     for entry in after_commit.history() {
         // Listed as history: a file left behind by a crash here is deleted at start-up.
@@ -239,9 +239,9 @@ fn install(
                 undeleted.push(entry.clone());
             }
         }
-        storage.checkpoint("rewrite-deleted-one");
+        storage.checkpoint(CrashPoint::RewriteDeletedOne);
     }
-    storage.checkpoint("rewrite-deleted-all");
+    storage.checkpoint(CrashPoint::RewriteDeletedAll);
     // M3: the history that is gone is dropped from the manifest, as Redis does after
     // deleting it. If this commit fails, M2 stays in force, which is just as true.
     let mut cleaned = after_commit.without_history();

@@ -14,7 +14,7 @@
 
 use crate::keyspace::{CaptureSink, Db, Entry, Keyspace, SLOT_COUNT, Slot};
 use crate::rdb::{RdbError, RdbWriter, RdbWriterOptions, Refusal};
-use crate::storage::{Storage, StorageFile, StorageReader};
+use crate::storage::{CrashPoint, Storage, StorageFile, StorageReader};
 use std::collections::VecDeque;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
@@ -53,9 +53,9 @@ pub fn install_file(
 ) -> Result<(), String> {
     let describe = |e: std::io::Error| format!("can't move the snapshot into place: {e}");
     storage.rename(temp, &dir.join(name)).map_err(describe)?;
-    storage.checkpoint("dump-renamed");
+    storage.checkpoint(CrashPoint::DumpRenamed);
     storage.sync_dir(dir).map_err(describe)?;
-    storage.checkpoint("dump-dir-synced");
+    storage.checkpoint(CrashPoint::DumpDirSynced);
     Ok(())
 }
 
@@ -120,9 +120,9 @@ fn write_rdb(
         }
     }
     let (file, size) = finish_writing(writer, path)?;
-    storage.checkpoint("save-temp-written");
+    storage.checkpoint(CrashPoint::SaveTempWritten);
     sync_file(file, path)?;
-    storage.checkpoint("save-temp-synced");
+    storage.checkpoint(CrashPoint::SaveTempSynced);
     Ok(size)
 }
 
@@ -492,7 +492,7 @@ fn run_job(shared: Arc<JobShared>, spec: JobSpec, hints: Vec<Vec<(u64, u64)>>) {
         results.into_iter().collect::<Result<Vec<u64>, String>>()
     };
     if let Ok(part_bytes) = &outcome {
-        storage.checkpoint("snapshot-parts-written");
+        storage.checkpoint(CrashPoint::SnapshotPartsWritten);
         if let Err(e) = (spec.finisher)(part_bytes) {
             outcome = Err(e);
         }
@@ -548,7 +548,7 @@ fn write_part(
     let mut first = true;
     while let Some(captured) = shared.next(part) {
         if first {
-            storage.checkpoint("snapshot-first-capture-taken");
+            storage.checkpoint(CrashPoint::SnapshotFirstCaptureTaken);
             first = false;
         }
         let db = captured.db;
@@ -584,7 +584,7 @@ fn write_part(
         return Err(CANCELLED.into());
     }
     let size = finish_part(writer, path)?;
-    storage.checkpoint("snapshot-part-synced");
+    storage.checkpoint(CrashPoint::SnapshotPartSynced);
     Ok(size)
 }
 

@@ -16,6 +16,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+use tessera::storage::{CRASH_AT_ENV, CrashPoint};
 
 fn cmd_str(conn: &mut redis::Connection, args: &[&str]) -> redis::RedisResult<String> {
     let mut command = redis::cmd(args[0]);
@@ -428,7 +429,7 @@ fn wait_for_crash(server: &mut TestServer, step: &Step) {
         std::thread::sleep(Duration::from_millis(10));
     }
     // The log is copied from the process's pipe by a thread: give it a moment.
-    let line = format!("crashing at step '{}'", step.name);
+    let line = format!("crashing at step '{}'", step.point);
     let deadline = Instant::now() + Duration::from_secs(5);
     while !server.log().contains(&line) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
@@ -454,14 +455,14 @@ fn real_directory(prepared: &Prepared) -> tempfile::TempDir {
             server.kill9();
             let slow = [&CRASH_ARGS[..], &["--rdb-key-save-delay", "2000"]].concat();
             server = try_start_server_with(dir.path(), &slow, |command| {
-                command.env("TESSERA_CRASH_AT", "snapshot-parts-written");
+                command.env(CRASH_AT_ENV, CrashPoint::SnapshotPartsWritten.as_str());
             })
             .unwrap();
             let mut conn = server.connection();
             cmd_str(&mut conn, &["BGREWRITEAOF"]).unwrap();
             populate_named(&mut conn, &format!("incr{file}"), 40);
             let step = Step {
-                name: "snapshot-parts-written".into(),
+                point: CrashPoint::SnapshotPartsWritten,
                 nth: 1,
                 in_rotation: false,
             };
@@ -515,7 +516,7 @@ fn sigkill_at_step(prepared: &Prepared, dir: &Path, step: &Step, delay_us: u64) 
     let delay = delay_us.to_string();
     let slow = [&CRASH_ARGS[..], &["--rdb-key-save-delay", &delay]].concat();
     let mut server = try_start_server_with(run.path(), &slow, |command| {
-        command.env("TESSERA_CRASH_AT", step.to_string());
+        command.env(CRASH_AT_ENV, step.to_string());
     })
     .unwrap();
     let mut conn = server.connection();
@@ -526,7 +527,7 @@ fn sigkill_at_step(prepared: &Prepared, dir: &Path, step: &Step, delay_us: u64) 
         .arg("after the switch")
         .query::<()>(&mut conn);
     wait_for_crash(&mut server, step);
-    let early = step.in_rotation || step.name == "snapshot-first-capture-taken";
+    let early = step.in_rotation || step.point == CrashPoint::SnapshotFirstCaptureTaken;
     if !early && (started.is_err() || post.is_err()) {
         eprintln!("{context}: the writes were not acknowledged in time ({delay_us} µs a key)");
         return false;

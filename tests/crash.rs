@@ -15,6 +15,7 @@
 
 mod common;
 
+use common::crash_points::crash_tested_in;
 use common::in_process::{
     CRASH_SETTINGS, InProcess, Prepared, assert_directory_is_the_manifest,
     assert_steps_cover_the_protocol, compact, compaction_steps, count_reached,
@@ -26,7 +27,7 @@ use common::{info_field, wait_for_background_jobs};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use tessera::storage::{Fault, SimulatedStorage, TornWrites};
+use tessera::storage::{CrashPoint, Fault, SimulatedStorage, TornWrites};
 
 /// Every way a power loss may treat the bytes not yet synced, drawn from `seed`.
 fn every_tear(seed: u64) -> [TornWrites; 4] {
@@ -55,9 +56,9 @@ fn crash_at_step(prepared: &Prepared, step: &common::in_process::Step, torn: Tor
     let storage = prepared.storage.durable_copy();
     let server = InProcess::start(&storage, CRASH_SETTINGS);
     let mut conn = server.connection();
-    storage.crash_at(&step.to_string());
+    storage.crash_at(step.at());
     if !step.in_rotation {
-        storage.pause_at(&step.to_string());
+        storage.pause_at(step.at());
     }
     start_compaction_after_a_write(&mut conn)
         .unwrap_or_else(|e| panic!("{context}: the write before the switch: {e}"));
@@ -71,14 +72,14 @@ fn crash_at_step(prepared: &Prepared, step: &common::in_process::Step, torn: Tor
         conn.send_packed_command(&post.get_packed_command())
             .unwrap();
     } else {
-        wait_for_checkpoint(&storage, &step.to_string());
+        wait_for_checkpoint(&storage, step.at());
         post.query::<()>(&mut conn)
             .unwrap_or_else(|e| panic!("{context}: the write after the switch: {e}"));
         expected.push((0, "post".into(), b"after the switch".to_vec()));
         storage.resume();
     }
     expected.sort();
-    wait_for_checkpoint(&storage, &step.to_string());
+    wait_for_checkpoint(&storage, step.at());
     server.halt();
     let tears = storage.power_loss(torn);
     let (restarted, cut) = restart_after_power_loss(&storage, &tears, "");
@@ -108,6 +109,21 @@ fn power_loss_at_every_step(prepared: &Prepared) {
             crash_at_step(prepared, step, torn);
         }
     }
+}
+
+/// Every checkpoint the code declares is a crash point of some protocol's crash tests:
+/// `crash_tested_in` gives each its protocols (its match does not compile without a new
+/// one), and none may be left with none. Those tests check that they reach each point:
+/// `assert_steps_cover_the_protocol` for a compaction, `wait_for_checkpoint` for SAVE and
+/// BGSAVE (tests/fault_paths.rs).
+#[test]
+fn every_crash_point_is_crash_tested() {
+    let untested: Vec<CrashPoint> = CrashPoint::ALL
+        .iter()
+        .copied()
+        .filter(|point| crash_tested_in(*point).is_empty())
+        .collect();
+    assert!(untested.is_empty(), "no crash test stops at {untested:?}");
 }
 
 #[test]
@@ -198,10 +214,10 @@ fn a_failed_compaction_leaves_the_previous_state_and_is_reported() {
         // Fail the fsync of a part: the first sync once the switch to the new incremental
         // file is done (its syncs race with the parts': a part is held at its first capture
         // until then). Under `always` no write is waiting for the log's fsync.
-        storage.pause_at("snapshot-first-capture-taken");
+        storage.pause_at(CrashPoint::SnapshotFirstCaptureTaken);
         let _: String = redis::cmd("BGREWRITEAOF").query(&mut conn).unwrap();
-        wait_for_checkpoint(&storage, "rewrite-incr-committed");
-        wait_for_checkpoint(&storage, "snapshot-first-capture-taken");
+        wait_for_checkpoint(&storage, CrashPoint::RewriteIncrCommitted);
+        wait_for_checkpoint(&storage, CrashPoint::SnapshotFirstCaptureTaken);
         let failing = storage.counts().syncs + 1;
         storage.fail_sync(failing, fault);
         storage.resume();
@@ -239,7 +255,7 @@ fn a_failed_compaction_leaves_the_previous_state_and_is_reported() {
 }
 
 /// Compactions committed before the crash, at least, in each random run.
-const MIN_COMPACTIONS: usize = 2;
+const MIN_COMPACTIONS: u64 = 2;
 /// Writes acknowledged before the crash, at least, to each client of each random run.
 const MIN_ACKNOWLEDGED: usize = 25;
 
@@ -286,7 +302,7 @@ fn random_power_loss_under_load_with_back_to_back_compactions() {
             "last checkpoints: {:?}",
             &reached[reached.len().saturating_sub(12)..]
         );
-        let completed = count_reached(&storage, "rewrite-committed");
+        let completed = count_reached(&storage, CrashPoint::RewriteCommitted);
         stop.store(true, Ordering::Relaxed);
         let model: Model = join_load(load);
         let started = compactor.join().unwrap();
@@ -327,8 +343,8 @@ fn a_failed_directory_fsync_after_a_manifest_rename_loses_nothing() {
     // The directory fsync that follows the rename of a new manifest fails: at the switch
     // to the new incremental file (the 2nd commit) and at the installation (the 3rd).
     for (step, what) in [
-        ("manifest-renamed:2", "rotation"),
-        ("manifest-renamed:3", "installation"),
+        (CrashPoint::ManifestRenamed.nth(2), "rotation"),
+        (CrashPoint::ManifestRenamed.nth(3), "installation"),
     ] {
         // Without power loss the restart sees the new manifest; with it, maybe the old one.
         for power_loss in [false, true] {

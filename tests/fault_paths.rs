@@ -14,13 +14,14 @@
 
 mod common;
 
-use common::in_process::{InProcess, describe, dump, populate, wait_for_checkpoint};
+use common::crash_points::{Protocol, points_of};
+use common::in_process::{InProcess, count_reached, describe, dump, populate, wait_for_checkpoint};
 use common::{info_field, wait_for_background_jobs};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-use tessera::storage::{Fault, FileOp, SimulatedStorage, Storage, TornWrites};
+use tessera::storage::{CrashPoint, Fault, FileOp, SimulatedStorage, Storage, TornWrites};
 
 const LOG_DIR: &str = "appendonlydir";
 const MANIFEST: &str = "appendonlydir/appendonly.aof.manifest";
@@ -323,7 +324,7 @@ struct FailurePoint {
     fault: Fault,
     /// Injected once the compaction reached this checkpoint (the manifest commit that
     /// installs the parts comes after the rotation's); None: before it starts.
-    after: Option<&'static str>,
+    after: Option<CrashPoint>,
     /// Whether the rotation (manifest M1 with the new incremental file) is in force after
     /// the failure.
     rotated: bool,
@@ -399,7 +400,7 @@ const FAILURE_POINTS: &[FailurePoint] = &[
         op: FileOp::Write,
         name: "temp-appendonly.aof.manifest",
         fault: Fault::NoSpace,
-        after: Some("rewrite-incr-committed"),
+        after: Some(CrashPoint::RewriteIncrCommitted),
         rotated: true,
     },
     FailurePoint {
@@ -407,7 +408,7 @@ const FAILURE_POINTS: &[FailurePoint] = &[
         op: FileOp::Sync,
         name: "temp-appendonly.aof.manifest",
         fault: Fault::Io,
-        after: Some("rewrite-incr-committed"),
+        after: Some(CrashPoint::RewriteIncrCommitted),
         rotated: true,
     },
     FailurePoint {
@@ -415,7 +416,7 @@ const FAILURE_POINTS: &[FailurePoint] = &[
         op: FileOp::Rename,
         name: "temp-appendonly.aof.manifest",
         fault: Fault::Io,
-        after: Some("rewrite-incr-committed"),
+        after: Some(CrashPoint::RewriteIncrCommitted),
         rotated: true,
     },
 ];
@@ -561,7 +562,7 @@ fn stray_files(storage: &SimulatedStorage) -> Vec<String> {
 
 /// A crash at `step` of a SAVE or BGSAVE (with an older `dump.rdb` or none), then a power
 /// loss: the restart has the old dataset before `dump-dir-synced`, the new one from it.
-fn dump_crash_run(command: &str, step: &str, with_previous: bool, torn: TornWrites) {
+fn dump_crash_run(command: &str, step: CrashPoint, with_previous: bool, torn: TornWrites) {
     let case = format!("{command}, crash at {step}, previous dump: {with_previous}, {torn:?}");
     let storage = SimulatedStorage::new();
     let settings = "appendonly no";
@@ -577,22 +578,21 @@ fn dump_crash_run(command: &str, step: &str, with_previous: bool, torn: TornWrit
     write_generation(&mut conn, 2);
     let new = dump(&mut conn);
     // The step's next occurrence (the SAVE of the previous dump reached some of them).
-    let reached = storage.checkpoints().iter().filter(|s| *s == step).count();
-    let at = format!("{step}:{}", reached + 1);
-    storage.crash_at(&at);
+    let at = step.nth(count_reached(&storage, step) + 1);
+    storage.crash_at(at);
     if command == "SAVE" {
         let _: redis::RedisResult<()> = redis::cmd("SAVE").query(&mut conn);
     } else {
         let _: String = redis::cmd("BGSAVE").query(&mut conn).unwrap();
         wait_for_background_jobs(&mut conn);
     }
-    wait_for_checkpoint(&storage, &at);
+    wait_for_checkpoint(&storage, at);
     server.halt();
     storage.power_loss(torn);
     assert_eq!(stray_files(&storage), Vec::<String>::new(), "{case}");
     let restarted = InProcess::start(&storage, settings);
     let mut conn = restarted.connection();
-    let expected = if step == "dump-dir-synced" {
+    let expected = if step == CrashPoint::DumpDirSynced {
         &new
     } else {
         &old
@@ -607,9 +607,10 @@ fn dump_crash_run(command: &str, step: &str, with_previous: bool, torn: TornWrit
     restarted.halt();
 }
 
-/// `dump_crash_run` at each of `steps`, with and without a previous dump and torn writes.
-fn crash_at_each_step(command: &str, steps: &[&str], seed: u64) {
-    for step in steps {
+/// `dump_crash_run` at each checkpoint of `protocol`, with and without a previous dump and
+/// torn writes.
+fn crash_at_each_step(command: &str, protocol: Protocol, seed: u64) {
+    for step in points_of(protocol) {
         for with_previous in [true, false] {
             for torn in [TornWrites::None, TornWrites::Seeded(seed)] {
                 dump_crash_run(command, step, with_previous, torn);
@@ -620,26 +621,14 @@ fn crash_at_each_step(command: &str, steps: &[&str], seed: u64) {
 
 #[test]
 fn a_crash_at_any_step_of_save_leaves_the_old_dump_or_the_new_one() {
-    let steps = [
-        "save-temp-written",
-        "save-temp-synced",
-        "dump-renamed",
-        "dump-dir-synced",
-    ];
-    crash_at_each_step("SAVE", &steps, 5);
+    // The temp file written, after its fsync, then its installation.
+    crash_at_each_step("SAVE", Protocol::Save, 5);
 }
 
 #[test]
 fn a_crash_at_any_step_of_bgsave_leaves_the_old_dump_or_the_new_one() {
     // Writing the temp file, after its fsync, before its rename, then as SAVE.
-    let steps = [
-        "snapshot-first-capture-taken",
-        "snapshot-part-synced",
-        "snapshot-parts-written",
-        "dump-renamed",
-        "dump-dir-synced",
-    ];
-    crash_at_each_step("BGSAVE", &steps, 9);
+    crash_at_each_step("BGSAVE", Protocol::Bgsave, 9);
 }
 
 /// SAVE reports a failure at each step and leaves no temp file; the old dump stays.

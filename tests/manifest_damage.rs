@@ -13,6 +13,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use tessera::storage::{CRASH_AT_ENV, CrashPoint};
 
 const MANIFEST: &str = "appendonly.aof.manifest";
 
@@ -483,7 +484,7 @@ fn a_rebuild_after_a_compaction_crashed_before_its_deletions_replays_only_what_f
             "",
         ],
         |command| {
-            command.env("TESSERA_CRASH_AT", "rewrite-committed");
+            command.env(CRASH_AT_ENV, CrashPoint::RewriteCommitted.as_str());
         },
     )
     .unwrap();

@@ -14,7 +14,7 @@
 //! number only (Tessera's base is one or more parts of one snapshot), and a manifest that
 //! lists no base or incremental file is empty. It never panics, whatever the bytes.
 
-use crate::storage::Storage;
+use crate::storage::{CrashPoint, Storage};
 use std::fmt;
 use std::path::Path;
 
@@ -307,7 +307,7 @@ impl Manifest {
             let mut file = storage.create(&temp)?;
             file.append(self.to_text().as_bytes())?;
             file.sync_all()?;
-            storage.checkpoint("manifest-temp-written");
+            storage.checkpoint(CrashPoint::ManifestTempWritten);
             storage.rename(&temp, &dir.join(file_name))
         };
         write().map_err(|e| {
@@ -315,7 +315,7 @@ impl Manifest {
             let _ = storage.remove_file(&temp);
             CommitError::NotCommitted(e)
         })?;
-        storage.checkpoint("manifest-renamed");
+        storage.checkpoint(CrashPoint::ManifestRenamed);
         storage.sync_dir(dir).map_err(CommitError::NotDurable)
     }
 }

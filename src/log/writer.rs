@@ -16,7 +16,7 @@
 use super::LogPaths;
 use super::manifest::{CommitError, Manifest};
 use crate::config::FsyncPolicy;
-use crate::storage::{Storage, StorageFile};
+use crate::storage::{CrashPoint, Storage, StorageFile};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -505,7 +505,7 @@ impl WriterThread {
             .create(&path)
             .and_then(|mut file| file.sync_all().map(|()| file))
             .map_err(|e| abandon(format!("can't create {}: {e}", path.display())))?;
-        storage.checkpoint("rewrite-incr-created");
+        storage.checkpoint(CrashPoint::RewriteIncrCreated);
         match rotation
             .paths
             .commit_manifest(&*storage, &rotation.manifest)
@@ -522,7 +522,7 @@ impl WriterThread {
                 self.fail("directory fsync", e);
             }
         }
-        storage.checkpoint("rewrite-incr-committed");
+        storage.checkpoint(CrashPoint::RewriteIncrCommitted);
         std::mem::swap(&mut self.file, &mut file);
         self.durable_len = 0;
         self.unsynced_written = 0;

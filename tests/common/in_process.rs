@@ -3,6 +3,7 @@
 //! on what a power loss left; log directories to crash in (fresh, or with history), and the
 //! steps of a compaction as the code reaches them.
 
+use super::crash_points::{Protocol, points_of};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use std::time::{Duration, Instant};
 use tessera::config::Config;
 use tessera::log::manifest::Manifest;
 use tessera::server::Server;
-use tessera::storage::{SimulatedStorage, Storage, TornFile};
+use tessera::storage::{CrashPoint, CrashStep, SimulatedStorage, Storage, TornFile};
 
 /// A server running on a thread of the test process.
 pub struct InProcess {
@@ -156,19 +157,21 @@ pub fn populate_named(conn: &mut redis::Connection, prefix: &str, count: usize) 
     let _: () = pipe.query(conn).unwrap();
 }
 
-/// How many times checkpoint `name` was reached since the storage's creation or its last
+/// How many times checkpoint `point` was reached since the storage's creation or its last
 /// power loss.
-pub fn count_reached(storage: &SimulatedStorage, name: &str) -> usize {
-    storage.checkpoints().iter().filter(|s| *s == name).count()
+pub fn count_reached(storage: &SimulatedStorage, point: CrashPoint) -> u64 {
+    storage
+        .checkpoints()
+        .iter()
+        .filter(|p| **p == point)
+        .count() as u64
 }
 
-pub fn wait_for_checkpoint(storage: &SimulatedStorage, step: &str) {
-    let (name, nth) = match step.split_once(':') {
-        Some((name, nth)) => (name, nth.parse::<usize>().unwrap()),
-        None => (step, 1),
-    };
+/// Waits until `step` (a checkpoint, or its Nth occurrence) is reached.
+pub fn wait_for_checkpoint(storage: &SimulatedStorage, step: impl Into<CrashStep>) {
+    let step = step.into();
     let deadline = Instant::now() + Duration::from_secs(20);
-    while count_reached(storage, name) < nth {
+    while count_reached(storage, step.point) < step.nth {
         assert!(
             Instant::now() < deadline,
             "{step} not reached; reached: {:?}",
@@ -320,12 +323,12 @@ pub fn directory_with_history() -> Prepared {
     for file in 3..=4 {
         // Held once its parts are written: the writes after the switch are acknowledged,
         // then the compaction crashes before its commit.
-        let step = "snapshot-parts-written";
-        let step = format!("{step}:{}", count_reached(&storage, step) + 1);
-        storage.pause_at(&step);
-        storage.crash_at(&step);
+        let point = CrashPoint::SnapshotPartsWritten;
+        let step = point.nth(count_reached(&storage, point) + 1);
+        storage.pause_at(step);
+        storage.crash_at(step);
         let _: String = redis::cmd("BGREWRITEAOF").query(&mut conn).unwrap();
-        wait_for_checkpoint(&storage, &step);
+        wait_for_checkpoint(&storage, step);
         populate_named(&mut conn, &format!("incr{file}"), 40);
         storage.resume();
         server.halt();
@@ -371,18 +374,25 @@ pub fn start_compaction_after_a_write(conn: &mut redis::Connection) -> redis::Re
 
 /// A step of a compaction at which a crash test stops the world: a checkpoint and which of
 /// its occurrences, counted from the server's start, as `TESSERA_CRASH_AT` counts them.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Step {
-    pub name: String,
-    pub nth: usize,
+    pub point: CrashPoint,
+    pub nth: u64,
     /// Reached by the log writer while it switches to the new incremental file: a write
     /// after the start of the compaction can't be acknowledged before it.
     pub in_rotation: bool,
 }
 
+impl Step {
+    /// The occurrence of the checkpoint, as `crash_at` and `TESSERA_CRASH_AT` take it.
+    pub fn at(&self) -> CrashStep {
+        self.point.nth(self.nth)
+    }
+}
+
 impl fmt::Display for Step {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.name, self.nth)
+        write!(f, "{}", self.at())
     }
 }
 
@@ -406,18 +416,17 @@ pub fn compaction_steps(prepared: &Prepared) -> Vec<Step> {
     let reached = storage.checkpoints();
     let mut steps = Vec::new();
     let mut in_rotation = false;
-    for (index, name) in reached.iter().enumerate() {
-        let nth = reached[..=index].iter().filter(|n| *n == name).count();
-        in_rotation |= name == "rewrite-incr-created";
+    for (index, &point) in reached.iter().enumerate() {
+        let nth = reached[..=index].iter().filter(|p| **p == point).count() as u64;
+        in_rotation |= point == CrashPoint::RewriteIncrCreated;
         if index >= before {
             steps.push(Step {
-                name: name.clone(),
+                point,
                 nth,
-                in_rotation: in_rotation
-                    && (name.starts_with("rewrite-incr") || name.starts_with("manifest-")),
+                in_rotation: in_rotation && ROTATION.contains(&point),
             });
         }
-        in_rotation &= name != "rewrite-incr-committed";
+        in_rotation &= point != CrashPoint::RewriteIncrCommitted;
     }
     steps
 }
@@ -429,43 +438,48 @@ pub fn history_files(prepared: &Prepared) -> usize {
     parts + incremental
 }
 
-/// Checks that `steps` hold every step of the protocol (`PROTOCOL_STEPS`, by name) and each
-/// repeated step as often as `prepared` makes it happen: a step per part written, a
-/// deletion per history file, three manifest commits.
+/// The checkpoints of the log writer's switch to the new incremental file, in order: the
+/// file, the manifest that lists it (its second commit since the server started; the first
+/// is at start-up), the switch.
+const ROTATION: [CrashPoint; 4] = [
+    CrashPoint::RewriteIncrCreated,
+    CrashPoint::ManifestTempWritten,
+    CrashPoint::ManifestRenamed,
+    CrashPoint::RewriteIncrCommitted,
+];
+
+/// Checks that `steps` hold every checkpoint of the compaction protocol and each repeated
+/// one as often as `prepared` makes it happen: a step per part written, a deletion per
+/// history file, three manifest commits (at the switch, at the installation, and without
+/// the history files once they are deleted).
 pub fn assert_steps_cover_the_protocol(steps: &[Step], prepared: &Prepared) {
-    let count = |name: &str| steps.iter().filter(|s| s.name == name).count();
-    for step in super::PROTOCOL_STEPS {
-        let name = step.split(':').next().unwrap();
+    let count = |point: CrashPoint| steps.iter().filter(|s| s.point == point).count();
+    for point in points_of(Protocol::Compaction) {
         assert!(
-            count(name) > 0,
-            "{}: {name} not reached: {steps:?}",
+            count(point) > 0,
+            "{}: {point} not reached: {steps:?}",
             prepared.name
         );
     }
     let expected = [
-        ("snapshot-first-capture-taken", 2),
-        ("snapshot-part-synced", 2),
-        ("rewrite-deleted-one", history_files(prepared)),
-        ("manifest-temp-written", 3),
-        ("manifest-renamed", 3),
+        (CrashPoint::SnapshotFirstCaptureTaken, 2),
+        (CrashPoint::SnapshotPartSynced, 2),
+        (CrashPoint::RewriteDeletedOne, history_files(prepared)),
+        (CrashPoint::ManifestTempWritten, 3),
+        (CrashPoint::ManifestRenamed, 3),
     ];
-    for (name, times) in expected {
-        assert_eq!(count(name), times, "{}: {name} in {steps:?}", prepared.name);
+    for (point, times) in expected {
+        assert_eq!(
+            count(point),
+            times,
+            "{}: {point} in {steps:?}",
+            prepared.name
+        );
     }
-    let rotation: Vec<String> = steps
+    let rotation: Vec<CrashPoint> = steps
         .iter()
         .filter(|s| s.in_rotation)
-        .map(|s| s.name.clone())
+        .map(|s| s.point)
         .collect();
-    assert_eq!(
-        rotation,
-        [
-            "rewrite-incr-created",
-            "manifest-temp-written",
-            "manifest-renamed",
-            "rewrite-incr-committed"
-        ],
-        "{}",
-        prepared.name
-    );
+    assert_eq!(rotation, ROTATION, "{}", prepared.name);
 }

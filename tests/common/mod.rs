@@ -2,6 +2,7 @@
 //! port (never assuming 6379) and talk to it with the `redis` crate or raw sockets.
 #![allow(dead_code)]
 
+pub mod crash_points;
 pub mod dirs;
 pub mod in_process;
 pub mod knobs;
@@ -397,28 +398,6 @@ pub fn manifest_files(aof_dir: &Path) -> Vec<String> {
         .filter_map(|l| l.split_whitespace().nth(1).map(str::to_string))
         .collect()
 }
-
-/// The steps of the compaction protocol (the checkpoints of `compaction.rs`, in order);
-/// `name:N` is the Nth time the step is reached (the manifest is committed at creation,
-/// at the switch to the new incremental file, at installation, and without the history
-/// files once they are deleted).
-pub const PROTOCOL_STEPS: &[&str] = &[
-    "rewrite-incr-created",
-    "manifest-temp-written:2",
-    "manifest-renamed:2",
-    "rewrite-incr-committed",
-    "snapshot-first-capture-taken",
-    "snapshot-part-synced",
-    "snapshot-parts-written",
-    "rewrite-parts-durable",
-    "manifest-temp-written:3",
-    "manifest-renamed:3",
-    "rewrite-committed",
-    "rewrite-deleted-one",
-    "rewrite-deleted-all",
-    "manifest-temp-written:4",
-    "manifest-renamed:4",
-];
 
 /// Runs Debian's `redis-check-rdb` (next to `redis_server`) on `file`; it must pass.
 pub fn assert_redis_check_rdb_passes(redis_server: &Path, file: &Path) {
