@@ -997,7 +997,9 @@ def binary_git(binary: Path) -> str:
             rev = command_output(["git", "-C", str(parent), "rev-parse", "--short", "HEAD"])
             try:
                 dirty = subprocess.run(
-                    ["git", "-C", str(parent), "status", "--porcelain", "--untracked-files=no"],
+                    # The benchmarks' own output files do not count: a run writes them.
+                    ["git", "-C", str(parent), "status", "--porcelain", "--untracked-files=no",
+                     "--", ".", ":(exclude)bench/results"],
                     capture_output=True, text=True, timeout=30).stdout.strip()
             except (OSError, subprocess.SubprocessError):
                 dirty = ""

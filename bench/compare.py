@@ -510,7 +510,9 @@ def tessera_git() -> str:
     rev = command_output(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"])
     try:
         dirty = subprocess.run(
-            ["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+            # The benchmarks' own output files do not count: a run writes them.
+            ["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no",
+             "--", ".", ":(exclude)bench/results"],
             capture_output=True, text=True, timeout=30,
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
