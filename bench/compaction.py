@@ -1184,8 +1184,8 @@ def render(args, ctx: dict, main_runs: list[Run], sweep_runs: list[Run], charts:
                          "a custom `SET key:__rand_int__ val:__rand_int__...` whose value is made of "
                          "`__rand_int__` placeholders; redis-benchmark fills each with its own 12-digit "
                          "zero-padded random number below 1,000,000 per request, so every value is "
-                         "distinct (digit strings, half of them zeros: LZF shrinks them in Redis's "
-                         "snapshot, Tessera's parts are not compressed)."),
+                         "distinct (digit strings, half of them zeros, which LZF shrinks somewhat in both "
+                         "servers' snapshots)."),
           "- The sampler reads a few /proc files and pipelines INFO stats, INFO persistence and DBSIZE "
           "on one connection per sample; its CPU share is in the table above (it competes with the "
           "server and redis-benchmark for the CPUs). Its INFO/DBSIZE calls count in "
