@@ -514,9 +514,10 @@ fn run_job(shared: Arc<JobShared>, spec: JobSpec, hints: Vec<Vec<(u64, u64)>>) {
 const CANCELLED: &str = "cancelled";
 
 /// Snapshot writer threads run at this nice value, below the event loop: on a machine
-/// with few cores the loop, which serves clients, wins the CPU. Measured on 2 cores under
-/// a saturating SET load (BENCHMARKS.md): throughput during a compaction went from 0.54 to
-/// 0.71 of the steady rate (nice 0 → 10); 19 gave no more and held more memory longer.
+/// with few cores the loop, which serves clients, wins the CPU. Single runs on 2 cores
+/// under a saturating SET load (not kept as a benchmark) suggested throughput during a
+/// compaction of 0.54 of the steady rate at nice 0 and 0.71 at 10; 19 gave no more and
+/// held more memory longer. Worth a proper side-by-side sweep (issue 13).
 const SNAPSHOT_THREAD_NICE: i32 = 10;
 
 fn lower_thread_priority() {
