@@ -24,10 +24,9 @@ impl fmt::Display for ServerError {
         match self {
             ServerError::Setup(what, e) => write!(f, "can't {what}: {e}"),
             ServerError::Listen(e) => write!(f, "{e}"),
-            ServerError::Load(message) | ServerError::FinalSnapshot(message) => {
-                f.write_str(message)
-            }
-            ServerError::LogSync(message) => f.write_str(message),
+            ServerError::Load(message)
+            | ServerError::FinalSnapshot(message)
+            | ServerError::LogSync(message) => f.write_str(message),
             ServerError::LoadPanicked => f.write_str("the loading thread panicked"),
             ServerError::OpenLog(e) => write!(f, "can't open the append-only log: {e}"),
             ServerError::EventLoop(e) => write!(f, "event loop failed: {e}"),

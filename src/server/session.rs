@@ -52,6 +52,13 @@ pub(super) struct Connection {
     pub last_interaction: Instant,
 }
 
+impl Connection {
+    /// Bytes of requests received and not yet run (`client-query-buffer-limit`).
+    pub fn query_bytes(&self) -> usize {
+        self.input.len() + self.big_arguments.held_bytes()
+    }
+}
+
 /// A session: the connection, the state its commands see, and the replies not yet sent.
 pub(super) struct Client {
     pub conn: Connection,
@@ -89,7 +96,7 @@ impl Client {
 
     /// Bytes of requests received and not yet run (`client-query-buffer-limit`).
     pub fn query_bytes(&self) -> usize {
-        self.conn.input.len() + self.conn.big_arguments.held_bytes()
+        self.conn.query_bytes()
     }
 
     /// The log batch that must be durable (under `always`; written, otherwise) before this
@@ -183,8 +190,15 @@ impl Sessions {
 /// The engine's view of the sessions while one of them (taken out of the table) runs a
 /// command: CLIENT LIST sees the others and the current one.
 pub(super) struct SessionsView<'a> {
-    pub others: &'a Sessions,
-    pub current: &'a Connection,
+    others: &'a Sessions,
+    current: &'a Connection,
+}
+
+impl<'a> SessionsView<'a> {
+    /// The view for the session whose connection is `current`, taken out of `others`.
+    pub fn new(others: &'a Sessions, current: &'a Connection) -> SessionsView<'a> {
+        SessionsView { others, current }
+    }
 }
 
 /// One CLIENT LIST line (Redis's fields; those Tessera does not track are 0).
@@ -291,8 +305,7 @@ impl Server {
                         // A short read drained the socket: skip the read that would only
                         // say WouldBlock (bytes arriving later raise a new edge event).
                         let drained = n < wanted && !until_eof;
-                        let held = conn.input.len() + conn.big_arguments.held_bytes();
-                        if drained || held > limit {
+                        if drained || conn.query_bytes() > limit {
                             break;
                         }
                         read_now += n;
@@ -401,10 +414,7 @@ impl Server {
                             argv: &argv,
                             big_arguments: big.complete(),
                         };
-                        let host = SessionsView {
-                            others: &self.clients,
-                            current: conn,
-                        };
+                        let host = SessionsView::new(&self.clients, conn);
                         self.engine
                             .execute(state, output, request, Mode::Client, &host)
                     });
@@ -416,17 +426,10 @@ impl Server {
                 Parse::Inline(words, used) => {
                     let argv: SmallVec<[&[u8]; 8]> = words.iter().map(|w| w.as_slice()).collect();
                     let outcome = (!argv.is_empty()).then(|| {
-                        let host = SessionsView {
-                            others: &self.clients,
-                            current: conn,
-                        };
-                        self.engine.execute(
-                            state,
-                            output,
-                            Request::plain(&argv),
-                            Mode::Client,
-                            &host,
-                        )
+                        let host = SessionsView::new(&self.clients, conn);
+                        let request = Request::plain(&argv);
+                        self.engine
+                            .execute(state, output, request, Mode::Client, &host)
                     });
                     consumed_total += used;
                     outcome
