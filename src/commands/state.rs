@@ -61,7 +61,7 @@ pub struct ServerState {
     pub executable: String,
     pub config_file: String,
     /// Set while the append-only log cannot be written: the reason, for MISCONF.
-    pub log_error: Option<String>,
+    pub log_error: Option<crate::log::writer::LogError>,
     /// Persistence figures for INFO, refreshed by the server loop.
     pub persistence: PersistenceInfo,
     /// Where files live (the real file system, or a simulated one in crash tests).

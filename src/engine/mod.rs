@@ -81,7 +81,7 @@ pub enum Mode {
 }
 
 /// What the caller must do once the engine is done (the reply, if any, is written).
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Outcome {
     /// Ran, or was queued inside MULTI.
     Done,
@@ -98,14 +98,14 @@ pub enum Outcome {
 }
 
 /// Why a command was refused before it ran (Redis's texts via `Display`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Refusal {
     /// The reply text carries the name and the first arguments, as Redis's does.
     UnknownCommand(String),
     WrongArity(&'static str),
     NoAuth,
     /// The log can't be written (the writer's error): writes are refused.
-    LogFailing(String),
+    LogFailing(crate::log::writer::LogError),
     /// A command that may not be queued (WATCH, SHUTDOWN…) inside MULTI.
     NotInTransaction,
     Loading,

@@ -24,6 +24,30 @@ use std::time::{Duration, Instant};
 
 const RETRY_INTERVAL: Duration = Duration::from_secs(1);
 
+/// Why the log can't be written, or why a switch to a new incremental file failed. Cloned
+/// to everyone who asks (the loop's MISCONF replies, the compaction waiting on a rotation),
+/// so the system's error is shared.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LogError {
+    /// A write, fsync or truncate of the log failed and no retry has succeeded since. Shown
+    /// as the system's error alone: it is the text of Redis's MISCONF reply.
+    #[error("{source}")]
+    Failing {
+        action: &'static str,
+        source: Arc<std::io::Error>,
+    },
+    /// A rotation was asked while the log was failing.
+    #[error("the append-only log can't be written: {0}")]
+    Unwritable(Box<LogError>),
+    #[error("can't create {}: {source}", path.display())]
+    CreateFile {
+        path: PathBuf,
+        source: Arc<std::io::Error>,
+    },
+    #[error("can't commit the manifest: {0}")]
+    CommitManifest(Arc<std::io::Error>),
+}
+
 struct Pending {
     bytes: Vec<u8>,
     last_seq: u64,
@@ -63,12 +87,12 @@ struct Shared {
     file_bytes: AtomicU64,
     pending_bytes: AtomicU64,
     failed: AtomicBool,
-    error: Mutex<Option<String>>,
+    error: Mutex<Option<LogError>>,
     /// The writer is waiting on `wake_writer`: only then does a submit need to signal it
     /// (a futex syscall per event-loop turn otherwise).
     writer_waiting: AtomicBool,
     /// The outcome of the last rotation, once the writer has done it.
-    rotation_outcome: Mutex<Option<Result<(), String>>>,
+    rotation_outcome: Mutex<Option<Result<(), LogError>>>,
     rotation_done: Condvar,
 }
 
@@ -80,7 +104,7 @@ pub struct RotationWaiter {
 
 impl RotationWaiter {
     /// Blocks until the writer has switched files (Ok) or given up (Err).
-    pub fn wait(&self) -> Result<(), String> {
+    pub fn wait(&self) -> Result<(), LogError> {
         let mut outcome = self.shared.rotation_outcome.lock().unwrap();
         loop {
             if let Some(result) = outcome.as_ref() {
@@ -91,7 +115,7 @@ impl RotationWaiter {
     }
 
     /// The outcome if the writer has done the rotation.
-    pub fn peek(&self) -> Option<Result<(), String>> {
+    pub fn peek(&self) -> Option<Result<(), LogError>> {
         self.shared.rotation_outcome.lock().unwrap().clone()
     }
 }
@@ -219,7 +243,7 @@ impl LogWriter {
     }
 
     /// The current write/fsync failure, if the log is unhealthy.
-    pub fn error(&self) -> Option<String> {
+    pub fn error(&self) -> Option<LogError> {
         if !self.shared.failed.load(Ordering::Acquire) {
             return None;
         }
@@ -238,7 +262,7 @@ impl LogWriter {
 
     /// Waits until everything submitted so far is written and fsynced, whatever the
     /// policy. Fails (leaving the writer running and retrying) if the log is unhealthy.
-    pub fn sync(&self) -> Result<(), String> {
+    pub fn sync(&self) -> Result<(), LogError> {
         let target = self.last_submitted();
         self.shared.pending.lock().unwrap().sync_requested = true;
         self.shared.wake_writer.notify_one();
@@ -469,20 +493,23 @@ impl WriterThread {
         }
     }
 
-    fn fail(&mut self, what: &str, error: std::io::Error) {
+    fn fail(&mut self, what: &'static str, error: std::io::Error) {
         let first = !self.shared.failed.swap(true, Ordering::AcqRel);
         if first {
             tracing::warn!(
                 "append-only log {what} failed: {error}; refusing writes until it succeeds again"
             );
         }
-        *self.shared.error.lock().unwrap() = Some(error.to_string());
+        *self.shared.error.lock().unwrap() = Some(LogError::Failing {
+            action: what,
+            source: Arc::new(error),
+        });
     }
 
     /// Makes the old file durable, then creates the new one and commits the manifest that
     /// lists it. On failure the writer stays on the old file (nothing of the new one is
     /// listed anywhere) and the compaction that asked is abandoned.
-    fn rotate(&mut self, rotation: Rotation) -> Result<(), String> {
+    fn rotate(&mut self, rotation: Rotation) -> Result<(), LogError> {
         if self.shared.failed.load(Ordering::Acquire) {
             self.recover();
         } else if self.write_unwritten().is_ok() {
@@ -491,20 +518,25 @@ impl WriterThread {
         if let Some(error) = self.shared.error.lock().unwrap().clone()
             && self.shared.failed.load(Ordering::Acquire)
         {
-            return Err(format!("the append-only log can't be written: {error}"));
+            return Err(LogError::Unwritable(Box::new(error)));
         }
         let storage = self.storage.clone();
         let path: PathBuf = rotation.paths.file(&rotation.file_name);
         // Until the manifest lists it the new file is garbage: removed on failure, so that
         // a failed rotation leaves the directory as it was.
-        let abandon = |error: String| {
+        let abandon = |error: LogError| {
             let _ = storage.remove_file(&path);
             error
         };
         let mut file = storage
             .create(&path)
             .and_then(|mut file| file.sync_all().map(|()| file))
-            .map_err(|e| abandon(format!("can't create {}: {e}", path.display())))?;
+            .map_err(|e| {
+                abandon(LogError::CreateFile {
+                    path: path.clone(),
+                    source: Arc::new(e),
+                })
+            })?;
         storage.checkpoint(CrashPoint::RewriteIncrCreated);
         match rotation
             .paths
@@ -512,7 +544,7 @@ impl WriterThread {
         {
             Ok(()) => {}
             Err(CommitError::NotCommitted(e)) => {
-                return Err(abandon(format!("can't commit the manifest: {e}")));
+                return Err(abandon(LogError::CommitManifest(Arc::new(e))));
             }
             Err(CommitError::NotDurable(e)) => {
                 // The new manifest is in force, but its directory entry may not survive a

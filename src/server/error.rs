@@ -16,7 +16,7 @@ pub enum ServerError {
     /// The final snapshot of SHUTDOWN SAVE could not be written (the server runs on).
     FinalSnapshot(String),
     /// The log could not be synced at SHUTDOWN (the server runs on, the writer retrying).
-    LogSync(String),
+    LogSync(crate::log::writer::LogError),
 }
 
 impl fmt::Display for ServerError {
@@ -24,9 +24,10 @@ impl fmt::Display for ServerError {
         match self {
             ServerError::Setup(what, e) => write!(f, "can't {what}: {e}"),
             ServerError::Listen(e) => write!(f, "{e}"),
-            ServerError::Load(message)
-            | ServerError::FinalSnapshot(message)
-            | ServerError::LogSync(message) => f.write_str(message),
+            ServerError::Load(message) | ServerError::FinalSnapshot(message) => {
+                f.write_str(message)
+            }
+            ServerError::LogSync(e) => write!(f, "can't sync the append-only log: {e}"),
             ServerError::LoadPanicked => f.write_str("the loading thread panicked"),
             ServerError::OpenLog(e) => write!(f, "can't open the append-only log: {e}"),
             ServerError::EventLoop(e) => write!(f, "event loop failed: {e}"),
