@@ -1,28 +1,44 @@
-//! The log writer thread: `write` and `fsync` off the event loop, with group commit.
+//! The log writer thread: `write` off the event loop, with group commit, and beside it the
+//! fsync thread (`fsync.rs`).
 //!
 //! The event loop hands over each turn's records as one batch and gets a sequence number.
-//! The writer takes every batch queued since its last pass, writes them with one `write`
-//! and, under `appendfsync always`, one `fdatasync` covering all of them, then publishes
-//! the highest sequence now durable and wakes the loop, which releases the replies it was
-//! holding for those batches. So one fsync commits the writes of many clients.
+//! The writer takes every batch queued since its last pass and writes them with one
+//! `write`, publishes the highest sequence written and hands it to the fsync thread, which
+//! syncs under `appendfsync always` as soon as it is free (one `fdatasync` covering every
+//! batch written since the last one: group commit, with the next batches written while a
+//! sync runs) and under `everysec` once a second. Each side publishes its progress and wakes
+//! the loop, which releases the replies it holds: under `always` once fsynced, otherwise
+//! once written. So an `everysec` fsync never delays a reply, as Redis's background fsync
+//! doesn't, unless it has been running for more than 2 s: then the writer holds further
+//! writes until it returns (`aof_delayed_fsync` counts it), so that no more than about
+//! 3 s of acknowledged writes can be lost to a power failure.
 //!
 //! Every batch since the last successful fsync is kept in memory. After a failed fsync the
 //! file is cut back to its last durable length, after a failed write to the end of the
 //! last batch written whole, and the rest is rewritten and fsynced, retried once a second;
 //! until a retry succeeds the loop refuses writes (Redis's MISCONF). Bytes the disk may
 //! have lost are always rewritten from memory, never trusted to a second fsync (a failed
-//! fsync can drop dirty pages).
+//! fsync can drop dirty pages). The writer does that work, and rotations and requested
+//! syncs, itself with the fsync thread paused.
+
+mod fsync;
 
 use super::LogPaths;
 use super::manifest::{CommitError, Manifest};
 use crate::config::FsyncPolicy;
 use crate::storage::{CrashPoint, Storage, StorageFile};
+use fsync::{FsyncThread, Mark};
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const RETRY_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How long an `everysec` fsync may run while writes go on (Redis's 2 s): past it, writes
+/// wait for the fsync, which bounds what a power loss can take.
+const FSYNC_STALL_LIMIT: Duration = Duration::from_secs(2);
 
 /// Why the log can't be written, or why a switch to a new incremental file failed. Cloned
 /// to everyone who asks (the loop's MISCONF replies, the compaction waiting on a rotation),
@@ -57,6 +73,15 @@ struct Pending {
     stop: bool,
     /// A switch to a new incremental file after the first `split` bytes of `bytes`.
     rotation: Option<PendingRotation>,
+    /// The fsync thread finished a sync since the writer's last pass.
+    sync_event: bool,
+}
+
+/// What the fsync thread tells the writer and the loop.
+enum SyncEvent {
+    /// Every batch up to this sequence is durable.
+    Synced(u64),
+    Failed(std::io::Error),
 }
 
 /// Where a compaction starts: the log moves to a new incremental file, which a manifest
@@ -86,6 +111,8 @@ struct Shared {
     /// Bytes in the file, durable or not.
     file_bytes: AtomicU64,
     pending_bytes: AtomicU64,
+    /// Times writes were held because an `everysec` fsync ran longer than 2 s.
+    delayed_fsyncs: AtomicU64,
     failed: AtomicBool,
     error: Mutex<Option<LogError>>,
     /// The writer is waiting on `wake_writer`: only then does a submit need to signal it
@@ -94,6 +121,50 @@ struct Shared {
     /// The outcome of the last rotation, once the writer has done it.
     rotation_outcome: Mutex<Option<Result<(), LogError>>>,
     rotation_done: Condvar,
+    notify: Notify,
+}
+
+impl Shared {
+    fn fail(&self, action: &'static str, error: std::io::Error) {
+        let first = !self.failed.swap(true, Ordering::AcqRel);
+        if first {
+            tracing::warn!(
+                "append-only log {action} failed: {error}; refusing writes until it succeeds again"
+            );
+        }
+        *self.error.lock().unwrap() = Some(LogError::Failing {
+            action,
+            source: Arc::new(error),
+        });
+    }
+
+    /// A successful fsync after a failure: writes are accepted again.
+    fn healed(&self) {
+        if self.failed.swap(false, Ordering::AcqRel) {
+            tracing::warn!(
+                "AOF write error looks solved: the append-only log is writable again, accepting writes"
+            );
+            *self.error.lock().unwrap() = None;
+        }
+    }
+
+    /// The fsync thread's news: published, then the writer and the loop are woken.
+    fn sync_event(&self, event: SyncEvent) {
+        match event {
+            SyncEvent::Synced(seq) => {
+                self.durable_seq.fetch_max(seq, Ordering::AcqRel);
+            }
+            SyncEvent::Failed(error) => self.fail("fsync", error),
+        }
+        let mut pending = self.pending.lock().unwrap();
+        pending.sync_event = true;
+        let waiting = self.writer_waiting.load(Ordering::Relaxed);
+        drop(pending);
+        if waiting {
+            self.wake_writer.notify_one();
+        }
+        (self.notify)();
+    }
 }
 
 /// Lets another thread (the compaction) wait for the outcome of a rotation.
@@ -127,8 +198,9 @@ pub struct LogWriter {
     next_seq: u64,
 }
 
-/// A callback the writer runs after publishing progress (wakes the event loop).
-pub type Notify = Box<dyn Fn() + Send>;
+/// A callback the writer and the fsync thread run after publishing progress (wakes the
+/// event loop).
+pub type Notify = Arc<dyn Fn() + Send + Sync>;
 
 impl LogWriter {
     pub fn start(
@@ -146,23 +218,26 @@ impl LogWriter {
                 sync_requested: false,
                 stop: false,
                 rotation: None,
+                sync_event: false,
             }),
             wake_writer: Condvar::new(),
             written_seq: AtomicU64::new(0),
             durable_seq: AtomicU64::new(0),
             file_bytes: AtomicU64::new(file_bytes),
             pending_bytes: AtomicU64::new(0),
+            delayed_fsyncs: AtomicU64::new(0),
             failed: AtomicBool::new(false),
             error: Mutex::new(None),
             writer_waiting: AtomicBool::new(false),
             rotation_outcome: Mutex::new(None),
             rotation_done: Condvar::new(),
+            notify,
         });
         let thread_shared = shared.clone();
         let thread = std::thread::Builder::new()
             .name("log-writer".into())
             .spawn(move || {
-                WriterThread::new(thread_shared, storage, file, file_bytes, notify).run()
+                WriterThread::new(thread_shared, storage, file, file_bytes, policy).run()
             })
             .expect("spawn log writer thread");
         LogWriter {
@@ -242,6 +317,12 @@ impl LogWriter {
         self.shared.pending_bytes.load(Ordering::Relaxed)
     }
 
+    /// Times writes waited for an `everysec` fsync that ran longer than 2 s (INFO's
+    /// `aof_delayed_fsync`).
+    pub fn delayed_fsyncs(&self) -> u64 {
+        self.shared.delayed_fsyncs.load(Ordering::Relaxed)
+    }
+
     /// The current write/fsync failure, if the log is unhealthy.
     pub fn error(&self) -> Option<LogError> {
         if !self.shared.failed.load(Ordering::Acquire) {
@@ -293,22 +374,29 @@ struct WriterThread {
     shared: Arc<Shared>,
     storage: Arc<dyn Storage>,
     file: Box<dyn StorageFile>,
-    /// File length covered by the last successful fsync.
-    durable_len: u64,
-    /// Batches written (or to be written) since the last successful fsync, kept so that
-    /// they can be rewritten after a failure.
-    unsynced: Vec<Vec<u8>>,
-    /// How many bytes of `unsynced` are in the file.
-    unsynced_written: u64,
-    unsynced_seq: u64,
-    last_fsync: Instant,
-    notify: Notify,
+    fsync: FsyncThread,
+    /// File length up to which nothing will be rewritten: fsynced, or (under `no`) given
+    /// to the kernel with nothing promised. `batches` start there.
+    trusted_len: u64,
+    /// Batches since `trusted_len`, kept so that they can be rewritten after a failure.
+    batches: VecDeque<Batch>,
+    /// File length up to which `batches` are written.
+    written_len: u64,
+    /// The last batch written whole (or, with none written since, the last one trusted).
+    written_seq: u64,
     /// A directory whose entries must be made durable before anything more is: set when
     /// the manifest of a rotation was renamed into place but the directory fsync failed.
     dir_to_sync: Option<PathBuf>,
     /// A file fsync failed since the last successful one: every byte written since
-    /// `durable_len` may have been dropped from writeback.
+    /// `trusted_len` may have been dropped from writeback.
     sync_failed: bool,
+    /// Writes are being held for an fsync past the stall limit (counted once per stall).
+    stalled: bool,
+}
+
+struct Batch {
+    bytes: Vec<u8>,
+    seq: u64,
 }
 
 impl WriterThread {
@@ -317,100 +405,113 @@ impl WriterThread {
         storage: Arc<dyn Storage>,
         file: Box<dyn StorageFile>,
         file_bytes: u64,
-        notify: Notify,
+        policy: FsyncPolicy,
     ) -> WriterThread {
+        let start = Mark {
+            len: file_bytes,
+            seq: 0,
+        };
+        let handle = file.try_clone().expect("a second handle on the log file");
+        let fsync = FsyncThread::start(handle, start, policy, shared.clone());
         WriterThread {
             shared,
             storage,
             file,
-            durable_len: file_bytes,
-            unsynced: Vec::new(),
-            unsynced_written: 0,
-            unsynced_seq: 0,
-            last_fsync: Instant::now(),
-            notify,
+            fsync,
+            trusted_len: file_bytes,
+            batches: VecDeque::new(),
+            written_len: file_bytes,
+            written_seq: 0,
             dir_to_sync: None,
             sync_failed: false,
+            stalled: false,
         }
     }
 
     fn run(mut self) {
         loop {
-            let (mut batch, seq, policy, sync_requested, stop, rotation) = self.take_pending();
-            if let Some(pending_rotation) = rotation {
+            let mut work = self.take_pending();
+            self.collect_syncs();
+            let only_sync_news = work.only_sync_news();
+            let mut batch = std::mem::take(&mut work.batch);
+            if let Some(pending_rotation) = work.rotation.take() {
                 let after = batch.split_off(pending_rotation.split);
-                if !batch.is_empty() {
-                    self.unsynced.push(batch);
-                    self.unsynced_seq = pending_rotation.seq_before;
-                }
-                let outcome = self.rotate(pending_rotation.rotation);
-                *self.shared.rotation_outcome.lock().unwrap() = Some(outcome);
+                self.queue(batch, pending_rotation.seq_before);
+                let outcome = self
+                    .with_fsync_paused(|writer| writer.rotate(pending_rotation.rotation).map(Some));
+                *self.shared.rotation_outcome.lock().unwrap() = Some(outcome.map(|_| ()));
                 self.shared.rotation_done.notify_all();
                 batch = after;
             }
-            if !batch.is_empty() {
-                self.unsynced.push(batch);
-                self.unsynced_seq = seq;
-            }
+            self.queue(batch, work.seq);
             if self.shared.failed.load(Ordering::Acquire) {
-                self.recover();
-            } else if self.write_unwritten().is_ok() {
-                let due = match policy {
-                    FsyncPolicy::Always => true,
-                    FsyncPolicy::EverySec => self.last_fsync.elapsed() >= Duration::from_secs(1),
-                    FsyncPolicy::No => false,
-                };
-                if due || sync_requested || stop {
-                    let _ = self.fsync();
-                } else if policy == FsyncPolicy::No {
-                    // Nothing is promised under `no`: the kernel flushes when it likes.
-                    self.forget_written();
+                let _ = self.with_fsync_paused(|writer| {
+                    writer.recover();
+                    Ok(None)
+                });
+            } else {
+                if work.policy == FsyncPolicy::EverySec {
+                    self.hold_while_fsync_stalls();
+                }
+                if self.write_unwritten().is_ok() {
+                    if work.sync_requested || work.stop {
+                        let _ = self.with_fsync_paused(|writer| {
+                            let _ = writer.fsync();
+                            Ok(None)
+                        });
+                    } else if work.policy == FsyncPolicy::No {
+                        // Nothing is promised under `no`: the kernel flushes when it likes.
+                        self.trust_written();
+                    } else {
+                        let written = Mark {
+                            len: self.written_len,
+                            seq: self.written_seq,
+                        };
+                        self.fsync.written(written, work.policy);
+                    }
                 }
             }
-            if sync_requested {
+            if work.sync_requested {
                 self.shared.pending.lock().unwrap().sync_requested = false;
             }
-            (self.notify)();
-            if stop {
+            if !only_sync_news {
+                (self.shared.notify)();
+            }
+            if work.stop {
                 if self.shared.failed.load(Ordering::Acquire) {
-                    self.recover(); // one last attempt before giving up
+                    // One last attempt before giving up.
+                    let _ = self.with_fsync_paused(|writer| {
+                        writer.recover();
+                        Ok(None)
+                    });
                 }
                 return;
             }
         }
     }
 
-    /// Waits for work (or the next everysec/retry tick) and takes all queued bytes.
-    #[allow(clippy::type_complexity)]
-    fn take_pending(
-        &mut self,
-    ) -> (
-        Vec<u8>,
-        u64,
-        FsyncPolicy,
-        bool,
-        bool,
-        Option<PendingRotation>,
-    ) {
+    fn queue(&mut self, bytes: Vec<u8>, seq: u64) {
+        if !bytes.is_empty() {
+            self.batches.push_back(Batch { bytes, seq });
+        }
+    }
+
+    /// Waits for work (a batch, a request, the fsync thread's news, the retry tick) and
+    /// takes all queued bytes.
+    fn take_pending(&mut self) -> Work {
         let mut pending = self.shared.pending.lock().unwrap();
         loop {
-            let failed = self.shared.failed.load(Ordering::Acquire);
-            let has_unsynced = !self.unsynced.is_empty();
             if !pending.bytes.is_empty()
                 || pending.stop
                 || pending.sync_requested
                 || pending.rotation.is_some()
+                || pending.sync_event
             {
                 break;
             }
+            let failed = self.shared.failed.load(Ordering::Acquire);
             let wait = if failed {
                 RETRY_INTERVAL
-            } else if pending.policy == FsyncPolicy::EverySec && has_unsynced {
-                let since = self.last_fsync.elapsed();
-                if since >= Duration::from_secs(1) {
-                    break;
-                }
-                Duration::from_secs(1) - since
             } else {
                 Duration::from_secs(3600)
             };
@@ -418,98 +519,165 @@ impl WriterThread {
             let (guard, timeout) = self.shared.wake_writer.wait_timeout(pending, wait).unwrap();
             pending = guard;
             self.shared.writer_waiting.store(false, Ordering::Relaxed);
-            if timeout.timed_out() && (failed || pending.policy == FsyncPolicy::EverySec) {
+            if timeout.timed_out() && failed {
                 break;
             }
         }
+        pending.sync_event = false;
         let batch = std::mem::take(&mut pending.bytes);
         self.shared.pending_bytes.store(0, Ordering::Relaxed);
-        let sync_requested = pending.sync_requested;
-        (
+        Work {
             batch,
-            pending.last_seq,
-            pending.policy,
-            sync_requested,
-            pending.stop,
-            pending.rotation.take(),
-        )
+            seq: pending.last_seq,
+            policy: pending.policy,
+            sync_requested: pending.sync_requested,
+            stop: pending.stop,
+            rotation: pending.rotation.take(),
+        }
     }
 
-    /// Appends the part of `unsynced` not yet in the file (the file is opened O_APPEND).
+    /// Takes in what the fsync thread made durable: those batches are no longer needed.
+    fn collect_syncs(&mut self) {
+        let (synced, failed) = self.fsync.progress();
+        self.trust_up_to(synced, failed);
+    }
+
+    fn trust_up_to(&mut self, synced: Mark, failed: bool) {
+        if failed {
+            self.sync_failed = true;
+        }
+        while let Some(batch) = self.batches.front() {
+            let end = self.trusted_len + batch.bytes.len() as u64;
+            if end > synced.len {
+                break;
+            }
+            self.trusted_len = end;
+            self.batches.pop_front();
+        }
+        // A sync covers what was written when it started: whole batches.
+        assert!(
+            synced.len <= self.trusted_len || self.batches.is_empty() || failed,
+            "a sync ended inside a batch"
+        );
+    }
+
+    /// Under `everysec`: an fsync running for more than 2 s holds further writes (and so
+    /// the replies waiting for them) until it returns, as Redis delays its writes.
+    fn hold_while_fsync_stalls(&mut self) {
+        match self.fsync.running_for() {
+            Some(running) if running >= FSYNC_STALL_LIMIT => {
+                if !self.stalled {
+                    self.stalled = true;
+                    self.shared.delayed_fsyncs.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(
+                        "Asynchronous AOF fsync is taking too long (disk is busy?). Holding \
+                         writes until it completes, so that no more than a few seconds of \
+                         writes can be lost"
+                    );
+                }
+                let (synced, failed) = self.fsync.wait_idle();
+                self.trust_up_to(synced, failed);
+            }
+            _ => self.stalled = false,
+        }
+    }
+
+    /// Pauses the fsync thread around work on the file (a recovery, a rotation, a requested
+    /// sync), then lets it go on from what is durable, on the new file if `work` returns one.
+    fn with_fsync_paused(
+        &mut self,
+        work: impl FnOnce(&mut WriterThread) -> Result<Option<Box<dyn StorageFile>>, LogError>,
+    ) -> Result<(), LogError> {
+        let (synced, failed) = self.fsync.pause();
+        // A failure of its last sync was published already: the recovery takes it on.
+        self.trust_up_to(synced, failed);
+        let (new_file, result) = match work(self) {
+            Ok(file) => (file, Ok(())),
+            Err(error) => (None, Err(error)),
+        };
+        let durable = Mark {
+            len: self.trusted_len,
+            seq: self.shared.durable_seq.load(Ordering::Acquire),
+        };
+        self.fsync.resume(durable, new_file);
+        // Written but not yet durable (a rotation that failed after its writes, say): the
+        // fsync thread takes those bytes on, unless the recovery owns them.
+        if self.written_len > self.trusted_len && !self.shared.failed.load(Ordering::Acquire) {
+            let written = Mark {
+                len: self.written_len,
+                seq: self.written_seq,
+            };
+            let policy = self.shared.pending.lock().unwrap().policy;
+            self.fsync.written(written, policy);
+        }
+        result
+    }
+
+    /// Appends the part of `batches` not yet in the file (the file is opened O_APPEND).
     fn write_unwritten(&mut self) -> Result<(), ()> {
-        let mut offset = 0u64;
-        for batch in &self.unsynced {
-            let end = offset + batch.len() as u64;
-            if end > self.unsynced_written {
-                let start = (self.unsynced_written - offset) as usize;
-                if let Err(e) = self.file.append(&batch[start..]) {
-                    self.fail("write", e);
+        let mut offset = self.trusted_len;
+        for batch in &self.batches {
+            let end = offset + batch.bytes.len() as u64;
+            if end > self.written_len {
+                let start = (self.written_len - offset) as usize;
+                if let Err(e) = self.file.append(&batch.bytes[start..]) {
+                    self.shared.fail("write", e);
                     return Err(());
                 }
-                self.unsynced_written = end;
-                let total = self.durable_len + self.unsynced_written;
-                self.shared.file_bytes.store(total, Ordering::Relaxed);
+                self.written_len = end;
+                self.written_seq = batch.seq;
+                self.shared.file_bytes.store(end, Ordering::Relaxed);
             }
             offset = end;
         }
         self.shared
             .written_seq
-            .store(self.unsynced_seq, Ordering::Release);
+            .store(self.written_seq, Ordering::Release);
         Ok(())
     }
 
+    /// An fsync on the writer's own handle, the fsync thread paused.
     fn fsync(&mut self) -> Result<(), ()> {
         if let Some(dir) = &self.dir_to_sync {
             if let Err(e) = self.storage.sync_dir(dir) {
-                self.fail("directory fsync", e);
+                self.shared.fail("directory fsync", e);
                 return Err(());
             }
             self.dir_to_sync = None;
         }
         if let Err(e) = self.file.sync_data() {
             self.sync_failed = true;
-            self.fail("fsync", e);
+            self.shared.fail("fsync", e);
             return Err(());
         }
         self.sync_failed = false;
-        self.last_fsync = Instant::now();
-        self.forget_written();
+        self.trust_written();
         self.shared
             .durable_seq
-            .store(self.unsynced_seq, Ordering::Release);
+            .fetch_max(self.written_seq, Ordering::AcqRel);
         Ok(())
     }
 
-    /// The written batches are no longer needed for a retry.
-    fn forget_written(&mut self) {
-        self.durable_len += self.unsynced_written;
-        self.unsynced_written = 0;
-        self.unsynced.clear();
-        if self.shared.failed.swap(false, Ordering::AcqRel) {
-            tracing::warn!(
-                "AOF write error looks solved: the append-only log is writable again, accepting writes"
-            );
-            *self.shared.error.lock().unwrap() = None;
-        }
-    }
-
-    fn fail(&mut self, what: &'static str, error: std::io::Error) {
-        let first = !self.shared.failed.swap(true, Ordering::AcqRel);
-        if first {
-            tracing::warn!(
-                "append-only log {what} failed: {error}; refusing writes until it succeeds again"
-            );
-        }
-        *self.shared.error.lock().unwrap() = Some(LogError::Failing {
-            action: what,
-            source: Arc::new(error),
-        });
+    /// Everything written is trusted: durable, or (under `no`) left to the kernel.
+    fn trust_written(&mut self) {
+        assert!(
+            self.batches
+                .iter()
+                .map(|batch| batch.bytes.len() as u64)
+                .sum::<u64>()
+                == self.written_len - self.trusted_len,
+            "every queued batch is written"
+        );
+        self.trusted_len = self.written_len;
+        self.batches.clear();
+        self.shared.healed();
     }
 
     /// Makes the old file durable, then creates the new one and commits the manifest that
-    /// lists it. On failure the writer stays on the old file (nothing of the new one is
-    /// listed anywhere) and the compaction that asked is abandoned.
-    fn rotate(&mut self, rotation: Rotation) -> Result<(), LogError> {
+    /// lists it; returns a second handle on the new file for the fsync thread. On failure
+    /// the writer stays on the old file (nothing of the new one is listed anywhere) and the
+    /// compaction that asked is abandoned.
+    fn rotate(&mut self, rotation: Rotation) -> Result<Box<dyn StorageFile>, LogError> {
         if self.shared.failed.load(Ordering::Acquire) {
             self.recover();
         } else if self.write_unwritten().is_ok() {
@@ -528,15 +696,17 @@ impl WriterThread {
             let _ = storage.remove_file(&path);
             error
         };
+        let io_abandon = |e: std::io::Error| {
+            abandon(LogError::CreateFile {
+                path: path.clone(),
+                source: Arc::new(e),
+            })
+        };
         let mut file = storage
             .create(&path)
             .and_then(|mut file| file.sync_all().map(|()| file))
-            .map_err(|e| {
-                abandon(LogError::CreateFile {
-                    path: path.clone(),
-                    source: Arc::new(e),
-                })
-            })?;
+            .map_err(io_abandon)?;
+        let handle = file.try_clone().map_err(io_abandon)?;
         storage.checkpoint(CrashPoint::RewriteIncrCreated);
         match rotation
             .paths
@@ -551,41 +721,61 @@ impl WriterThread {
                 // power loss: nothing written to the new file is acknowledged until a
                 // directory fsync succeeds (the failure path retries it).
                 self.dir_to_sync = Some(rotation.paths.dir.clone());
-                self.fail("directory fsync", e);
+                self.shared.fail("directory fsync", e);
             }
         }
         storage.checkpoint(CrashPoint::RewriteIncrCommitted);
         std::mem::swap(&mut self.file, &mut file);
-        self.durable_len = 0;
-        self.unsynced_written = 0;
+        assert!(self.batches.is_empty(), "the old file was made durable");
+        self.trusted_len = 0;
+        self.written_len = 0;
         self.shared.file_bytes.store(0, Ordering::Relaxed);
         tracing::info!("append-only log continues in {}", rotation.file_name);
-        Ok(())
+        Ok(handle)
     }
 
     /// After a failure: cut the file back to the bytes still trusted, rewrite everything
-    /// since from memory and fsync. Only a successful fsync clears the failure.
+    /// since from memory and fsync. Only a successful fsync clears the failure. Runs with
+    /// the fsync thread paused.
     fn recover(&mut self) {
-        // After a failed fsync nothing since the durable length is trusted. After a failed
+        // After a failed fsync nothing since the trusted length is trusted. After a failed
         // write only the batch that failed is in doubt (it may be partly written): the
         // batches before it are written like any unsynced bytes, and under `everysec` or
         // `no` their replies have gone out. Cutting them off too would lose acknowledged
         // writes if the process died before a retry succeeds (the disk still full).
-        let keep = if self.sync_failed {
-            0
+        let keep_to = if self.sync_failed {
+            self.trusted_len
         } else {
-            self.unsynced_written
+            self.written_len
         };
-        if let Err(e) = self.file.set_len(self.durable_len + keep) {
-            self.fail("truncate", e);
+        if let Err(e) = self.file.set_len(keep_to) {
+            self.shared.fail("truncate", e);
             return;
         }
-        self.unsynced_written = keep;
-        self.shared
-            .file_bytes
-            .store(self.durable_len + keep, Ordering::Relaxed);
+        self.written_len = keep_to;
+        self.shared.file_bytes.store(keep_to, Ordering::Relaxed);
         if self.write_unwritten().is_ok() {
             let _ = self.fsync();
         }
     }
 }
+
+/// What one pass of the writer has to do.
+struct Work {
+    batch: Vec<u8>,
+    seq: u64,
+    policy: FsyncPolicy,
+    sync_requested: bool,
+    stop: bool,
+    rotation: Option<PendingRotation>,
+}
+
+impl Work {
+    /// The pass only takes in what the fsync thread did (which woke the loop itself).
+    fn only_sync_news(&self) -> bool {
+        self.batch.is_empty() && !self.sync_requested && !self.stop && self.rotation.is_none()
+    }
+}
+
+#[cfg(test)]
+mod tests;

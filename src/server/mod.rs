@@ -201,7 +201,12 @@ impl Server {
                 &paths,
                 &manifest,
                 &self.engine.state.config,
-                self.waker_notify(),
+                {
+                    let waker = self.waker.clone();
+                    Arc::new(move || {
+                        let _ = waker.wake();
+                    })
+                },
             )
             .map_err(ServerError::OpenLog)?;
             self.log_writer = Some(writer);

@@ -113,6 +113,9 @@ pub trait StorageFile: Send {
     fn sync_data(&mut self) -> io::Result<()>;
     /// `fsync`: as `sync_data`, plus the remaining metadata.
     fn sync_all(&mut self) -> io::Result<()>;
+    /// A second handle on the same open file (`dup`), so that one thread can sync it while
+    /// another appends.
+    fn try_clone(&self) -> io::Result<Box<dyn StorageFile>>;
 }
 
 /// Lets an open file stand where `std::io::Write` is expected (the RDB writer, `BufWriter`).

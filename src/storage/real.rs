@@ -111,6 +111,12 @@ impl StorageFile for RealFile {
     fn sync_all(&mut self) -> io::Result<()> {
         self.file.sync_all()
     }
+
+    fn try_clone(&self) -> io::Result<Box<dyn StorageFile>> {
+        Ok(Box::new(RealFile {
+            file: self.file.try_clone()?,
+        }))
+    }
 }
 
 /// The environment variable naming the checkpoint at which the process kills itself:

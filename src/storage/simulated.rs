@@ -783,4 +783,15 @@ impl StorageFile for SimulatedFile {
     fn sync_all(&mut self) -> io::Result<()> {
         self.sync()
     }
+
+    fn try_clone(&self) -> io::Result<Box<dyn StorageFile>> {
+        drop(self.begin(Kind::Other)?);
+        Ok(Box::new(SimulatedFile {
+            state: self.state.clone(),
+            path: self.path.clone(),
+            inode: self.inode,
+            generation: self.generation,
+            writable: self.writable,
+        }))
+    }
 }

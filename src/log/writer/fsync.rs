@@ -1,0 +1,249 @@
+//! The log's fsync thread: `fdatasync` of what the writer thread has written, beside it
+//! rather than in its path, so that writes (and under `everysec` the replies, which wait
+//! only for the write) go on while a sync runs. Under `always` it pipelines group commit:
+//! the writer writes the next batches while the current ones are being synced, and the
+//! next sync covers everything written meanwhile.
+//!
+//! It owns nothing but a second handle on the log file and the decision of *when* to sync
+//! (every time there is something to sync under `always`, at most once a second under
+//! `everysec`, never under `no`). Everything else stays with the writer thread: failures
+//! and their recovery, rotations, SHUTDOWN's sync. For those the writer *pauses* the fsync
+//! thread (waits for a running sync to return and keeps it from starting another), does
+//! the work itself with its own handle, and resumes it with the new marks.
+
+use super::{Shared, SyncEvent};
+use crate::config::FsyncPolicy;
+use crate::storage::StorageFile;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// A point in the log file: its length there and the last batch ending there.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Mark {
+    pub len: u64,
+    pub seq: u64,
+}
+
+/// Whether the fsync thread may run.
+enum Handle {
+    /// Its handle on the current log file: it syncs when the policy says so.
+    Running(Box<dyn StorageFile>),
+    /// A sync is under way (the handle is on the syncing thread's stack), since then.
+    Syncing { since: Instant },
+    /// The writer thread has the file to itself (a failure's recovery, a rotation, a
+    /// requested sync): no sync starts until it resumes the thread.
+    Paused(Box<dyn StorageFile>),
+    /// Only while the lock is held, when the handle moves from one state to another.
+    InTransit,
+}
+
+struct Slot {
+    handle: Handle,
+    /// What the writer has written: a sync covers up to here.
+    written: Mark,
+    /// What the last successful sync covered.
+    synced: Mark,
+    policy: FsyncPolicy,
+    /// When the last sync started (`everysec` counts its second from there, as Redis does
+    /// from queueing its background fsync).
+    last_start: Instant,
+    /// The last sync failed; the writer clears it when it has recovered.
+    failed: bool,
+    stop: bool,
+}
+
+/// The writer thread's side of the fsync thread.
+pub(super) struct FsyncThread {
+    slot: Arc<(Mutex<Slot>, Condvar)>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl FsyncThread {
+    /// Starts the thread with a second handle on the log file, whose first `start.len`
+    /// bytes are durable.
+    pub fn start(
+        file: Box<dyn StorageFile>,
+        start: Mark,
+        policy: FsyncPolicy,
+        shared: Arc<Shared>,
+    ) -> FsyncThread {
+        let slot = Arc::new((
+            Mutex::new(Slot {
+                handle: Handle::Running(file),
+                written: start,
+                synced: start,
+                policy,
+                last_start: Instant::now(),
+                failed: false,
+                stop: false,
+            }),
+            Condvar::new(),
+        ));
+        let thread_slot = slot.clone();
+        let thread = std::thread::Builder::new()
+            .name("log-fsync".into())
+            .spawn(move || run(&thread_slot, &shared))
+            .expect("spawn log fsync thread");
+        FsyncThread {
+            slot,
+            thread: Some(thread),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Slot> {
+        self.slot.0.lock().unwrap()
+    }
+
+    /// Hands over what is written so far; the thread syncs it when the policy says so.
+    pub fn written(&self, written: Mark, policy: FsyncPolicy) {
+        let mut slot = self.lock();
+        // The thread waits without a deadline only when it had nothing to sync.
+        let was_idle = slot.written == slot.synced || slot.policy != policy;
+        slot.written = written;
+        slot.policy = policy;
+        drop(slot);
+        if policy == FsyncPolicy::Always || was_idle {
+            self.slot.1.notify_all();
+        }
+    }
+
+    /// What the last successful sync covered, and whether the last sync failed.
+    pub fn progress(&self) -> (Mark, bool) {
+        let slot = self.lock();
+        (slot.synced, slot.failed)
+    }
+
+    /// How long the running sync has been running, if one is.
+    pub fn running_for(&self) -> Option<Duration> {
+        match self.lock().handle {
+            Handle::Syncing { since } => Some(since.elapsed()),
+            _ => None,
+        }
+    }
+
+    /// Waits until no sync is running; returns what the last one covered.
+    pub fn wait_idle(&self) -> (Mark, bool) {
+        let mut slot = self.lock();
+        while matches!(slot.handle, Handle::Syncing { .. }) {
+            slot = self.slot.1.wait(slot).unwrap();
+        }
+        (slot.synced, slot.failed)
+    }
+
+    /// Waits for a running sync to return and keeps another from starting; returns what
+    /// the last one covered and whether it failed.
+    pub fn pause(&self) -> (Mark, bool) {
+        let mut slot = self.lock();
+        while matches!(slot.handle, Handle::Syncing { .. }) {
+            slot = self.slot.1.wait(slot).unwrap();
+        }
+        slot.handle = match std::mem::replace(&mut slot.handle, Handle::InTransit) {
+            Handle::Running(file) | Handle::Paused(file) => Handle::Paused(file),
+            Handle::Syncing { .. } | Handle::InTransit => unreachable!("waited for the sync"),
+        };
+        (slot.synced, slot.failed)
+    }
+
+    /// Lets the thread run again from `durable` (everything written is durable there), on
+    /// `file` if the log moved to a new file.
+    pub fn resume(&self, durable: Mark, file: Option<Box<dyn StorageFile>>) {
+        let mut slot = self.lock();
+        let paused = match std::mem::replace(&mut slot.handle, Handle::InTransit) {
+            Handle::Paused(file) => file,
+            _ => panic!("resume without pause"),
+        };
+        slot.handle = Handle::Running(file.unwrap_or(paused));
+        slot.written = durable;
+        slot.synced = durable;
+        slot.failed = false;
+        drop(slot);
+        self.slot.1.notify_all();
+    }
+}
+
+impl Drop for FsyncThread {
+    fn drop(&mut self) {
+        if let Some(thread) = self.thread.take() {
+            self.lock().stop = true;
+            self.slot.1.notify_all();
+            let _ = thread.join();
+        }
+    }
+}
+
+/// When the next sync is due: now, after a wait, or not until something changes.
+enum Due {
+    Now,
+    In(Duration),
+    Never,
+}
+
+fn due(slot: &Slot) -> Due {
+    let unsynced = slot.written.len > slot.synced.len;
+    if !unsynced || slot.failed || !matches!(slot.handle, Handle::Running(_)) {
+        return Due::Never;
+    }
+    match slot.policy {
+        FsyncPolicy::Always => Due::Now,
+        FsyncPolicy::EverySec => {
+            let since = slot.last_start.elapsed();
+            if since >= Duration::from_secs(1) {
+                Due::Now
+            } else {
+                Due::In(Duration::from_secs(1) - since)
+            }
+        }
+        FsyncPolicy::No => Due::Never,
+    }
+}
+
+fn run(slot_and_signal: &(Mutex<Slot>, Condvar), shared: &Shared) {
+    let (mutex, signal) = slot_and_signal;
+    let mut slot = mutex.lock().unwrap();
+    loop {
+        if slot.stop {
+            return;
+        }
+        match due(&slot) {
+            Due::Never => {
+                slot = signal.wait(slot).unwrap();
+                continue;
+            }
+            Due::In(wait) => {
+                slot = signal.wait_timeout(slot, wait).unwrap().0;
+                continue;
+            }
+            Due::Now => {}
+        }
+        let target = slot.written;
+        let started = Instant::now();
+        let Handle::Running(mut file) =
+            std::mem::replace(&mut slot.handle, Handle::Syncing { since: started })
+        else {
+            unreachable!("due() checked the handle");
+        };
+        slot.last_start = started;
+        drop(slot);
+
+        let result = file.sync_data();
+
+        slot = mutex.lock().unwrap();
+        slot.handle = Handle::Running(file);
+        let event = match result {
+            Ok(()) => {
+                slot.synced = target;
+                SyncEvent::Synced(target.seq)
+            }
+            Err(error) => {
+                slot.failed = true;
+                SyncEvent::Failed(error)
+            }
+        };
+        drop(slot);
+        // The writer (to drop what is durable, or recover) and the loop (to release the
+        // replies held for these batches) learn of it at once.
+        shared.sync_event(event);
+        signal.notify_all();
+        slot = mutex.lock().unwrap();
+    }
+}
