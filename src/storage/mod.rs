@@ -36,10 +36,12 @@
 //!   order of its pages; a file may come back longer than what survived of it, the lost
 //!   pages reading as zeros. Bytes a sync made durable are never touched.
 
+mod paced;
 mod real;
 #[cfg(any(test, feature = "fault-injection"))]
 mod simulated;
 
+pub use paced::{PacedFile, RateLimit, WRITEBACK_CHUNK_BYTES};
 #[cfg(any(test, feature = "fault-injection"))]
 pub use real::CRASH_AT_ENV;
 pub use real::RealStorage;
@@ -116,6 +118,15 @@ pub trait StorageFile: Send {
     /// A second handle on the same open file (`dup`), so that one thread can sync it while
     /// another appends.
     fn try_clone(&self) -> io::Result<Box<dyn StorageFile>>;
+    /// Starts writing back the dirty pages of `length` bytes at `offset` (Linux's
+    /// `sync_file_range`), and with `wait` first waits for any writeback of them already
+    /// under way. Makes nothing durable (no metadata, no disk cache flush): it only keeps
+    /// dirty pages from piling up, so that a later fsync — the log's, or the file's own —
+    /// has little left to write. The simulated disk has no page cache to drain: a no-op.
+    fn write_back(&mut self, offset: u64, length: u64, wait: bool) -> io::Result<()> {
+        let _ = (offset, length, wait);
+        Ok(())
+    }
 }
 
 /// Lets an open file stand where `std::io::Write` is expected (the RDB writer, `BufWriter`).

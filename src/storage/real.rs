@@ -112,6 +112,26 @@ impl StorageFile for RealFile {
         self.file.sync_all()
     }
 
+    fn write_back(&mut self, offset: u64, length: u64, wait: bool) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let flags = if wait {
+            libc::SYNC_FILE_RANGE_WAIT_BEFORE | libc::SYNC_FILE_RANGE_WRITE
+        } else {
+            libc::SYNC_FILE_RANGE_WRITE
+        };
+        let (Ok(offset), Ok(length)) = (i64::try_from(offset), i64::try_from(length)) else {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        };
+        // SAFETY: sync_file_range on a descriptor this handle owns, with plain integers; it
+        // reads and writes no memory of ours.
+        let result = unsafe { libc::sync_file_range(self.file.as_raw_fd(), offset, length, flags) };
+        if result == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
     fn try_clone(&self) -> io::Result<Box<dyn StorageFile>> {
         Ok(Box::new(RealFile {
             file: self.file.try_clone()?,

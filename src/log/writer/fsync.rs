@@ -6,14 +6,16 @@
 //!
 //! It owns nothing but a second handle on the log file and the decision of *when* to sync
 //! (every time there is something to sync under `always`, at most once a second under
-//! `everysec`, never under `no`). Everything else stays with the writer thread: failures
+//! `everysec`, never under `no`). Under `everysec` it also starts the writeback of every
+//! few megabytes written (`sync_file_range`), so that the once-a-second fsync finds little
+//! left to write and its latency — and the disk's queue — stay short. Everything else stays with the writer thread: failures
 //! and their recovery, rotations, SHUTDOWN's sync. For those the writer *pauses* the fsync
 //! thread (waits for a running sync to return and keeps it from starting another), does
 //! the work itself with its own handle, and resumes it with the new marks.
 
 use super::{Shared, SyncEvent};
 use crate::config::FsyncPolicy;
-use crate::storage::StorageFile;
+use crate::storage::{StorageFile, WRITEBACK_CHUNK_BYTES};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -28,7 +30,7 @@ pub(super) struct Mark {
 enum Handle {
     /// Its handle on the current log file: it syncs when the policy says so.
     Running(Box<dyn StorageFile>),
-    /// A sync is under way (the handle is on the syncing thread's stack), since then.
+    /// A sync (or a writeback) is under way, since then: the handle is on the thread's stack.
     Syncing { since: Instant },
     /// The writer thread has the file to itself (a failure's recovery, a rotation, a
     /// requested sync): no sync starts until it resumes the thread.
@@ -43,6 +45,8 @@ struct Slot {
     written: Mark,
     /// What the last successful sync covered.
     synced: Mark,
+    /// Writeback was started up to this length (`everysec`).
+    written_back: u64,
     policy: FsyncPolicy,
     /// When the last sync started (`everysec` counts its second from there, as Redis does
     /// from queueing its background fsync).
@@ -72,6 +76,7 @@ impl FsyncThread {
                 handle: Handle::Running(file),
                 written: start,
                 synced: start,
+                written_back: start.len,
                 policy,
                 last_start: Instant::now(),
                 failed: false,
@@ -101,8 +106,9 @@ impl FsyncThread {
         let was_idle = slot.written == slot.synced || slot.policy != policy;
         slot.written = written;
         slot.policy = policy;
+        let write_back = write_back_due(&slot);
         drop(slot);
-        if policy == FsyncPolicy::Always || was_idle {
+        if policy == FsyncPolicy::Always || was_idle || write_back {
             self.slot.1.notify_all();
         }
     }
@@ -155,6 +161,7 @@ impl FsyncThread {
         slot.handle = Handle::Running(file.unwrap_or(paused));
         slot.written = durable;
         slot.synced = durable;
+        slot.written_back = durable.len;
         slot.failed = false;
         drop(slot);
         self.slot.1.notify_all();
@@ -171,9 +178,11 @@ impl Drop for FsyncThread {
     }
 }
 
-/// When the next sync is due: now, after a wait, or not until something changes.
+/// What the thread has to do next: a sync now, a writeback now, or a sync after a wait, or
+/// nothing until something changes.
 enum Due {
-    Now,
+    Sync,
+    WriteBack,
     In(Duration),
     Never,
 }
@@ -184,17 +193,25 @@ fn due(slot: &Slot) -> Due {
         return Due::Never;
     }
     match slot.policy {
-        FsyncPolicy::Always => Due::Now,
+        FsyncPolicy::Always => Due::Sync,
         FsyncPolicy::EverySec => {
             let since = slot.last_start.elapsed();
             if since >= Duration::from_secs(1) {
-                Due::Now
+                Due::Sync
+            } else if write_back_due(slot) {
+                Due::WriteBack
             } else {
                 Due::In(Duration::from_secs(1) - since)
             }
         }
         FsyncPolicy::No => Due::Never,
     }
+}
+
+/// A chunk written under `everysec` whose writeback is not started yet.
+fn write_back_due(slot: &Slot) -> bool {
+    slot.policy == FsyncPolicy::EverySec
+        && slot.written.len >= slot.written_back.max(slot.synced.len) + WRITEBACK_CHUNK_BYTES
 }
 
 fn run(slot_and_signal: &(Mutex<Slot>, Condvar), shared: &Shared) {
@@ -213,7 +230,33 @@ fn run(slot_and_signal: &(Mutex<Slot>, Condvar), shared: &Shared) {
                 slot = signal.wait_timeout(slot, wait).unwrap().0;
                 continue;
             }
-            Due::Now => {}
+            Due::WriteBack => {
+                let from = slot.written_back.max(slot.synced.len);
+                let to = slot.written.len;
+                slot.written_back = to;
+                let Handle::Running(mut file) = std::mem::replace(
+                    &mut slot.handle,
+                    Handle::Syncing {
+                        since: Instant::now(),
+                    },
+                ) else {
+                    unreachable!("due() checked the handle");
+                };
+                drop(slot);
+                // Starting writeback only queues I/O (it may block while the disk's queue
+                // is full: hence outside the lock). A failure loses nothing — the fsync
+                // reports what matters — so it is only logged.
+                if let Err(error) = file.write_back(from, to - from, false) {
+                    tracing::debug!("log writeback hint failed: {error}");
+                }
+                slot = mutex.lock().unwrap();
+                slot.handle = Handle::Running(file);
+                drop(slot);
+                signal.notify_all();
+                slot = mutex.lock().unwrap();
+                continue;
+            }
+            Due::Sync => {}
         }
         let target = slot.written;
         let started = Instant::now();
