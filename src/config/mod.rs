@@ -57,6 +57,14 @@ pub struct Config {
     pub aof_rewrite_threads_setting: usize,
     pub auto_aof_rewrite_percentage: u64,
     pub auto_aof_rewrite_min_size: u64,
+    /// Redis's `aof-rewrite-incremental-fsync` / `rdb-save-incremental-fsync`: a
+    /// compaction's parts / a BGSAVE's file start writeback every 4 MB instead of leaving
+    /// it all to the final fsync.
+    pub aof_rewrite_incremental_fsync: bool,
+    pub rdb_save_incremental_fsync: bool,
+    /// Tessera's `aof-rewrite-max-rate`: bytes per second a compaction (or BGSAVE) may
+    /// write over all its parts; 0, no limit. Read when a job starts.
+    pub aof_rewrite_max_rate: u64,
     /// Compact-encoding thresholds (`hash-max-listpack-entries` and the rest), pushed to
     /// `types::limits` at start-up and after CONFIG SET.
     pub encoding_limits: EncodingLimits,
@@ -234,6 +242,9 @@ impl Default for Config {
             aof_rewrite_threads_setting: 0,
             auto_aof_rewrite_percentage: 100,
             auto_aof_rewrite_min_size: 64 * 1024 * 1024,
+            aof_rewrite_incremental_fsync: true,
+            rdb_save_incremental_fsync: true,
+            aof_rewrite_max_rate: 0,
             encoding_limits: EncodingLimits::default(),
             // Redis 7's built-in default.
             save_points: vec![(3600, 1), (300, 100), (60, 10000)],
@@ -532,6 +543,24 @@ pub static DIRECTIVES: &[Directive] = &[
         true,
         |c| c.auto_aof_rewrite_min_size.to_string(),
         |c, a| c.auto_aof_rewrite_min_size = parse_memory_arg(a, 0)?
+    ),
+    directive!(
+        "aof-rewrite-incremental-fsync",
+        true,
+        |c| yes_no(c.aof_rewrite_incremental_fsync),
+        |c, a| c.aof_rewrite_incremental_fsync = parse_bool(a)?
+    ),
+    directive!(
+        "rdb-save-incremental-fsync",
+        true,
+        |c| yes_no(c.rdb_save_incremental_fsync),
+        |c, a| c.rdb_save_incremental_fsync = parse_bool(a)?
+    ),
+    directive!(
+        "aof-rewrite-max-rate",
+        true,
+        |c| c.aof_rewrite_max_rate.to_string(),
+        |c, a| c.aof_rewrite_max_rate = parse_memory_arg(a, 0)?
     ),
     directive!(
         "save",
