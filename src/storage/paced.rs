@@ -11,37 +11,49 @@
 use super::StorageFile;
 use std::io;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Writeback is started every this many bytes (Redis's `REDIS_AUTOSYNC_BYTES`).
 pub const WRITEBACK_CHUNK_BYTES: u64 = 4 << 20;
 
-/// A byte rate shared by the threads of one job: each write takes its bytes' time slot on
-/// a common clock and sleeps until the slot comes. Unused time is not saved up beyond a
-/// short burst, so a pause is not followed by a flood.
+/// A byte rate shared by the threads of the background jobs: each write takes its bytes'
+/// time slot on a common clock and sleeps until the slot comes. Unused time is not saved
+/// up beyond a short burst, so a pause is not followed by a flood. The rate can change
+/// while a job runs (CONFIG SET): it applies from the next write.
 pub struct RateLimit {
-    bytes_per_second: u64,
+    bytes_per_second: AtomicU64,
     next_free: Mutex<Instant>,
 }
 
 /// How far behind real time the shared clock may fall (the burst a pause allows).
 const RATE_BURST: Duration = Duration::from_millis(50);
 
+/// How often a waiting writer looks whether the rate has changed.
+const RATE_RECHECK: Duration = Duration::from_millis(100);
+
 impl RateLimit {
     /// `0` means no limit.
     pub fn new(bytes_per_second: u64) -> RateLimit {
         RateLimit {
-            bytes_per_second,
+            bytes_per_second: AtomicU64::new(bytes_per_second),
             next_free: Mutex::new(Instant::now()),
         }
     }
 
-    /// Waits until `bytes` more may be written.
+    pub fn set(&self, bytes_per_second: u64) {
+        self.bytes_per_second
+            .store(bytes_per_second, Ordering::Relaxed);
+    }
+
+    /// Waits until `bytes` more may be written. A long wait is taken in short sleeps, so
+    /// that a rate raised (or lifted) meanwhile takes effect at once.
     pub fn take(&self, bytes: u64) {
-        if self.bytes_per_second == 0 || bytes == 0 {
+        let rate = self.bytes_per_second.load(Ordering::Relaxed);
+        if rate == 0 || bytes == 0 {
             return;
         }
-        let cost = Duration::from_secs_f64(bytes as f64 / self.bytes_per_second as f64);
+        let cost = Duration::from_secs_f64(bytes as f64 / rate as f64);
         let now = Instant::now();
         let until = {
             let mut next_free = self.next_free.lock().unwrap();
@@ -49,8 +61,13 @@ impl RateLimit {
             *next_free = start + cost;
             *next_free
         };
-        if let Some(wait) = until.checked_duration_since(now + RATE_BURST) {
-            std::thread::sleep(wait);
+        while let Some(wait) = until.checked_duration_since(Instant::now() + RATE_BURST) {
+            if self.bytes_per_second.load(Ordering::Relaxed) != rate {
+                // The rate changed: the clock restarts from now at the new rate.
+                *self.next_free.lock().unwrap() = Instant::now();
+                return;
+            }
+            std::thread::sleep(wait.min(RATE_RECHECK));
         }
     }
 }
@@ -146,5 +163,16 @@ mod tests {
         assert!(clock < Duration::from_secs(1) + RATE_BURST, "{clock:?}");
         // No limit: no wait, whatever the size.
         RateLimit::new(0).take(u64::MAX);
+        // A writer waiting on a slow rate goes on as soon as the limit is lifted.
+        let limit = std::sync::Arc::new(RateLimit::new(1));
+        let lift = {
+            let limit = limit.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(200));
+                limit.set(0);
+            })
+        };
+        limit.take(1_000_000); // 11 days at 1 byte/s
+        lift.join().unwrap();
     }
 }
