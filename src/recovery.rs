@@ -42,7 +42,8 @@ pub fn load_dataset(
         let mut keys = 0;
         if let Ok(size) = storage.len(&path) {
             progress.total_bytes.store(size, Ordering::Relaxed);
-            keys = crate::snapshot::load(&*storage, &mut keyspace, &path)?;
+            keys = crate::snapshot::load(&*storage, &mut keyspace, &path)
+                .map_err(|e| e.to_string())?;
             progress.loaded_bytes.store(size, Ordering::Relaxed);
             let seconds = started.elapsed().as_secs_f64();
             tracing::info!(
@@ -438,7 +439,8 @@ fn load_base_part(
     }
     let expired = crate::snapshot::ExpiredKeys::Keep;
     let (dbs, keys, bytes) =
-        crate::snapshot::read_into_dbs(storage, path, databases, key_delay_us, expired)?;
+        crate::snapshot::read_into_dbs(storage, path, databases, key_delay_us, expired)
+            .map_err(|e| e.to_string())?;
     Ok(LoadedPart {
         dbs,
         keys,

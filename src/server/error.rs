@@ -14,7 +14,7 @@ pub enum ServerError {
     OpenLog(io::Error),
     EventLoop(io::Error),
     /// The final snapshot of SHUTDOWN SAVE could not be written (the server runs on).
-    FinalSnapshot(String),
+    FinalSnapshot(crate::snapshot::SnapshotError),
     /// The log could not be synced at SHUTDOWN (the server runs on, the writer retrying).
     LogSync(crate::log::writer::LogError),
 }
@@ -24,9 +24,8 @@ impl fmt::Display for ServerError {
         match self {
             ServerError::Setup(what, e) => write!(f, "can't {what}: {e}"),
             ServerError::Listen(e) => write!(f, "{e}"),
-            ServerError::Load(message) | ServerError::FinalSnapshot(message) => {
-                f.write_str(message)
-            }
+            ServerError::Load(message) => f.write_str(message),
+            ServerError::FinalSnapshot(e) => write!(f, "{e}"),
             ServerError::LogSync(e) => write!(f, "can't sync the append-only log: {e}"),
             ServerError::LoadPanicked => f.write_str("the loading thread panicked"),
             ServerError::OpenLog(e) => write!(f, "can't open the append-only log: {e}"),
