@@ -14,7 +14,7 @@ use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use tessera::log::LogPaths;
 use tessera::log::manifest::{FileKind, Manifest};
-use tessera::log::scan::{LogDamage, scan_records};
+use tessera::log::scan::{LogDamage, check_records};
 use tessera::storage::{RealStorage, Storage};
 
 #[derive(Parser)]
@@ -56,27 +56,17 @@ fn check_file(path: &Path) -> Result<FileCheck, String> {
     let size = std::fs::metadata(path)
         .map_err(|e| format!("Cannot open file {}: {e}", path.display()))?
         .len();
-    let result = scan_records(
-        &tessera::storage::RealStorage::new(""),
-        path,
-        |_args, _offset| Ok(()),
-    );
-    Ok(match result {
+    Ok(match check_records(&RealStorage::new(""), path) {
         Ok(end) => FileCheck {
             size,
             valid_up_to: end,
             damage: None,
         },
-        Err((damage, _)) => {
-            let valid_up_to = match &damage {
-                LogDamage::Truncated { offset } | LogDamage::Corrupt { offset, .. } => *offset,
-            };
-            FileCheck {
-                size,
-                valid_up_to,
-                damage: Some(damage),
-            }
-        }
+        Err(damage) => FileCheck {
+            size,
+            valid_up_to: damage.offset(),
+            damage: Some(damage),
+        },
     })
 }
 
