@@ -28,15 +28,41 @@
 //! Each part records its place in aux fields (`log::AUX_*`): part number, part count, slot
 //! range, and the incremental file that follows the base. Redis ignores them; they let
 //! `tessera-check-aof --rebuild-manifest` rebuild a lost manifest exactly.
+//!
+//! A failure is a `CompactionError`: the snapshot's, the rotation's (the log writer's
+//! `LogError`), or the installation's.
 
 use crate::log::manifest::{CommitError, FileKind, Manifest, ManifestEntry};
-use crate::log::writer::{Rotation, RotationWaiter};
+use crate::log::writer::{LogError, Rotation, RotationWaiter};
 use crate::log::{AUX_FIRST_INCR, AUX_PART, AUX_PARTS, AUX_SLOTS, LogPaths, LogWriter};
 use crate::rdb::RdbWriterOptions;
-use crate::snapshot::{JobOutcome, JobSpec, SnapshotJob};
+use crate::snapshot::{JobOutcome, JobSpec, SnapshotError, SnapshotJob};
 use crate::storage::{CrashPoint, Storage};
 use bytes::Bytes;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+
+/// Why a compaction failed (or could not start); the last committed manifest stays in
+/// force. The texts are those of the server's log line.
+#[derive(Debug, thiserror::Error)]
+pub enum CompactionError {
+    /// The snapshot job could not start, or a part could not be written.
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
+    /// The log writer could not switch to the new incremental file: the parts describe
+    /// the dataset at a switch that did not happen.
+    #[error("can't switch to a new incremental file: {0}")]
+    Rotation(#[source] LogError),
+    /// The fsync of the log directory that makes the parts' names durable.
+    #[error("can't fsync {}: {source}", dir.display())]
+    SyncDir {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    /// Manifest M2 was not committed (the previous one is still in force).
+    #[error("can't commit the manifest: {0}")]
+    CommitManifest(#[source] std::io::Error),
+}
 
 /// The aux fields of part `part` (from 0) of `parts`, for a base followed by `first_incr`.
 fn part_aux(part: usize, parts: usize, first_incr: u64) -> Vec<(Bytes, Bytes)> {
@@ -64,7 +90,7 @@ pub struct Settings {
 
 /// A compaction in progress, as the event loop sees it.
 pub struct Compaction {
-    pub job: SnapshotJob,
+    pub job: SnapshotJob<CompactionError>,
     rotation: RotationWaiter,
     /// The manifest in force if the rotation succeeded and the compaction did not.
     after_rotation: Manifest,
@@ -76,7 +102,7 @@ pub struct Compaction {
 /// How a compaction ended: the manifest now in force, and the job's figures or error.
 pub struct Finished {
     pub manifest: Manifest,
-    pub result: Result<JobOutcome, String>,
+    pub result: Result<JobOutcome, CompactionError>,
 }
 
 impl Compaction {
@@ -91,7 +117,7 @@ impl Compaction {
         manifest: &Manifest,
         settings: Settings,
         notify: Box<dyn Fn() + Send>,
-    ) -> Result<Compaction, String> {
+    ) -> Result<Compaction, CompactionError> {
         let Settings {
             parts,
             key_delay_us,
@@ -182,10 +208,12 @@ impl Compaction {
         })
     }
 
-    /// The outcome once both the snapshot job and the log rotation are over.
+    /// The outcome once both the snapshot job and the log rotation are over (handed over
+    /// once: the job's outcome is taken).
     pub fn poll(&self, before: &Manifest) -> Option<Finished> {
-        let result = self.job.outcome()?;
+        // The rotation first: the job's outcome is taken only when both are known.
         let rotated = self.rotation.peek()?;
+        let result = self.job.take_outcome()?;
         let manifest = match (&result, rotated) {
             (Ok(_), _) => self.installed.lock().unwrap().clone(),
             (Err(_), Ok(())) => self.after_rotation.clone(),
@@ -203,20 +231,19 @@ fn install(
     rotation: &RotationWaiter,
     after_commit: &Manifest,
     installed: &Mutex<Manifest>,
-) -> Result<(), String> {
+) -> Result<(), CompactionError> {
     // The parts describe the dataset at the switch: useless if the switch failed.
-    rotation
-        .wait()
-        .map_err(|e| format!("can't switch to a new incremental file: {e}"))?;
+    rotation.wait().map_err(CompactionError::Rotation)?;
     storage
         .sync_dir(&paths.dir)
-        .map_err(|e| format!("can't fsync {}: {e}", paths.dir.display()))?;
+        .map_err(|source| CompactionError::SyncDir {
+            dir: paths.dir.clone(),
+            source,
+        })?;
     storage.checkpoint(CrashPoint::RewritePartsDurable);
     match paths.commit_manifest(storage, after_commit) {
         Ok(()) => {}
-        Err(CommitError::NotCommitted(e)) => {
-            return Err(format!("can't commit the manifest: {e}"));
-        }
+        Err(CommitError::NotCommitted(e)) => return Err(CompactionError::CommitManifest(e)),
         Err(CommitError::NotDurable(e)) => {
             // The new manifest is in force, but a power loss may bring back the previous
             // one: keep its files (listed as history, start-up deletes them).

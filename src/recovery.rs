@@ -6,18 +6,100 @@
 //! crash in the middle of a write: it is cut off with a warning (`aof-load-truncated yes`).
 //! Anything else that does not parse is damage: start-up stops and names file and offset.
 //! Which files make up the dataset is `log::startup`'s decision, made before loading.
+//! A refusal or a failure is a `LoadError`, whose text is the server's fatal log line.
 
 use crate::commands::{LoadProgress, SessionState};
 use crate::config::Config;
-use crate::engine::{Engine, Mode, NoSessions, Outcome, Request};
+use crate::engine::{Engine, Mode, NoSessions, Outcome, Refusal, Request};
 use crate::keyspace::Keyspace;
-use crate::log::scan::{LogDamage, scan_records};
+use crate::log::scan::{Corruption, LogDamage, ScanError, scan_records};
+use crate::log::startup::OpenError;
 use crate::log::{LogPaths, manifest::Manifest};
+use crate::snapshot::SnapshotError;
 use crate::storage::Storage;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
+
+/// Why start-up could not load the dataset; nothing on disk was changed but a torn tail
+/// cut. The texts name the file and the offset (tests read them from "Bad file format
+/// reading the append only file <path> at offset <n>").
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The log directory is refused as it is (`log::startup`).
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    /// `dbfilename` or a base part can't be read, or is damaged.
+    #[error(transparent)]
+    Snapshot(#[from] SnapshotError),
+    #[error(
+        "{}: a base file in RESP form (aof-use-rdb-preamble no) is not supported yet",
+        path.display()
+    )]
+    RespBase { path: PathBuf },
+    #[error("a loading thread panicked")]
+    BasePartPanicked,
+    /// The last file ends inside a record and `aof-load-truncated` is off.
+    #[error(
+        "{} ends in the middle of a record at offset {offset} (file size {size}); \
+         start with aof-load-truncated yes or repair it with tessera-check-aof --fix",
+        path.display()
+    )]
+    TruncatedTail {
+        path: PathBuf,
+        offset: u64,
+        size: u64,
+    },
+    /// A file other than the last ends inside a record.
+    #[error(
+        "Bad file format reading the append only file {}: it ends inside a record at offset \
+         {offset}, but it is not the last file; repair it with tessera-check-aof --fix",
+        path.display()
+    )]
+    TruncatedBeforeLast { path: PathBuf, offset: u64 },
+    #[error(
+        "Bad file format reading the append only file {} at offset {offset}: {reason}. \
+         Make a backup of the directory, then check it with tessera-check-aof",
+        path.display()
+    )]
+    Corrupt {
+        path: PathBuf,
+        offset: u64,
+        #[source]
+        reason: Corruption,
+    },
+    /// The replay's engine refused the record at `offset`.
+    #[error(
+        "Bad file format reading the append only file {} at offset {offset}: {refusal} (in the \
+         log). Make a backup of the directory, then check it with tessera-check-aof",
+        path.display()
+    )]
+    Refused {
+        path: PathBuf,
+        offset: u64,
+        #[source]
+        refusal: Refusal,
+    },
+    #[error(
+        "Bad file format reading the append only file {} at offset 0: the parsing thread \
+         panicked. Make a backup of the directory, then check it with tessera-check-aof",
+        path.display()
+    )]
+    ParserPanicked { path: PathBuf },
+    /// Cutting a torn tail off the last file failed.
+    #[error("can't open {} to cut it: {source}", path.display())]
+    OpenToCut {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("can't cut {} at {length}: {source}", path.display())]
+    Cut {
+        path: PathBuf,
+        length: u64,
+        source: std::io::Error,
+    },
+}
 
 /// The dataset loaded at start-up, and the manifest in force (when the log is on).
 pub struct Loaded {
@@ -33,7 +115,7 @@ pub fn load_dataset(
     config: &Config,
     storage: Arc<dyn Storage>,
     progress: &LoadProgress,
-) -> Result<Loaded, String> {
+) -> Result<Loaded, LoadError> {
     let started = Instant::now();
     let mut keyspace = Keyspace::new(config.databases);
     if !config.appendonly {
@@ -61,8 +143,7 @@ pub fn load_dataset(
     let paths = LogPaths::from_config(config);
     // Refuses (changing nothing) unless the manifest proves what the dataset is; removes
     // only what it proves garbage. A new directory gets an empty log.
-    let manifest =
-        crate::log::startup::open_log_dir(&*storage, &paths).map_err(|e| e.to_string())?;
+    let manifest = crate::log::startup::open_log_dir(&*storage, &paths)?;
     tracing::info!("loading the append-only log from {}", paths.dir.display());
     let total: u64 = manifest
         .entries
@@ -118,7 +199,7 @@ pub fn replay_log(
     manifest: &Manifest,
     engine: &mut Engine,
     progress: &LoadProgress,
-) -> Result<LoadReport, String> {
+) -> Result<LoadReport, LoadError> {
     let started = Instant::now();
     let mut report = LoadReport::default();
     let bases: Vec<_> = manifest.base().collect();
@@ -198,14 +279,10 @@ pub fn replay_log(
         });
         let loaded_bytes = match result {
             Ok(bytes) => bytes,
-            Err((LogDamage::Truncated { offset }, _)) if is_last => {
+            Err(ReplayError::Damaged(LogDamage::Truncated { offset })) if is_last => {
                 let size = storage.len(&path).unwrap_or(offset);
                 if !engine.state.config.aof_load_truncated {
-                    return Err(format!(
-                        "{} ends in the middle of a record at offset {offset} (file size {size}); \
-                         start with aof-load-truncated yes or repair it with tessera-check-aof --fix",
-                        path.display()
-                    ));
+                    return Err(LoadError::TruncatedTail { path, offset, size });
                 }
                 tracing::warn!(
                     "{} ends in the middle of a record at offset {offset}: cutting off the last {} bytes \
@@ -217,20 +294,24 @@ pub fn replay_log(
                 report.truncated_bytes += size - offset;
                 offset
             }
-            Err((LogDamage::Truncated { offset }, _)) => {
-                return Err(format!(
-                    "Bad file format reading the append only file {}: it ends inside a record at offset {offset}, \
-                     but it is not the last file; repair it with tessera-check-aof --fix",
-                    path.display()
-                ));
+            Err(ReplayError::Damaged(LogDamage::Truncated { offset })) => {
+                return Err(LoadError::TruncatedBeforeLast { path, offset });
             }
-            Err((LogDamage::Corrupt { offset, reason }, _)) => {
-                return Err(format!(
-                    "Bad file format reading the append only file {} at offset {offset}: {reason}. \
-                     Make a backup of the directory, then check it with tessera-check-aof",
-                    path.display()
-                ));
+            Err(ReplayError::Damaged(LogDamage::Corrupt { offset, reason })) => {
+                return Err(LoadError::Corrupt {
+                    path,
+                    offset,
+                    reason,
+                });
             }
+            Err(ReplayError::Refused { offset, refusal }) => {
+                return Err(LoadError::Refused {
+                    path,
+                    offset,
+                    refusal,
+                });
+            }
+            Err(ReplayError::ParserPanicked) => return Err(LoadError::ParserPanicked { path }),
         };
         let seconds = file_started.elapsed().as_secs_f64();
         tracing::info!(
@@ -274,6 +355,23 @@ impl Replayed {
 /// Records handed from the parsing thread to the applying one at a time.
 const REPLAY_BATCH: usize = 512;
 
+/// Why the replay of one file stopped.
+#[derive(Debug)]
+enum ReplayError {
+    Damaged(LogDamage),
+    /// The engine refused the record at `offset` (an unknown command, a wrong arity…).
+    Refused {
+        offset: u64,
+        refusal: Refusal,
+    },
+    ParserPanicked,
+}
+
+/// The parsing thread's `apply` error: the applying side has stopped (on a failure, which
+/// it reports), so nothing more is sent.
+#[derive(Debug)]
+struct ApplyingStopped;
+
 /// Turns a record into a `Replayed`. The fast forms are exactly those whose effect during
 /// loading is a plain insert into the selected database: a `SET` without options, or with
 /// a valid `PXAT` (nothing expires while loading, as in Redis).
@@ -306,27 +404,29 @@ fn classify(args: &[&[u8]], offset: u64) -> Replayed {
 
 /// Replays one incremental file with two threads: this one applies, a second one reads,
 /// parses and copies (so parsing overlaps applying). Records reach `apply` in file order;
-/// its error stops the replay and is reported at the record's offset.
+/// its refusal stops the replay and is reported at the record's offset.
 fn replay_file(
     storage: &dyn Storage,
     path: &Path,
-    mut apply: impl FnMut(Replayed) -> Result<(), String>,
-) -> Result<u64, (LogDamage, Option<String>)> {
+    mut apply: impl FnMut(Replayed) -> Result<(), Refusal>,
+) -> Result<u64, ReplayError> {
     let (sender, receiver) = std::sync::mpsc::sync_channel::<Vec<Replayed>>(16);
     std::thread::scope(|scope| {
         let parser = scope.spawn(move || {
             let mut batch = Vec::with_capacity(REPLAY_BATCH);
-            let result = scan_records(storage, path, |args, offset| {
-                batch.push(classify(args, offset));
-                if batch.len() == REPLAY_BATCH {
-                    let full = std::mem::replace(&mut batch, Vec::with_capacity(REPLAY_BATCH));
-                    // The applying side stopped on an error: it reports it.
-                    sender
-                        .send(full)
-                        .map_err(|_| String::from("replay stopped"))?;
-                }
-                Ok(())
-            });
+            let result = scan_records(
+                storage,
+                path,
+                |args, offset| -> Result<(), ApplyingStopped> {
+                    batch.push(classify(args, offset));
+                    if batch.len() == REPLAY_BATCH {
+                        let full = std::mem::replace(&mut batch, Vec::with_capacity(REPLAY_BATCH));
+                        // The applying side stopped on an error: it reports it.
+                        sender.send(full).map_err(|_| ApplyingStopped)?;
+                    }
+                    Ok(())
+                },
+            );
             if !batch.is_empty() {
                 let _ = sender.send(batch);
             }
@@ -336,31 +436,22 @@ fn replay_file(
         'batches: for batch in receiver.iter() {
             for item in batch {
                 let offset = item.offset();
-                if let Err(message) = apply(item) {
-                    failure = Some((
-                        LogDamage::Corrupt {
-                            offset,
-                            reason: message.clone(),
-                        },
-                        Some(message),
-                    ));
+                if let Err(refusal) = apply(item) {
+                    failure = Some(ReplayError::Refused { offset, refusal });
                     break 'batches;
                 }
             }
         }
         drop(receiver); // unblocks a parser waiting to send
-        let result = parser.join().unwrap_or_else(|_| {
-            Err((
-                LogDamage::Corrupt {
-                    offset: 0,
-                    reason: "the parsing thread panicked".into(),
-                },
-                None,
-            ))
-        });
-        match failure {
-            Some(failure) => Err(failure),
-            None => result,
+        let parsed = parser.join();
+        match (failure, parsed) {
+            (Some(failure), _) => Err(failure),
+            (None, Ok(Ok(bytes))) => Ok(bytes),
+            (None, Ok(Err(ScanError::Damaged(damage)))) => Err(ReplayError::Damaged(damage)),
+            (None, Ok(Err(ScanError::Refused { .. }))) => {
+                unreachable!("the parser stops sending only after the applying side failed")
+            }
+            (None, Err(_)) => Err(ReplayError::ParserPanicked),
         }
     })
 }
@@ -383,9 +474,9 @@ fn load_base_parts(
     bases: &[&crate::log::manifest::ManifestEntry],
     keyspace: &mut Keyspace,
     key_delay_us: u64,
-) -> Result<(u64, u64), String> {
+) -> Result<(u64, u64), LoadError> {
     let databases = keyspace.dbs.len();
-    let parts: Vec<Result<LoadedPart, String>> = std::thread::scope(|scope| {
+    let parts: Vec<Result<LoadedPart, LoadError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = bases
             .iter()
             .map(|base| {
@@ -395,10 +486,7 @@ fn load_base_parts(
             .collect();
         handles
             .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err("a loading thread panicked".into()))
-            })
+            .map(|h| h.join().unwrap_or(Err(LoadError::BasePartPanicked)))
             .collect()
     });
     let (mut keys, mut bytes) = (0u64, 0u64);
@@ -428,13 +516,12 @@ fn load_base_part(
     path: &Path,
     databases: usize,
     key_delay_us: u64,
-) -> Result<LoadedPart, String> {
+) -> Result<LoadedPart, LoadError> {
     let started = Instant::now();
     if path.extension().is_none_or(|e| e != "rdb") {
-        return Err(format!(
-            "{}: a base file in RESP form (aof-use-rdb-preamble no) is not supported yet",
-            path.display()
-        ));
+        return Err(LoadError::RespBase {
+            path: path.to_path_buf(),
+        });
     }
     let expired = crate::snapshot::ExpiredKeys::Keep;
     let (dbs, keys, bytes) =
@@ -447,13 +534,20 @@ fn load_base_part(
     })
 }
 
-fn truncate_file(storage: &dyn Storage, path: &Path, length: u64) -> Result<(), String> {
+fn truncate_file(storage: &dyn Storage, path: &Path, length: u64) -> Result<(), LoadError> {
     let mut file = storage
         .open_append(path)
-        .map_err(|e| format!("can't open {} to cut it: {e}", path.display()))?;
+        .map_err(|source| LoadError::OpenToCut {
+            path: path.to_path_buf(),
+            source,
+        })?;
     file.set_len(length)
         .and_then(|()| file.sync_all())
-        .map_err(|e| format!("can't cut {} at {length}: {e}", path.display()))
+        .map_err(|source| LoadError::Cut {
+            path: path.to_path_buf(),
+            length,
+            source,
+        })
 }
 
 fn replay_one(
@@ -461,7 +555,7 @@ fn replay_one(
     engine: &mut Engine,
     session: &mut SessionState,
     scratch: &mut Vec<u8>,
-) -> Result<(), String> {
+) -> Result<(), Refusal> {
     scratch.clear();
     match engine.execute(
         session,
@@ -470,7 +564,7 @@ fn replay_one(
         Mode::Replay,
         &NoSessions,
     ) {
-        Outcome::Refused(refusal) => Err(format!("{refusal} (in the log)")),
+        Outcome::Refused(refusal) => Err(refusal),
         _ => Ok(()),
     }
 }

@@ -11,16 +11,71 @@
 //!
 //! When the writers are done, a finisher runs on the job's own thread (the manifest
 //! commit of a compaction, the rename of a `BGSAVE`), then the event loop is woken.
+//!
+//! Failures are `SnapshotError`s; a job's outcome carries its finisher's error type, into
+//! which a `SnapshotError` converts (the compaction's error wraps it, BGSAVE's is it).
 
 use crate::keyspace::{CaptureSink, Db, Entry, Keyspace, SLOT_COUNT, Slot};
 use crate::rdb::{RdbError, RdbWriter, RdbWriterOptions, Refusal};
 use crate::storage::{CrashPoint, Storage, StorageFile, StorageReader};
 use std::collections::VecDeque;
-use std::io::BufWriter;
+use std::fmt;
+use std::io::{self, BufWriter};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
+
+/// What a snapshot was doing to a file when the system refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileAction {
+    Create,
+    Write,
+    Fsync,
+    Open,
+}
+
+impl fmt::Display for FileAction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FileAction::Create => "create",
+            FileAction::Write => "write",
+            FileAction::Fsync => "fsync",
+            FileAction::Open => "open",
+        })
+    }
+}
+
+/// Why a snapshot could not be written, installed or loaded. The texts are those of the
+/// server's log lines (SAVE, BGSAVE, compaction, start-up).
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    /// The system refused to create, write, fsync or open a snapshot file.
+    #[error("can't {action} {}: {source}", path.display())]
+    Io {
+        action: FileAction,
+        path: PathBuf,
+        source: io::Error,
+    },
+    /// Serialising into a snapshot file failed (its I/O errors included).
+    #[error("can't write {}: {source}", path.display())]
+    Write { path: PathBuf, source: RdbError },
+    /// The rename over the destination, or the directory fsync after it, failed.
+    #[error("can't move the snapshot into place: {0}")]
+    Install(#[source] io::Error),
+    /// A snapshot file being loaded is not a valid RDB file (damaged, cut short, empty).
+    #[error("Bad snapshot file {}: {source}", path.display())]
+    BadFile { path: PathBuf, source: RdbError },
+    #[error("can't start a snapshot thread: {0}")]
+    StartJob(#[source] io::Error),
+    #[error("can't start a snapshot writer thread: {0}")]
+    StartWriter(#[source] io::Error),
+    #[error("a snapshot writer thread panicked")]
+    WriterPanicked,
+    /// The job was stopped (SHUTDOWN), or another part failed.
+    #[error("cancelled")]
+    Cancelled,
+}
 
 /// Writes every database of `keyspace` to `dir/file_name` atomically; returns its size.
 /// This is `SAVE`: the event loop does the work itself, as in Redis. The steps are
@@ -31,7 +86,7 @@ pub fn save(
     dir: &Path,
     file_name: &str,
     compression: bool,
-) -> Result<u64, String> {
+) -> Result<u64, SnapshotError> {
     let temp = dir.join(format!("temp-{}.rdb", std::process::id()));
     let result = write_rdb(storage, keyspace, &temp, compression).and_then(|size| {
         install_file(storage, &temp, dir, file_name)?;
@@ -50,44 +105,62 @@ pub fn install_file(
     temp: &Path,
     dir: &Path,
     name: &str,
-) -> Result<(), String> {
-    let describe = |e: std::io::Error| format!("can't move the snapshot into place: {e}");
-    storage.rename(temp, &dir.join(name)).map_err(describe)?;
+) -> Result<(), SnapshotError> {
+    storage
+        .rename(temp, &dir.join(name))
+        .map_err(SnapshotError::Install)?;
     storage.checkpoint(CrashPoint::DumpRenamed);
-    storage.sync_dir(dir).map_err(describe)?;
+    storage.sync_dir(dir).map_err(SnapshotError::Install)?;
     storage.checkpoint(CrashPoint::DumpDirSynced);
     Ok(())
 }
 
 type PartWriter = RdbWriter<BufWriter<Box<dyn StorageFile>>>;
 
+fn io_error(action: FileAction, path: &Path) -> impl FnOnce(io::Error) -> SnapshotError {
+    move |source| SnapshotError::Io {
+        action,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn write_error(path: &Path) -> impl Fn(RdbError) -> SnapshotError + Copy {
+    move |source| SnapshotError::Write {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
 fn create_part(
     storage: &dyn Storage,
     path: &Path,
     options: &RdbWriterOptions,
-) -> Result<PartWriter, String> {
+) -> Result<PartWriter, SnapshotError> {
     let file = storage
         .create(path)
-        .map_err(|e| format!("can't create {}: {e}", path.display()))?;
-    RdbWriter::new(BufWriter::with_capacity(1 << 20, file), options)
-        .map_err(|e| format!("can't write {}: {e}", path.display()))
+        .map_err(io_error(FileAction::Create, path))?;
+    RdbWriter::new(BufWriter::with_capacity(1 << 20, file), options).map_err(write_error(path))
 }
 
 /// Ends the file (EOF, checksum) and flushes it; returns the file and its size.
-fn finish_writing(writer: PartWriter, path: &Path) -> Result<(Box<dyn StorageFile>, u64), String> {
-    let describe = |e: &dyn std::fmt::Display| format!("can't write {}: {e}", path.display());
-    let (buffered, size) = writer.finish().map_err(|e| describe(&e))?;
-    let file = buffered.into_inner().map_err(|e| describe(&e.error()))?;
+fn finish_writing(
+    writer: PartWriter,
+    path: &Path,
+) -> Result<(Box<dyn StorageFile>, u64), SnapshotError> {
+    let (buffered, size) = writer.finish().map_err(write_error(path))?;
+    let file = buffered
+        .into_inner()
+        .map_err(|e| io_error(FileAction::Write, path)(e.into_error()))?;
     Ok((file, size))
 }
 
-fn sync_file(mut file: Box<dyn StorageFile>, path: &Path) -> Result<(), String> {
-    file.sync_all()
-        .map_err(|e| format!("can't fsync {}: {e}", path.display()))
+fn sync_file(mut file: Box<dyn StorageFile>, path: &Path) -> Result<(), SnapshotError> {
+    file.sync_all().map_err(io_error(FileAction::Fsync, path))
 }
 
 /// Ends the file (EOF, checksum), flushes and fsyncs it; returns its size.
-fn finish_part(writer: PartWriter, path: &Path) -> Result<u64, String> {
+fn finish_part(writer: PartWriter, path: &Path) -> Result<u64, SnapshotError> {
     let (file, size) = finish_writing(writer, path)?;
     sync_file(file, path)?;
     Ok(size)
@@ -98,8 +171,8 @@ fn write_rdb(
     keyspace: &Keyspace,
     path: &Path,
     compression: bool,
-) -> Result<u64, String> {
-    let describe = |e: RdbError| format!("can't write {}: {e}", path.display());
+) -> Result<u64, SnapshotError> {
+    let describe = write_error(path);
     let options = RdbWriterOptions {
         compression,
         ..RdbWriterOptions::default()
@@ -147,10 +220,10 @@ pub fn read_into_dbs(
     databases: usize,
     key_delay_us: u64,
     expired: ExpiredKeys,
-) -> Result<(Vec<Db>, u64, u64), String> {
+) -> Result<(Vec<Db>, u64, u64), SnapshotError> {
     let file = storage
         .open_read(path)
-        .map_err(|e| format!("can't open {}: {e}", path.display()))?;
+        .map_err(io_error(FileAction::Open, path))?;
     let now_ms = crate::clock::unix_ms();
     let mut dbs: Vec<Db> = (0..databases).map(|_| Db::default()).collect();
     let mut keys = 0u64;
@@ -168,13 +241,20 @@ pub fn read_into_dbs(
         Ok(())
     };
     let reader = std::io::BufReader::with_capacity(1 << 20, StorageReader::new(file));
-    let summary = crate::rdb::load(reader, &mut visitor)
-        .map_err(|e| format!("Bad snapshot file {}: {e}", path.display()))?;
+    let summary =
+        crate::rdb::load(reader, &mut visitor).map_err(|source| SnapshotError::BadFile {
+            path: path.to_path_buf(),
+            source,
+        })?;
     Ok((dbs, keys, summary.bytes))
 }
 
 /// Loads an RDB file into `keyspace` (start-up with the log off); returns the keys loaded.
-pub fn load(storage: &dyn Storage, keyspace: &mut Keyspace, path: &Path) -> Result<u64, String> {
+pub fn load(
+    storage: &dyn Storage,
+    keyspace: &mut Keyspace,
+    path: &Path,
+) -> Result<u64, SnapshotError> {
     let (dbs, keys, _) = read_into_dbs(storage, path, keyspace.dbs.len(), 0, ExpiredKeys::Drop)?;
     for (target, db) in keyspace.dbs.iter_mut().zip(dbs) {
         target.absorb(db);
@@ -239,8 +319,10 @@ struct JobShared {
     held_bytes: AtomicU64,
     keys_written: AtomicU64,
     cancelled: AtomicBool,
-    outcome: Mutex<Option<Result<JobOutcome, String>>>,
 }
+
+/// Where the job's thread leaves the outcome for the event loop, which takes it.
+type OutcomeSlot<E> = Mutex<Option<Result<JobOutcome, E>>>;
 
 impl JobShared {
     /// No more captures will come. After a cancellation, what is queued is dropped too.
@@ -305,10 +387,11 @@ impl CaptureSink for JobShared {
 
 /// What the job's thread does once every part file is written and synced: install them
 /// (a manifest commit, a rename). Gets the part sizes; its error fails the job.
-pub type Finisher = Box<dyn FnOnce(&[u64]) -> Result<(), String> + Send>;
+pub type Finisher<E> = Box<dyn FnOnce(&[u64]) -> Result<(), E> + Send>;
 
-/// A description of the files of a background snapshot.
-pub struct JobSpec {
+/// A description of the files of a background snapshot; `E` is the finisher's error, the
+/// job's outcome's too.
+pub struct JobSpec<E> {
     pub storage: Arc<dyn Storage>,
     /// One path per part, in part order.
     pub part_paths: Vec<PathBuf>,
@@ -316,24 +399,36 @@ pub struct JobSpec {
     /// Aux fields of each part's own (its place in the set), after `options.extra_aux`;
     /// empty: none.
     pub part_aux: Vec<Vec<(bytes::Bytes, bytes::Bytes)>>,
-    pub finisher: Finisher,
+    pub finisher: Finisher<E>,
     /// `rdb-key-save-delay`: microseconds to sleep after each key (tests only).
     pub key_delay_us: u64,
     /// Wakes the event loop when the job is over.
     pub notify: Box<dyn Fn() + Send>,
 }
 
-/// The event loop's handle on a background snapshot.
-pub struct SnapshotJob {
+/// The event loop's handle on a background snapshot whose finisher fails with `E`.
+pub struct SnapshotJob<E = SnapshotError> {
     shared: Arc<JobShared>,
+    outcome: Arc<OutcomeSlot<E>>,
     capture_closed: bool,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-impl SnapshotJob {
+/// Where a background snapshot is, whatever its finisher: for throttling and INFO.
+#[derive(Clone, Copy, Debug)]
+pub struct JobProgress {
+    /// Slots remain to be captured.
+    pub capturing: bool,
+    /// Background capture waits for the writers to drain their queues.
+    pub throttled: bool,
+    pub held_bytes: u64,
+    pub keys_written: u64,
+}
+
+impl<E: From<SnapshotError> + Send + 'static> SnapshotJob<E> {
     /// Starts the writer threads and begins the capture: the snapshot is the dataset as
     /// it is now. Fails (capturing nothing) if the job's thread cannot be started.
-    pub fn start(keyspace: &mut Keyspace, spec: JobSpec) -> Result<SnapshotJob, String> {
+    pub fn start(keyspace: &mut Keyspace, spec: JobSpec<E>) -> Result<Self, SnapshotError> {
         let parts = spec.part_paths.len();
         assert!((1..=SLOT_COUNT).contains(&parts));
         let shared = Arc::new(JobShared {
@@ -341,26 +436,29 @@ impl SnapshotJob {
             held_bytes: AtomicU64::new(0),
             keys_written: AtomicU64::new(0),
             cancelled: AtomicBool::new(false),
-            outcome: Mutex::new(None),
         });
+        let outcome = Arc::new(Mutex::new(None));
         let hints = size_hints(keyspace, parts);
-        let thread_shared = shared.clone();
+        let (thread_shared, thread_outcome) = (shared.clone(), outcome.clone());
         let thread = std::thread::Builder::new()
             .name("snapshot".into())
-            .spawn(move || run_job(thread_shared, spec, hints))
-            .map_err(|e| format!("can't start a snapshot thread: {e}"))?;
+            .spawn(move || run_job(thread_shared, thread_outcome, spec, hints))
+            .map_err(SnapshotError::StartJob)?;
         // Same instant as far as clients can tell: no command runs between the caller's
         // start (the log switch) and this.
         keyspace.begin_capture(shared.clone());
         let mut job = SnapshotJob {
             shared,
+            outcome,
             capture_closed: false,
             thread: Some(thread),
         };
         job.close_if_captured(keyspace);
         Ok(job)
     }
+}
 
+impl<E> SnapshotJob<E> {
     /// Background capture for one event-loop turn: a bounded batch of slots, while the
     /// writers keep up (`capturing` says whether work is left for later turns).
     pub fn step(&mut self, keyspace: &mut Keyspace, max_slots: usize) {
@@ -390,9 +488,10 @@ impl SnapshotJob {
         }
     }
 
-    /// The outcome once the job is over (the finisher included).
-    pub fn outcome(&self) -> Option<Result<JobOutcome, String>> {
-        self.shared.outcome.lock().unwrap().clone()
+    /// The outcome once the job is over (the finisher included), handed over once: later
+    /// calls get None.
+    pub fn take_outcome(&self) -> Option<Result<JobOutcome, E>> {
+        self.outcome.lock().unwrap().take()
     }
 
     /// Stops the job: the writers give up, the finisher does not run, the capture ends.
@@ -417,6 +516,15 @@ impl SnapshotJob {
     pub fn keys_written(&self) -> u64 {
         self.shared.keys_written.load(Ordering::Relaxed)
     }
+
+    pub fn progress(&self) -> JobProgress {
+        JobProgress {
+            capturing: self.capturing(),
+            throttled: self.throttled(),
+            held_bytes: self.held_bytes(),
+            keys_written: self.keys_written(),
+        }
+    }
 }
 
 /// Per part, per database: (keys, keys with an expiry) at the start, for RESIZEDB.
@@ -435,10 +543,15 @@ fn size_hints(keyspace: &Keyspace, parts: usize) -> Vec<Vec<(u64, u64)>> {
 }
 
 /// The job's thread: runs one writer thread per part, then the finisher.
-fn run_job(shared: Arc<JobShared>, spec: JobSpec, hints: Vec<Vec<(u64, u64)>>) {
+fn run_job<E: From<SnapshotError>>(
+    shared: Arc<JobShared>,
+    slot: Arc<OutcomeSlot<E>>,
+    spec: JobSpec<E>,
+    hints: Vec<Vec<(u64, u64)>>,
+) {
     let started = Instant::now();
     let storage = &*spec.storage;
-    let results: Vec<Result<u64, String>> = std::thread::scope(|scope| {
+    let results: Vec<Result<u64, SnapshotError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = spec
             .part_paths
             .iter()
@@ -473,24 +586,23 @@ fn run_job(shared: Arc<JobShared>, spec: JobSpec, hints: Vec<Vec<(u64, u64)>>) {
         handles
             .into_iter()
             .map(|handle| match handle {
-                Ok(handle) => handle
-                    .join()
-                    .unwrap_or_else(|_| Err("a snapshot writer thread panicked".into())),
-                Err(e) => Err(format!("can't start a snapshot writer thread: {e}")),
+                Ok(handle) => handle.join().unwrap_or(Err(SnapshotError::WriterPanicked)),
+                Err(e) => Err(SnapshotError::StartWriter(e)),
             })
             .collect()
     });
-    let mut outcome = if shared.cancelled.load(Ordering::Acquire) {
+    let written = if shared.cancelled.load(Ordering::Acquire) {
         // Prefer the failure that caused the cancellation to the "cancelled" of the rest.
         let error = results
-            .iter()
-            .find_map(|r| r.as_ref().err().filter(|e| *e != CANCELLED))
-            .cloned()
-            .unwrap_or_else(|| CANCELLED.to_string());
+            .into_iter()
+            .filter_map(Result::err)
+            .find(|e| !matches!(e, SnapshotError::Cancelled))
+            .unwrap_or(SnapshotError::Cancelled);
         Err(error)
     } else {
-        results.into_iter().collect::<Result<Vec<u64>, String>>()
+        results.into_iter().collect::<Result<Vec<u64>, _>>()
     };
+    let mut outcome = written.map_err(E::from);
     if let Ok(part_bytes) = &outcome {
         storage.checkpoint(CrashPoint::SnapshotPartsWritten);
         if let Err(e) = (spec.finisher)(part_bytes) {
@@ -507,11 +619,9 @@ fn run_job(shared: Arc<JobShared>, spec: JobSpec, hints: Vec<Vec<(u64, u64)>>) {
         keys: shared.keys_written.load(Ordering::Relaxed),
         seconds: started.elapsed().as_secs_f64(),
     });
-    *shared.outcome.lock().unwrap() = Some(outcome);
+    *slot.lock().unwrap() = Some(outcome);
     (spec.notify)();
 }
-
-const CANCELLED: &str = "cancelled";
 
 /// Snapshot writer threads run at this nice value, below the event loop: on a machine
 /// with few cores the loop, which serves clients, wins the CPU. Single runs on 2 cores
@@ -541,9 +651,9 @@ fn write_part(
     options: &RdbWriterOptions,
     hints: &[(u64, u64)],
     key_delay_us: u64,
-) -> Result<u64, String> {
+) -> Result<u64, SnapshotError> {
     lower_thread_priority();
-    let describe = |e: RdbError| format!("can't write {}: {e}", path.display());
+    let describe = write_error(path);
     let mut writer = create_part(storage, path, options)?;
     let mut announced = vec![false; hints.len()];
     let mut first = true;
@@ -582,7 +692,7 @@ fn write_part(
             .fetch_sub(captured.bytes, Ordering::Relaxed);
     }
     if shared.cancelled.load(Ordering::Acquire) {
-        return Err(CANCELLED.into());
+        return Err(SnapshotError::Cancelled);
     }
     let size = finish_part(writer, path)?;
     storage.checkpoint(CrashPoint::SnapshotPartSynced);

@@ -8,14 +8,47 @@
 //! older than the files), after printing what it decided for each file and why and asking
 //! for confirmation. The decisions are `log::rebuild`'s; an existing manifest is kept as
 //! `<name>.manifest.bak` first.
+//!
+//! Exit status 0 when the log is valid (or was repaired, or the manifest written), 1
+//! otherwise; a `CheckError` (a file that can't be read or written) is printed on stderr.
 
 use clap::Parser;
-use std::io::{BufRead, Write};
+use std::io::{self, BufRead, Write};
 use std::path::{Path, PathBuf};
 use tessera::log::LogPaths;
-use tessera::log::manifest::{FileKind, Manifest};
-use tessera::log::scan::{LogDamage, scan_records};
+use tessera::log::manifest::{CommitError, FileKind, Manifest, ManifestError};
+use tessera::log::rebuild::RebuildError;
+use tessera::log::scan::{LogDamage, check_records};
 use tessera::storage::{RealStorage, Storage};
+
+/// Why the check, the repair or the rebuild could not go on (printed on stderr).
+#[derive(Debug, thiserror::Error)]
+enum CheckError {
+    #[error("Cannot open file {}: {source}", path.display())]
+    OpenFile { path: PathBuf, source: io::Error },
+    #[error("Cannot read the directory {}: {source}", dir.display())]
+    ReadDir { dir: PathBuf, source: io::Error },
+    /// The log's appendfilename can't be told from the names in the directory.
+    #[error(transparent)]
+    BaseName(RebuildError),
+    #[error(
+        "{}: {source}\n(to write a new manifest from the files in its directory, use \
+         --rebuild-manifest <dir>)",
+        path.display()
+    )]
+    BadManifest {
+        path: PathBuf,
+        source: ManifestError,
+    },
+    #[error("Cannot keep the old manifest as {}: {source}", backup.display())]
+    KeepOldManifest { backup: PathBuf, source: io::Error },
+    #[error("Cannot write {}: {source}", path.display())]
+    WriteManifest { path: PathBuf, source: CommitError },
+    #[error("Cannot open {} for writing: {source}", path.display())]
+    OpenForWriting { path: PathBuf, source: io::Error },
+    #[error("Failed to truncate AOF {name}: {source}")]
+    Truncate { name: String, source: io::Error },
+}
 
 #[derive(Parser)]
 #[command(
@@ -52,31 +85,24 @@ struct FileCheck {
     damage: Option<LogDamage>,
 }
 
-fn check_file(path: &Path) -> Result<FileCheck, String> {
+fn check_file(path: &Path) -> Result<FileCheck, CheckError> {
     let size = std::fs::metadata(path)
-        .map_err(|e| format!("Cannot open file {}: {e}", path.display()))?
+        .map_err(|source| CheckError::OpenFile {
+            path: path.to_path_buf(),
+            source,
+        })?
         .len();
-    let result = scan_records(
-        &tessera::storage::RealStorage::new(""),
-        path,
-        |_args, _offset| Ok(()),
-    );
-    Ok(match result {
+    Ok(match check_records(&RealStorage::new(""), path) {
         Ok(end) => FileCheck {
             size,
             valid_up_to: end,
             damage: None,
         },
-        Err((damage, _)) => {
-            let valid_up_to = match &damage {
-                LogDamage::Truncated { offset } | LogDamage::Corrupt { offset, .. } => *offset,
-            };
-            FileCheck {
-                size,
-                valid_up_to,
-                damage: Some(damage),
-            }
-        }
+        Err(damage) => FileCheck {
+            size,
+            valid_up_to: damage.offset(),
+            damage: Some(damage),
+        },
     })
 }
 
@@ -93,14 +119,17 @@ fn confirm(question: &str, assume_yes: bool) -> bool {
 }
 
 /// `--rebuild-manifest`: decide, show, confirm, keep the old manifest, commit.
-fn rebuild_manifest(dir: &Path, args: &Args) -> Result<bool, String> {
+fn rebuild_manifest(dir: &Path, args: &Args) -> Result<bool, CheckError> {
     let storage = RealStorage::new("");
     let names = storage
         .list_dir(dir)
-        .map_err(|e| format!("Cannot read the directory {}: {e}", dir.display()))?;
+        .map_err(|source| CheckError::ReadDir {
+            dir: dir.to_path_buf(),
+            source,
+        })?;
     let base_name = match &args.appendfilename {
         Some(name) => name.clone(),
-        None => tessera::log::rebuild::infer_base_name(&names).map_err(|e| e.to_string())?,
+        None => tessera::log::rebuild::infer_base_name(&names).map_err(CheckError::BaseName)?,
     };
     let paths = LogPaths {
         dir: dir.to_path_buf(),
@@ -148,11 +177,14 @@ fn rebuild_manifest(dir: &Path, args: &Args) -> Result<bool, String> {
     if let Some(backup) = backup {
         std::fs::copy(&manifest_path, &backup)
             .and_then(|_| std::fs::File::open(&backup)?.sync_all())
-            .map_err(|e| format!("Cannot keep the old manifest as {}: {e}", backup.display()))?;
+            .map_err(|source| CheckError::KeepOldManifest { backup, source })?;
     }
     paths
         .commit_manifest(&storage, &manifest)
-        .map_err(|e| format!("Cannot write {}: {e}", manifest_path.display()))?;
+        .map_err(|source| CheckError::WriteManifest {
+            path: manifest_path.clone(),
+            source,
+        })?;
     println!("Successfully wrote {}", manifest_path.display());
     Ok(true)
 }
@@ -168,7 +200,7 @@ fn free_name(path: &Path) -> PathBuf {
     candidate
 }
 
-fn run(args: &Args) -> Result<bool, String> {
+fn run(args: &Args) -> Result<bool, CheckError> {
     if args.rebuild_manifest {
         return rebuild_manifest(&args.file, args);
     }
@@ -177,14 +209,13 @@ fn run(args: &Args) -> Result<bool, String> {
         .file_name()
         .is_some_and(|n| n.to_string_lossy().ends_with(".manifest"));
     let files: Vec<PathBuf> = if is_manifest {
-        let bytes =
-            std::fs::read(file).map_err(|e| format!("Cannot open file {}: {e}", file.display()))?;
-        let manifest = Manifest::parse(&bytes).map_err(|e| {
-            format!(
-                "{}: {e}\n(to write a new manifest from the files in its directory, use \
-                 --rebuild-manifest <dir>)",
-                file.display()
-            )
+        let bytes = std::fs::read(file).map_err(|source| CheckError::OpenFile {
+            path: file.clone(),
+            source,
+        })?;
+        let manifest = Manifest::parse(&bytes).map_err(|source| CheckError::BadManifest {
+            path: file.clone(),
+            source,
         })?;
         let dir = file.parent().unwrap_or(Path::new("."));
         println!("Start checking Multi Part AOF");
@@ -240,10 +271,16 @@ fn run(args: &Args) -> Result<bool, String> {
         let file = std::fs::OpenOptions::new()
             .write(true)
             .open(path)
-            .map_err(|e| format!("Cannot open {} for writing: {e}", path.display()))?;
+            .map_err(|source| CheckError::OpenForWriting {
+                path: path.clone(),
+                source,
+            })?;
         file.set_len(check.valid_up_to)
             .and_then(|()| file.sync_all())
-            .map_err(|e| format!("Failed to truncate AOF {name}: {e}"))?;
+            .map_err(|source| CheckError::Truncate {
+                name: name.to_string(),
+                source,
+            })?;
         println!("Successfully truncated AOF {name}");
     }
     Ok(true)
@@ -254,8 +291,8 @@ fn main() {
     match run(&args) {
         Ok(true) => {}
         Ok(false) => std::process::exit(1),
-        Err(message) => {
-            eprintln!("{message}");
+        Err(error) => {
+            eprintln!("{error}");
             std::process::exit(1);
         }
     }

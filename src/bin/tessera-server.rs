@@ -17,7 +17,15 @@ Options are configuration directives with two leading dashes, as in redis-server
 Defaults: port 6379 on 127.0.0.1 and ::1, the append-only log on (appendonly yes,
 appendfsync everysec) in <dir>/appendonlydir. See tessera.conf for every directive.";
 
-fn init_logging(config: &Config) -> Result<(), String> {
+/// The `logfile` can't be opened (printed on stderr before the process exits).
+#[derive(Debug, thiserror::Error)]
+#[error("can't open the log file {path}: {source}")]
+struct LogFileError {
+    path: String,
+    source: std::io::Error,
+}
+
+fn init_logging(config: &Config) -> Result<(), LogFileError> {
     let level = match config.loglevel.as_str() {
         "debug" | "verbose" => tracing::Level::DEBUG,
         "warning" => tracing::Level::WARN,
@@ -37,7 +45,10 @@ fn init_logging(config: &Config) -> Result<(), String> {
             .create(true)
             .append(true)
             .open(&config.logfile)
-            .map_err(|e| format!("can't open the log file {}: {e}", config.logfile))?;
+            .map_err(|source| LogFileError {
+                path: config.logfile.clone(),
+                source,
+            })?;
         builder
             .with_ansi(false)
             .with_writer(std::sync::Mutex::new(file))
@@ -83,8 +94,8 @@ fn main() {
             std::process::exit(1);
         }
     };
-    if let Err(message) = init_logging(&config) {
-        eprintln!("{message}");
+    if let Err(error) = init_logging(&config) {
+        eprintln!("{error}");
         std::process::exit(1);
     }
     tracing::info!(

@@ -358,14 +358,24 @@ fn config_set(ctx: &mut Ctx, pairs: &Args) -> Action {
     Action::None
 }
 
+/// Why CONFIG SET refuses a higher maxclients (Redis's texts, after its reply's prefix).
+#[derive(Debug, thiserror::Error)]
+enum MaxClientsError {
+    #[error(transparent)]
+    Limit(#[from] crate::process::LimitError),
+    /// The open-files limit could be raised only this far.
+    #[error(
+        "The operating system is not able to handle the specified number of clients, try with {allowed}"
+    )]
+    TooMany { allowed: usize },
+}
+
 /// A higher maxclients needs a higher open-files limit (Redis's `updateMaxclients`): raise
 /// it, or refuse with the number of clients the limit allows.
-fn fit_open_files_limit(maxclients: usize) -> Result<(), String> {
-    let allowed = crate::process::adjust_open_files_limit(maxclients).map_err(|e| e.to_string())?;
+fn fit_open_files_limit(maxclients: usize) -> Result<(), MaxClientsError> {
+    let allowed = crate::process::adjust_open_files_limit(maxclients)?;
     if allowed < maxclients {
-        return Err(format!(
-            "The operating system is not able to handle the specified number of clients, try with {allowed}"
-        ));
+        return Err(MaxClientsError::TooMany { allowed });
     }
     Ok(())
 }

@@ -438,6 +438,14 @@ impl std::fmt::Display for CommitError {
     }
 }
 
+impl std::error::Error for CommitError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CommitError::NotCommitted(e) | CommitError::NotDurable(e) => Some(e),
+        }
+    }
+}
+
 impl From<CommitError> for std::io::Error {
     fn from(error: CommitError) -> std::io::Error {
         match error {

@@ -28,6 +28,7 @@ use crate::storage::{Storage, StorageReader};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::ops::RangeInclusive;
+use std::path::PathBuf;
 
 /// What the rebuild does with one file of the directory, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,10 +42,8 @@ pub struct FileDecision {
 /// Why no manifest can be rebuilt. The decisions made so far are in `Rebuild`.
 #[derive(Debug)]
 pub enum RebuildError {
-    Io {
-        action: String,
-        error: std::io::Error,
-    },
+    /// The directory can't be listed.
+    ListDir { dir: PathBuf, error: std::io::Error },
     /// No base or incremental file of the log in the directory.
     NoLogFiles,
     /// More than one file-name prefix: `--appendfilename` must say which log.
@@ -64,7 +63,9 @@ pub enum RebuildError {
 impl fmt::Display for RebuildError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            RebuildError::Io { action, error } => write!(f, "can't {action}: {error}"),
+            RebuildError::ListDir { dir, error } => {
+                write!(f, "can't list {}: {error}", dir.display())
+            }
             RebuildError::NoLogFiles => write!(f, "the directory holds no log file"),
             RebuildError::SeveralLogs(names) => write!(
                 f,
@@ -91,9 +92,8 @@ impl fmt::Display for RebuildError {
             ),
             RebuildError::Damaged { name, damage } => write!(
                 f,
-                "{name} is damaged ({}) and is not the last incremental file; restore it from \
-                 a backup",
-                describe_damage(damage)
+                "{name} is damaged ({damage}) and is not the last incremental file; restore it \
+                 from a backup"
             ),
         }
     }
@@ -101,11 +101,55 @@ impl fmt::Display for RebuildError {
 
 impl std::error::Error for RebuildError {}
 
-fn describe_damage(damage: &LogDamage) -> String {
-    match damage {
-        LogDamage::Truncated { offset } => format!("it ends inside a record at offset {offset}"),
-        LogDamage::Corrupt { offset, reason } => format!("bad format at offset {offset}: {reason}"),
-    }
+/// Why a base part can't be used (after its name, in the reason of a decision).
+#[derive(Debug, thiserror::Error)]
+enum PartError {
+    #[error("can't open it: {0}")]
+    Open(#[source] std::io::Error),
+    #[error("not a valid RDB file: {0}")]
+    NotRdb(#[source] crate::rdb::RdbError),
+    #[error("it records only some of its tessera-* aux fields")]
+    SomeHints,
+    #[error("aux field {field} '{value}' is not valid")]
+    BadHint { field: &'static str, value: String },
+}
+
+/// Why the files of a base are not one complete snapshot (in the reason of a decision).
+#[derive(Debug, thiserror::Error)]
+enum IncompleteBase {
+    #[error("a base in RESP form (aof-use-rdb-preamble no), which Tessera can't load")]
+    RespForm,
+    #[error("both a single-part name and numbered parts")]
+    MixedNames,
+    #[error("only one of its numbered parts is present")]
+    LoneNumberedPart,
+    #[error("part {0} is missing")]
+    PartMissing(usize),
+    #[error("{name}: {source}")]
+    BadPart { name: String, source: PartError },
+    /// A part written before parts recorded their place holds keys outside the slots it
+    /// would own in a set of `count`.
+    #[error(
+        "part {part} holds keys outside the slots it would own in a set of {count} \
+         (a part after it is missing)"
+    )]
+    KeysOutsideImpliedSlots { part: usize, count: usize },
+    #[error("some parts record their place and some do not")]
+    SomeUnrecorded,
+    #[error("{present} of its {parts} parts are present")]
+    PartsMissing { present: usize, parts: usize },
+    #[error("{name} records that it is part {part} of {parts}")]
+    WrongPlace {
+        name: String,
+        part: usize,
+        parts: usize,
+    },
+    #[error("slots from {0} are in no part")]
+    SlotsUncovered(usize),
+    #[error("{0} holds keys outside its slots")]
+    KeysOutsideSlots(String),
+    #[error("its parts disagree on the incremental file after them")]
+    FirstIncrDisagrees,
 }
 
 /// The outcome of a rebuild: a decision for every file, and the manifest or the reason
@@ -167,7 +211,7 @@ struct PartRead {
 
 /// Reads a whole RDB part: header, every record, the CRC64; gathers its hints and the
 /// slots of its keys.
-fn read_part(storage: &dyn Storage, paths: &LogPaths, name: &str) -> Result<PartRead, String> {
+fn read_part(storage: &dyn Storage, paths: &LogPaths, name: &str) -> Result<PartRead, PartError> {
     #[derive(Default)]
     struct Visitor {
         aux: BTreeMap<String, String>,
@@ -193,10 +237,10 @@ fn read_part(storage: &dyn Storage, paths: &LogPaths, name: &str) -> Result<Part
     }
     let file = storage
         .open_read(&paths.file(name))
-        .map_err(|e| format!("can't open it: {e}"))?;
+        .map_err(PartError::Open)?;
     let reader = std::io::BufReader::with_capacity(1 << 20, StorageReader::new(file));
     let mut visitor = Visitor::default();
-    crate::rdb::load(reader, &mut visitor).map_err(|e| format!("not a valid RDB file: {e}"))?;
+    crate::rdb::load(reader, &mut visitor).map_err(PartError::NotRdb)?;
     let hints = hints_of(&visitor.aux)?;
     Ok(PartRead {
         hints,
@@ -207,16 +251,20 @@ fn read_part(storage: &dyn Storage, paths: &LogPaths, name: &str) -> Result<Part
 
 /// None when the part records none of the hints; an error when it records some, or
 /// nonsense.
-fn hints_of(aux: &BTreeMap<String, String>) -> Result<Option<PartHints>, String> {
+fn hints_of(aux: &BTreeMap<String, String>) -> Result<Option<PartHints>, PartError> {
     let fields = [AUX_PART, AUX_PARTS, AUX_SLOTS, AUX_FIRST_INCR].map(|key| aux.get(key));
     let [Some(part), Some(parts), Some(slots), Some(first_incr)] = fields else {
         if fields.iter().any(Option::is_some) {
-            return Err("it records only some of its tessera-* aux fields".into());
+            return Err(PartError::SomeHints);
         }
         return Ok(None);
     };
-    let bad = |field: &str, value: &str| format!("aux field {field} '{value}' is not valid");
-    let number = |field: &str, value: &str| value.parse::<u64>().map_err(|_| bad(field, value));
+    let bad = |field: &'static str, value: &str| PartError::BadHint {
+        field,
+        value: value.to_string(),
+    };
+    let number =
+        |field: &'static str, value: &str| value.parse::<u64>().map_err(|_| bad(field, value));
     let part = number(AUX_PART, part)? as usize;
     let parts = number(AUX_PARTS, parts)? as usize;
     let (first, last) = slots.split_once('-').ok_or_else(|| bad(AUX_SLOTS, slots))?;
@@ -258,15 +306,13 @@ fn check_base_set(
     storage: &dyn Storage,
     paths: &LogPaths,
     mut files: Vec<(BasePart, String)>,
-) -> Result<BaseSet, String> {
+) -> Result<BaseSet, IncompleteBase> {
     files.sort();
     if files.iter().any(|(part, _)| *part == BasePart::Resp) {
-        return Err(
-            "a base in RESP form (aof-use-rdb-preamble no), which Tessera can't load".into(),
-        );
+        return Err(IncompleteBase::RespForm);
     }
     if files.iter().any(|(part, _)| *part == BasePart::Only) && files.len() > 1 {
-        return Err("both a single-part name and numbered parts".into());
+        return Err(IncompleteBase::MixedNames);
     }
     let numbered = files
         .iter()
@@ -275,14 +321,17 @@ fn check_base_set(
     if numbered && count == 1 {
         // A snapshot in one part is named `<seq>.base.rdb`: a lone numbered part is what
         // is left of several.
-        return Err("only one of its numbered parts is present".into());
+        return Err(IncompleteBase::LoneNumberedPart);
     }
     let mut reads = Vec::new();
     for (index, (part, name)) in files.iter().enumerate() {
         if numbered && *part != BasePart::Numbered(index + 1) {
-            return Err(format!("part {} is missing", index + 1));
+            return Err(IncompleteBase::PartMissing(index + 1));
         }
-        let read = read_part(storage, paths, name).map_err(|e| format!("{name}: {e}"))?;
+        let read = read_part(storage, paths, name).map_err(|source| IncompleteBase::BadPart {
+            name: name.clone(),
+            source,
+        })?;
         reads.push(read);
     }
     let hinted = reads.iter().filter(|r| r.hints.is_some()).count();
@@ -294,45 +343,48 @@ fn check_base_set(
             if let Some((low, high)) = read.slots_used
                 && (low < *owned.start() || high > *owned.end())
             {
-                return Err(format!(
-                    "part {} holds keys outside the slots it would own in a set of {count} \
-                     (a part after it is missing)",
-                    index + 1
-                ));
+                return Err(IncompleteBase::KeysOutsideImpliedSlots {
+                    part: index + 1,
+                    count,
+                });
             }
         }
         None
     } else if hinted < count {
-        return Err("some parts record their place and some do not".into());
+        return Err(IncompleteBase::SomeUnrecorded);
     } else {
         let hints: Vec<&PartHints> = reads.iter().filter_map(|r| r.hints.as_ref()).collect();
         let parts = hints[0].parts;
         if parts != count {
-            return Err(format!("{count} of its {parts} parts are present"));
+            return Err(IncompleteBase::PartsMissing {
+                present: count,
+                parts,
+            });
         }
         let mut next = 0;
         for (index, (hint, read)) in hints.iter().zip(&reads).enumerate() {
             if hint.part != index + 1 || hint.parts != parts {
-                return Err(format!(
-                    "{} records that it is part {} of {}",
-                    files[index].1, hint.part, hint.parts
-                ));
+                return Err(IncompleteBase::WrongPlace {
+                    name: files[index].1.clone(),
+                    part: hint.part,
+                    parts: hint.parts,
+                });
             }
             if *hint.slots.start() != next {
-                return Err(format!("slots from {next} are in no part"));
+                return Err(IncompleteBase::SlotsUncovered(next));
             }
             next = hint.slots.end() + 1;
             if let Some((low, high)) = read.slots_used
                 && (low < *hint.slots.start() || high > *hint.slots.end())
             {
-                return Err(format!("{} holds keys outside its slots", files[index].1));
+                return Err(IncompleteBase::KeysOutsideSlots(files[index].1.clone()));
             }
             if hint.first_incr != hints[0].first_incr {
-                return Err("its parts disagree on the incremental file after them".into());
+                return Err(IncompleteBase::FirstIncrDisagrees);
             }
         }
         if next != SLOT_COUNT {
-            return Err(format!("slots from {next} are in no part"));
+            return Err(IncompleteBase::SlotsUncovered(next));
         }
         Some(hints[0].first_incr)
     };
@@ -363,8 +415,8 @@ fn decide(
 ) -> Result<Manifest, RebuildError> {
     let names = storage
         .list_dir(&paths.dir)
-        .map_err(|error| RebuildError::Io {
-            action: format!("list {}", paths.dir.display()),
+        .map_err(|error| RebuildError::ListDir {
+            dir: paths.dir.clone(),
             error,
         })?;
     let mut decide = |name: &str, listed: Option<FileKind>, reason: String| {
@@ -511,16 +563,15 @@ fn decide(
     };
     for (index, (seq, name)) in after.iter().enumerate() {
         let is_last = index + 1 == after.len();
-        let scanned = super::scan::scan_records(storage, &paths.file(name), |_, _| Ok(()));
+        let scanned = super::scan::check_records(storage, &paths.file(name));
         let mut reason = format!("incremental file {seq}, in order from {first} ({why_first})");
         match scanned {
             Ok(bytes) => reason.push_str(&format!(": {bytes} bytes of complete records")),
-            Err((damage, _)) if is_last => reason.push_str(&format!(
-                "; WARNING: {} — start-up cuts a torn last record (aof-load-truncated yes), \
-                 otherwise run tessera-check-aof --fix on the new manifest",
-                describe_damage(&damage)
+            Err(damage) if is_last => reason.push_str(&format!(
+                "; WARNING: {damage} — start-up cuts a torn last record (aof-load-truncated \
+                 yes), otherwise run tessera-check-aof --fix on the new manifest"
             )),
-            Err((damage, _)) => {
+            Err(damage) => {
                 return Err(RebuildError::Damaged {
                     name: (*name).clone(),
                     damage,

@@ -2,21 +2,79 @@
 //! large reads. Start-up replay (`recovery`), the manifest rebuild (`log::rebuild`) and
 //! `tessera-check-aof` all read logs through `scan_records`, so that they agree on what is
 //! a record, what is a torn tail (a crash mid-write: only the end of the last file may be
-//! cut) and what is damage.
+//! cut) and what is damage. A caller's `apply` may refuse a record (the replay's engine
+//! does): `ScanError` tells that from damage.
 
 use crate::resp::{Parse, ParseLimits, Progress, parse_request};
 use crate::storage::{Storage, StorageReader};
+use std::convert::Infallible;
 use std::io::Read;
 use std::ops::Range;
 use std::path::Path;
 
-/// Why a log file could not be loaded.
-#[derive(Debug, PartialEq, Eq)]
+/// Why a log file could not be loaded. Displayed as `tessera-check-aof --rebuild-manifest`
+/// describes it.
+#[derive(Debug, thiserror::Error)]
 pub enum LogDamage {
     /// The file ends inside a record that starts at `offset`.
+    #[error("it ends inside a record at offset {offset}")]
     Truncated { offset: u64 },
     /// Bytes at `offset` are not a valid record.
-    Corrupt { offset: u64, reason: String },
+    #[error("bad format at offset {offset}: {reason}")]
+    Corrupt { offset: u64, reason: Corruption },
+}
+
+impl LogDamage {
+    /// Where the file stops being valid: the bytes before it are complete records.
+    pub fn offset(&self) -> u64 {
+        match self {
+            LogDamage::Truncated { offset } | LogDamage::Corrupt { offset, .. } => *offset,
+        }
+    }
+}
+
+/// What is wrong at a damaged offset. The texts appear in start-up's refusal and in
+/// `tessera-check-aof`'s report.
+#[derive(Debug, thiserror::Error)]
+pub enum Corruption {
+    /// A bulk's length is not followed by its CRLF (a hole of zeros, a bad length).
+    #[error("a bulk argument is not followed by CRLF")]
+    UnterminatedBulk,
+    #[error("MULTI inside a MULTI block")]
+    NestedMulti,
+    #[error("EXEC without MULTI")]
+    ExecWithoutMulti,
+    /// An inline command, or an empty multibulk.
+    #[error("not a command record (expected '*' followed by a positive count)")]
+    NotACommand,
+    /// The request parser's protocol error (Redis's text).
+    #[error("{0}")]
+    Protocol(&'static str),
+    /// The file ends inside a record whose length runs past complete records.
+    #[error("a record's length runs past later valid records")]
+    LengthRunsPast,
+    /// The file could not be opened (reported at offset 0) or read.
+    #[error("{0}")]
+    Unreadable(#[source] std::io::Error),
+}
+
+/// Why `scan_records` stopped before the end of the file.
+#[derive(Debug)]
+pub enum ScanError<E> {
+    /// The file is damaged (or unreadable) there.
+    Damaged(LogDamage),
+    /// `apply` refused the record at `offset`.
+    Refused { offset: u64, error: E },
+}
+
+impl ScanError<Infallible> {
+    /// The damage: an `apply` that can't fail refuses nothing.
+    pub fn into_damage(self) -> LogDamage {
+        match self {
+            ScanError::Damaged(damage) => damage,
+            ScanError::Refused { error, .. } => match error {},
+        }
+    }
 }
 
 const READ_CHUNK_BYTES: usize = 4 * 1024 * 1024;
@@ -31,25 +89,24 @@ fn log_limits() -> ParseLimits {
     }
 }
 
+/// Checks a log file's records without looking at them: the bytes of complete records,
+/// or the first damage.
+pub fn check_records(storage: &dyn Storage, path: &Path) -> Result<u64, LogDamage> {
+    scan_records(storage, path, |_, _| Ok::<(), Infallible>(())).map_err(ScanError::into_damage)
+}
+
 /// Reads RESP records from a log file, calling `apply` with each record's arguments and
-/// its starting offset. Stops at the first damage. Returns the bytes consumed.
-pub fn scan_records(
+/// its starting offset. Stops at the first damage or refusal. Returns the bytes consumed.
+pub fn scan_records<E>(
     storage: &dyn Storage,
     path: &Path,
-    mut apply: impl FnMut(&[&[u8]], u64) -> Result<(), String>,
-) -> Result<u64, (LogDamage, Option<String>)> {
+    mut apply: impl FnMut(&[&[u8]], u64) -> Result<(), E>,
+) -> Result<u64, ScanError<E>> {
+    let damaged = |offset, reason| ScanError::Damaged(LogDamage::Corrupt { offset, reason });
     let mut file = storage
         .open_read(path)
         .map(StorageReader::new)
-        .map_err(|e| {
-            (
-                LogDamage::Corrupt {
-                    offset: 0,
-                    reason: e.to_string(),
-                },
-                None,
-            )
-        })?;
+        .map_err(|e| damaged(0, Corruption::Unreadable(e)))?;
     let limits = log_limits();
     let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
     let mut start = 0usize; // parse position in buf
@@ -77,32 +134,26 @@ pub fn scan_records(
                     .iter()
                     .any(|r| slice.get(r.end..r.end + 2) != Some(&b"\r\n"[..]));
                 let malformed = if unterminated {
-                    Some("a bulk argument is not followed by CRLF")
+                    Some(Corruption::UnterminatedBulk)
                 } else if args[0].eq_ignore_ascii_case(b"multi") {
                     let nested = open_multi.replace(record_offset).is_some();
-                    nested.then_some("MULTI inside a MULTI block")
+                    nested.then_some(Corruption::NestedMulti)
                 } else if args[0].eq_ignore_ascii_case(b"exec") {
-                    open_multi.take().is_none().then_some("EXEC without MULTI")
+                    open_multi
+                        .take()
+                        .is_none()
+                        .then_some(Corruption::ExecWithoutMulti)
                 } else {
                     None
                 };
                 if let Some(reason) = malformed {
-                    return Err((
-                        LogDamage::Corrupt {
-                            offset: record_offset,
-                            reason: reason.into(),
-                        },
-                        None,
-                    ));
+                    return Err(damaged(record_offset, reason));
                 }
-                if let Err(message) = apply(&args, record_offset) {
-                    return Err((
-                        LogDamage::Corrupt {
-                            offset: record_offset,
-                            reason: message.clone(),
-                        },
-                        Some(message),
-                    ));
+                if let Err(error) = apply(&args, record_offset) {
+                    return Err(ScanError::Refused {
+                        offset: record_offset,
+                        error,
+                    });
                 }
                 start += used;
             }
@@ -112,11 +163,11 @@ pub fn scan_records(
             | Parse::BigArgument { .. } => {
                 let offset = base_offset + start as u64;
                 let reason = match parsed {
-                    Parse::Invalid(why) => why.to_string(),
+                    Parse::Invalid(why) => Corruption::Protocol(why),
                     Parse::BigArgument { .. } => unreachable!("disabled by log_limits"),
-                    _ => "not a command record (expected '*' followed by a positive count)".into(),
+                    _ => Corruption::NotACommand,
                 };
-                return Err((LogDamage::Corrupt { offset, reason }, None));
+                return Err(damaged(offset, reason));
             }
             Parse::Incomplete => {
                 if eof {
@@ -129,9 +180,9 @@ pub fn scan_records(
                     return match (damage, open_multi) {
                         (None, None) => Ok(offset),
                         (None | Some(LogDamage::Truncated { .. }), Some(multi)) => {
-                            Err((LogDamage::Truncated { offset: multi }, None))
+                            Err(ScanError::Damaged(LogDamage::Truncated { offset: multi }))
                         }
-                        (Some(damage), _) => Err((damage, None)),
+                        (Some(damage), _) => Err(ScanError::Damaged(damage)),
                     };
                 }
                 // Keep the unparsed tail, read more.
@@ -146,13 +197,7 @@ pub fn scan_records(
                         Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                         Err(e) => {
                             let offset = base_offset + old_len as u64;
-                            return Err((
-                                LogDamage::Corrupt {
-                                    offset,
-                                    reason: e.to_string(),
-                                },
-                                None,
-                            ));
+                            return Err(damaged(offset, Corruption::Unreadable(e)));
                         }
                     }
                 };
@@ -182,7 +227,7 @@ fn classify_incomplete_tail(tail: &[u8], offset: u64) -> LogDamage {
         {
             return LogDamage::Corrupt {
                 offset,
-                reason: "a record's length runs past later valid records".into(),
+                reason: Corruption::LengthRunsPast,
             };
         }
     }
@@ -209,13 +254,13 @@ mod tests {
         let mut keys = Vec::new();
         let result = scan_records(&storage, path, |args, _| {
             keys.push(args[1].to_vec());
-            Ok(())
+            Ok::<(), Infallible>(())
         });
-        match result {
-            Err((LogDamage::Corrupt { offset, reason }, _)) => {
-                assert_eq!(offset, first.len() as u64);
-                assert!(reason.contains("CRLF"), "{reason}");
-            }
+        match result.map_err(ScanError::into_damage) {
+            Err(LogDamage::Corrupt {
+                offset,
+                reason: Corruption::UnterminatedBulk,
+            }) => assert_eq!(offset, first.len() as u64),
             other => panic!("{other:?}"),
         }
         assert_eq!(keys, [b"a".to_vec()]);

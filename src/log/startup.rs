@@ -70,8 +70,10 @@ pub enum OpenError {
         manifest: PathBuf,
         files: Vec<(String, u64)>,
     },
+    /// The system refused a step: what was being done, to which file or directory.
     Io {
-        action: String,
+        action: &'static str,
+        path: PathBuf,
         error: std::io::Error,
     },
 }
@@ -150,21 +152,33 @@ impl fmt::Display for OpenError {
                 list_with_sizes(files),
                 rebuild(dir)
             ),
-            OpenError::Io { action, error } => write!(f, "can't {action}: {error}"),
+            OpenError::Io {
+                action,
+                path,
+                error,
+            } => write!(f, "can't {action} {}: {error}", path.display()),
         }
     }
 }
 
-impl std::error::Error for OpenError {}
+impl std::error::Error for OpenError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            OpenError::Io { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
 
 /// `map_err` for an I/O step: "can't <what> <path>: <error>".
 fn io_error<E: Into<std::io::Error>>(
-    what: &str,
+    action: &'static str,
     path: &std::path::Path,
 ) -> impl FnOnce(E) -> OpenError {
-    let action = format!("{what} {}", path.display());
+    let path = path.to_path_buf();
     move |error| OpenError::Io {
         action,
+        path,
         error: error.into(),
     }
 }

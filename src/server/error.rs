@@ -1,5 +1,6 @@
 //! Why the server could not start, run on, or shut down (texts as the log shows them).
 
+use std::error::Error;
 use std::fmt;
 use std::io;
 
@@ -9,12 +10,12 @@ pub enum ServerError {
     Setup(&'static str, io::Error),
     Listen(crate::net::ListenError),
     /// The start-up load refused or failed (the reason names files and offsets).
-    Load(String),
+    Load(crate::recovery::LoadError),
     LoadPanicked,
     OpenLog(io::Error),
     EventLoop(io::Error),
     /// The final snapshot of SHUTDOWN SAVE could not be written (the server runs on).
-    FinalSnapshot(String),
+    FinalSnapshot(crate::snapshot::SnapshotError),
     /// The log could not be synced at SHUTDOWN (the server runs on, the writer retrying).
     LogSync(crate::log::writer::LogError),
 }
@@ -24,9 +25,8 @@ impl fmt::Display for ServerError {
         match self {
             ServerError::Setup(what, e) => write!(f, "can't {what}: {e}"),
             ServerError::Listen(e) => write!(f, "{e}"),
-            ServerError::Load(message) | ServerError::FinalSnapshot(message) => {
-                f.write_str(message)
-            }
+            ServerError::Load(e) => write!(f, "{e}"),
+            ServerError::FinalSnapshot(e) => write!(f, "{e}"),
             ServerError::LogSync(e) => write!(f, "can't sync the append-only log: {e}"),
             ServerError::LoadPanicked => f.write_str("the loading thread panicked"),
             ServerError::OpenLog(e) => write!(f, "can't open the append-only log: {e}"),
@@ -35,4 +35,18 @@ impl fmt::Display for ServerError {
     }
 }
 
-impl std::error::Error for ServerError {}
+impl Error for ServerError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            ServerError::Setup(_, e) | ServerError::OpenLog(e) | ServerError::EventLoop(e) => {
+                Some(e)
+            }
+            ServerError::LogSync(e) => Some(e),
+            // Shown as their own text: their source is the inner error's.
+            ServerError::Listen(e) => e.source(),
+            ServerError::Load(e) => e.source(),
+            ServerError::FinalSnapshot(e) => e.source(),
+            ServerError::LoadPanicked => None,
+        }
+    }
+}

@@ -11,7 +11,7 @@ use super::Server;
 use crate::compaction::Compaction;
 use crate::engine::Job;
 use crate::log::LogWriter;
-use crate::snapshot::SnapshotJob;
+use crate::snapshot::{JobOutcome, JobProgress, SnapshotError, SnapshotJob};
 use std::time::{Duration, Instant};
 
 /// Slots a background snapshot captures per event-loop turn (a table copy each).
@@ -40,18 +40,18 @@ impl Jobs {
         self.compaction.is_some() || self.background_save.is_some()
     }
 
-    fn snapshots(&self) -> impl Iterator<Item = &SnapshotJob> {
-        let compaction = self.compaction.as_ref().map(|c| &c.job);
+    fn snapshots(&self) -> impl Iterator<Item = JobProgress> {
+        let compaction = self.compaction.as_ref().map(|c| c.job.progress());
         compaction
             .into_iter()
-            .chain(self.background_save.as_ref().map(|b| &b.job))
+            .chain(self.background_save.as_ref().map(|b| b.job.progress()))
     }
 
     /// Some(throttled) while a background snapshot still has slots to capture.
     pub fn capture_pending(&self) -> Option<bool> {
         self.snapshots()
-            .filter(|job| job.capturing())
-            .map(|job| job.throttled())
+            .filter(|job| job.capturing)
+            .map(|job| job.throttled)
             .reduce(|a, b| a && b)
     }
 
@@ -108,13 +108,13 @@ impl Server {
         if let Some(save) = &mut self.jobs.background_save {
             save.job
                 .step(&mut self.engine.keyspace, CAPTURE_SLOTS_PER_TURN);
-            if let Some(outcome) = save.job.outcome() {
+            if let Some(outcome) = save.job.take_outcome() {
                 let save = self.jobs.background_save.take().expect("checked");
                 self.finish_background_save(outcome, save.dirty_at_start);
             }
         }
-        let held = self.jobs.snapshots().map(SnapshotJob::held_bytes).sum();
-        let keys_written = self.jobs.snapshots().next().map(SnapshotJob::keys_written);
+        let held = self.jobs.snapshots().map(|job| job.held_bytes).sum();
+        let keys_written = self.jobs.snapshots().next().map(|job| job.keys_written);
         let p = &mut self.engine.state.persistence;
         p.capture_held_bytes = held;
         match keys_written {
@@ -278,7 +278,7 @@ impl Server {
 
     fn finish_background_save(
         &mut self,
-        outcome: Result<crate::snapshot::JobOutcome, String>,
+        outcome: Result<JobOutcome, SnapshotError>,
         dirty_at_start: u64,
     ) {
         let state = &mut self.engine.state;

@@ -61,7 +61,9 @@ pub struct Server {
     /// event loop's record of their outcomes).
     manifest: Option<Manifest>,
     /// The start-up load, until it is over (clients get -LOADING meanwhile).
-    loading: Option<std::thread::JoinHandle<Result<crate::recovery::Loaded, String>>>,
+    loading: Option<
+        std::thread::JoinHandle<Result<crate::recovery::Loaded, crate::recovery::LoadError>>,
+    >,
     jobs: jobs::Jobs,
     /// The fsync policy the log writer was last given (CONFIG SET changes the config).
     writer_policy: FsyncPolicy,
