@@ -86,6 +86,7 @@ pub struct Settings {
     pub key_delay_us: u64,
     /// `rdbcompression`.
     pub compression: bool,
+    pub pacing: crate::snapshot::Pacing,
 }
 
 /// A compaction in progress, as the event loop sees it.
@@ -122,6 +123,7 @@ impl Compaction {
             parts,
             key_delay_us,
             compression,
+            pacing,
         } = settings;
         let parts = parts.clamp(1, crate::keyspace::SLOT_COUNT);
         let incr_seq = manifest.last_incremental().map_or(1, |e| e.seq + 1);
@@ -187,6 +189,7 @@ impl Compaction {
                     .collect(),
                 finisher,
                 key_delay_us,
+                pacing,
                 notify,
             },
         )?;

@@ -17,7 +17,7 @@
 
 use crate::keyspace::{CaptureSink, Db, Entry, Keyspace, SLOT_COUNT, Slot};
 use crate::rdb::{RdbError, RdbWriter, RdbWriterOptions, Refusal};
-use crate::storage::{CrashPoint, Storage, StorageFile, StorageReader};
+use crate::storage::{CrashPoint, PacedFile, RateLimit, Storage, StorageFile, StorageReader};
 use std::collections::VecDeque;
 use std::fmt;
 use std::io::{self, BufWriter};
@@ -86,9 +86,14 @@ pub fn save(
     dir: &Path,
     file_name: &str,
     compression: bool,
+    incremental_fsync: bool,
 ) -> Result<u64, SnapshotError> {
     let temp = dir.join(format!("temp-{}.rdb", std::process::id()));
-    let result = write_rdb(storage, keyspace, &temp, compression).and_then(|size| {
+    let pacing = Pacing {
+        incremental_fsync,
+        rate: None,
+    };
+    let result = write_rdb(storage, keyspace, &temp, compression, &pacing).and_then(|size| {
         install_file(storage, &temp, dir, file_name)?;
         Ok(size)
     });
@@ -115,7 +120,16 @@ pub fn install_file(
     Ok(())
 }
 
-type PartWriter = RdbWriter<BufWriter<Box<dyn StorageFile>>>;
+type PartWriter = RdbWriter<BufWriter<PacedFile>>;
+
+/// How a snapshot's files go to disk: writeback started every few megabytes
+/// (`rdb-save-incremental-fsync`, `aof-rewrite-incremental-fsync`), and the byte rate all
+/// background jobs share (`aof-rewrite-max-rate`; none for SAVE, which blocks anyway).
+#[derive(Clone, Default)]
+pub struct Pacing {
+    pub incremental_fsync: bool,
+    pub rate: Option<Arc<RateLimit>>,
+}
 
 fn io_error(action: FileAction, path: &Path) -> impl FnOnce(io::Error) -> SnapshotError {
     move |source| SnapshotError::Io {
@@ -136,11 +150,13 @@ fn create_part(
     storage: &dyn Storage,
     path: &Path,
     options: &RdbWriterOptions,
+    pacing: &Pacing,
 ) -> Result<PartWriter, SnapshotError> {
     let file = storage
         .create(path)
         .map_err(io_error(FileAction::Create, path))?;
-    RdbWriter::new(BufWriter::with_capacity(1 << 20, file), options).map_err(write_error(path))
+    let paced = PacedFile::new(file, pacing.incremental_fsync, pacing.rate.clone());
+    RdbWriter::new(BufWriter::with_capacity(1 << 20, paced), options).map_err(write_error(path))
 }
 
 /// Ends the file (EOF, checksum) and flushes it; returns the file and its size.
@@ -152,7 +168,7 @@ fn finish_writing(
     let file = buffered
         .into_inner()
         .map_err(|e| io_error(FileAction::Write, path)(e.into_error()))?;
-    Ok((file, size))
+    Ok((file.into_inner(), size))
 }
 
 fn sync_file(mut file: Box<dyn StorageFile>, path: &Path) -> Result<(), SnapshotError> {
@@ -171,13 +187,14 @@ fn write_rdb(
     keyspace: &Keyspace,
     path: &Path,
     compression: bool,
+    pacing: &Pacing,
 ) -> Result<u64, SnapshotError> {
     let describe = write_error(path);
     let options = RdbWriterOptions {
         compression,
         ..RdbWriterOptions::default()
     };
-    let mut writer = create_part(storage, path, &options)?;
+    let mut writer = create_part(storage, path, &options, pacing)?;
     for (index, db) in keyspace.dbs.iter().enumerate() {
         if db.is_empty() {
             continue;
@@ -402,6 +419,7 @@ pub struct JobSpec<E> {
     pub finisher: Finisher<E>,
     /// `rdb-key-save-delay`: microseconds to sleep after each key (tests only).
     pub key_delay_us: u64,
+    pub pacing: Pacing,
     /// Wakes the event loop when the job is over.
     pub notify: Box<dyn Fn() + Send>,
 }
@@ -564,11 +582,17 @@ fn run_job<E: From<SnapshotError>>(
                     options.extra_aux.extend(aux.iter().cloned());
                 }
                 let delay = spec.key_delay_us;
+                let pacing = &spec.pacing;
                 let spawned = std::thread::Builder::new()
                     .name(format!("snapshot-part-{}", part + 1))
                     .spawn_scoped(scope, move || {
-                        let result =
-                            write_part(shared, part, storage, path, &options, &hints, delay);
+                        let target = PartTarget {
+                            storage,
+                            path,
+                            options: &options,
+                            pacing,
+                        };
+                        let result = write_part(shared, part, &target, &hints, delay);
                         if result.is_err() {
                             // One part failed: the snapshot is lost, stop the others.
                             shared.cancelled.store(true, Ordering::Release);
@@ -642,19 +666,31 @@ fn lower_thread_priority() {
     }
 }
 
+/// Where and how one part is written.
+struct PartTarget<'a> {
+    storage: &'a dyn Storage,
+    path: &'a Path,
+    options: &'a RdbWriterOptions,
+    pacing: &'a Pacing,
+}
+
 /// One writer thread: serialises the captures of its part into its file.
 fn write_part(
     shared: &JobShared,
     part: usize,
-    storage: &dyn Storage,
-    path: &Path,
-    options: &RdbWriterOptions,
+    target: &PartTarget<'_>,
     hints: &[(u64, u64)],
     key_delay_us: u64,
 ) -> Result<u64, SnapshotError> {
     lower_thread_priority();
+    let PartTarget {
+        storage,
+        path,
+        options,
+        pacing,
+    } = *target;
     let describe = write_error(path);
-    let mut writer = create_part(storage, path, options)?;
+    let mut writer = create_part(storage, path, options, pacing)?;
     let mut announced = vec![false; hints.len()];
     let mut first = true;
     while let Some(captured) = shared.next(part) {

@@ -164,6 +164,7 @@ fn save(ctx: &mut Ctx, _args: &Args) -> Action {
         &config.dir,
         &config.dbfilename,
         compression,
+        config.rdb_save_incremental_fsync,
     ) {
         Ok(size) => {
             tracing::info!("DB saved on disk ({size} bytes)");

@@ -34,6 +34,9 @@ impl Server {
                 self.release_held(durable, writer.is_failing());
             }
         }
+        self.jobs
+            .rate
+            .set(self.engine.state.config.aof_rewrite_max_rate);
         self.engine
             .active_expire_cycle(&mut self.expire_cursor, now_ms, EXPIRE_CYCLE_BUDGET);
         // Jobs scheduled while nothing was running (BGREWRITEAOF inside EXEC).

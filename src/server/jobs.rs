@@ -12,6 +12,8 @@ use crate::compaction::Compaction;
 use crate::engine::Job;
 use crate::log::LogWriter;
 use crate::snapshot::{JobOutcome, JobProgress, SnapshotError, SnapshotJob};
+use crate::storage::RateLimit;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Slots a background snapshot captures per event-loop turn (a table copy each).
@@ -26,6 +28,9 @@ const BGSAVE_RETRY_DELAY: Duration = Duration::from_secs(5);
 pub(super) struct Jobs {
     pub compaction: Option<Compaction>,
     pub background_save: Option<BackgroundSave>,
+    /// `aof-rewrite-max-rate`, shared by every job's writers; the cron keeps it in step
+    /// with the configuration, so a CONFIG SET applies to a running job.
+    pub rate: Arc<RateLimit>,
 }
 
 /// A BGSAVE in progress.
@@ -158,6 +163,10 @@ impl Server {
                 parts: config.aof_rewrite_threads(),
                 key_delay_us: config.rdb_key_save_delay_us,
                 compression: config.rdbcompression,
+                pacing: crate::snapshot::Pacing {
+                    incremental_fsync: config.aof_rewrite_incremental_fsync,
+                    rate: Some(self.jobs.rate.clone()),
+                },
             },
             notify,
         );
@@ -250,6 +259,10 @@ impl Server {
             part_aux: Vec::new(),
             finisher,
             key_delay_us: config.rdb_key_save_delay_us,
+            pacing: crate::snapshot::Pacing {
+                incremental_fsync: config.rdb_save_incremental_fsync,
+                rate: Some(self.jobs.rate.clone()),
+            },
             notify: self.waker_notify(),
         };
         let job = SnapshotJob::start(&mut self.engine.keyspace, spec);

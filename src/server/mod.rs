@@ -602,6 +602,7 @@ impl Server {
                 &config.dir,
                 &config.dbfilename,
                 config.rdbcompression,
+                config.rdb_save_incremental_fsync,
             )
             .map_err(ServerError::FinalSnapshot)?;
         }

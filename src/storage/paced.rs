@@ -10,8 +10,8 @@
 
 use super::StorageFile;
 use std::io;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Writeback is started every this many bytes (Redis's `REDIS_AUTOSYNC_BYTES`).
@@ -31,6 +31,13 @@ const RATE_BURST: Duration = Duration::from_millis(50);
 
 /// How often a waiting writer looks whether the rate has changed.
 const RATE_RECHECK: Duration = Duration::from_millis(100);
+
+impl Default for RateLimit {
+    /// No limit.
+    fn default() -> Self {
+        RateLimit::new(0)
+    }
+}
 
 impl RateLimit {
     /// `0` means no limit.
@@ -73,10 +80,10 @@ impl RateLimit {
 }
 
 /// A file written with incremental writeback and an optional shared rate limit.
-pub struct PacedFile<'a> {
+pub struct PacedFile {
     file: Box<dyn StorageFile>,
     incremental: bool,
-    limit: Option<&'a RateLimit>,
+    limit: Option<Arc<RateLimit>>,
     written: u64,
     /// Writeback was started up to here.
     started: u64,
@@ -84,12 +91,12 @@ pub struct PacedFile<'a> {
     waited: u64,
 }
 
-impl<'a> PacedFile<'a> {
+impl PacedFile {
     pub fn new(
         file: Box<dyn StorageFile>,
         incremental: bool,
-        limit: Option<&'a RateLimit>,
-    ) -> PacedFile<'a> {
+        limit: Option<Arc<RateLimit>>,
+    ) -> PacedFile {
         PacedFile {
             file,
             incremental,
@@ -121,9 +128,9 @@ impl<'a> PacedFile<'a> {
     }
 }
 
-impl io::Write for PacedFile<'_> {
+impl io::Write for PacedFile {
     fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-        if let Some(limit) = self.limit {
+        if let Some(limit) = &self.limit {
             limit.take(bytes.len() as u64);
         }
         self.file.append(bytes)?;
@@ -164,7 +171,7 @@ mod tests {
         // No limit: no wait, whatever the size.
         RateLimit::new(0).take(u64::MAX);
         // A writer waiting on a slow rate goes on as soon as the limit is lifted.
-        let limit = std::sync::Arc::new(RateLimit::new(1));
+        let limit = Arc::new(RateLimit::new(1));
         let lift = {
             let limit = limit.clone();
             std::thread::spawn(move || {
