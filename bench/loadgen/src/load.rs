@@ -235,13 +235,21 @@ pub fn run(cfg: &LoadConfig, started: impl FnOnce(u64)) -> io::Result<LoadResult
     let expected = ((cfg.rate * cfg.duration.as_secs_f64() / threads as f64 * 1.05) as usize
         + 1024)
         .min(4 << 20);
-    let (send_stats, recv_stats, end_ns) = thread::scope(|scope| {
+    let (send_stats, recv_stats, end_ns) = thread::scope(|scope| -> io::Result<_> {
         let mut handles = Vec::new();
-        for ((conns, rconns), poll) in senders.into_iter().zip(receivers).zip(polls) {
+        for (w, ((conns, rconns), poll)) in
+            senders.into_iter().zip(receivers).zip(polls).enumerate()
+        {
             let done = Arc::new(AtomicBool::new(false));
             let done2 = done.clone();
-            let s = scope.spawn(move || sender(conns, cfg, t0, nbins, &done));
-            let r = scope.spawn(move || receiver(poll, rconns, cfg, t0, &done2, expected));
+            let s = thread::Builder::new()
+                .name(format!("sender-{w}"))
+                .spawn_scoped(scope, move || sender(conns, cfg, t0, nbins, &done))?;
+            let r = thread::Builder::new()
+                .name(format!("receiver-{w}"))
+                .spawn_scoped(scope, move || {
+                    receiver(poll, rconns, cfg, t0, &done2, expected)
+                })?;
             handles.push((s, r));
         }
         let mut sends = Vec::new();
@@ -253,8 +261,8 @@ pub fn run(cfg: &LoadConfig, started: impl FnOnce(u64)) -> io::Result<LoadResult
             sends.push(stats);
             recvs.push(r.join().expect("receiver thread"));
         }
-        (sends, recvs, end_ns)
-    });
+        Ok((sends, recvs, end_ns))
+    })?;
     let wall_seconds = since(t0) as f64 / 1e9;
     let cpu_seconds = match (cpu0, process_cpu_seconds()) {
         (Some(a), Some(b)) => Some(b - a),
