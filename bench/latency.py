@@ -470,13 +470,16 @@ def plot(plt, args, runs: dict[str, Run], path: Path) -> None:
                                   gridspec_kw={"height_ratios": [3, 1.3]})
     for name, run in runs.items():
         color = cp.COLORS[name]
-        xs = [r["second"] + 0.5 - run.t_bg for r in run.seconds]
+        # Whole seconds only: the last one, cut short when the load was stopped, would
+        # show a drop in replies/s that is not the server's.
+        rows = [r for r in run.seconds if r["second"] + 1 <= run.m.get("end_s", float("inf"))]
+        xs = [r["second"] + 0.5 - run.t_bg for r in rows]
         for key, style, label in (("p999_us", "-", "p99.9"), ("p99_us", "--", "p99")):
-            pts = [(x, r[key] / 1000) for x, r in zip(xs, run.seconds) if r.get(key)]
+            pts = [(x, r[key] / 1000) for x, r in zip(xs, rows) if r.get(key)]
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], style, color=color, lw=1.3,
                         marker="." if style == "-" else None, ms=3, label=f"{name} {label}")
-        axr.plot(xs, [r["received"] / 1000 for r in run.seconds], color=color, lw=1.2, label=name)
+        axr.plot(xs, [r["received"] / 1000 for r in rows], color=color, lw=1.2, label=name)
         comp_s = run.t_done - run.t_bg
         for a in (ax, axr):
             a.axvspan(0, comp_s, color=color, alpha=0.12)
