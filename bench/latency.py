@@ -71,8 +71,8 @@ and each run reports its share.
 Usage (from the repository root; the driver builds the generator itself with
 `cargo build --release -p tessera-loadgen` unless --no-build or --loadgen is given):
     cargo build --release
-    python3 bench/latency.py                 # full run: about 2-3 min per server and repeat
-    python3 bench/latency.py --quick         # smoke run, about 1-2 min (numbers not meaningful)
+    python3 bench/latency.py                 # full run: about a minute per server and repeat
+    python3 bench/latency.py --quick         # smoke run, under a minute (numbers not meaningful)
     python3 bench/latency.py --repeat 3 --fsync always
     python3 bench/latency.py --rate 40000 --steady 60 --servers tessera
 
@@ -689,7 +689,7 @@ def parse_args():
     p = argparse.ArgumentParser(description="Open-loop latency at a fixed offered load, steady and during "
                                 "a BGREWRITEAOF, Tessera vs Redis (see the module docstring).")
     p.add_argument("--quick", action="store_true",
-                   help="smoke run: 50k keys, short phases, about 1-2 min (numbers not meaningful)")
+                   help="smoke run: 50k keys, short phases, under a minute (numbers not meaningful)")
     p.add_argument("--rate", type=float, default=20_000, help="requests/s offered (default 20000)")
     p.add_argument("--connections", type=int, default=50, help="connections (default 50)")
     p.add_argument("--keyspace", type=int, default=None, help="keys (default 500000; quick 50000)")
