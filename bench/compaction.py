@@ -412,6 +412,8 @@ class Server:
 class Servers:
     """Owns every server process and temp dir; stop_all() cleans up everything."""
 
+    tmp_prefix = "bench-compaction-"  # of the servers' temporary directories
+
     def __init__(self, args):
         self.args = args
         self.live: list[Server] = []
@@ -445,7 +447,7 @@ class Servers:
     def start(self, name: str, threads: int | None) -> Server:
         last_error = ""
         for _attempt in range(3):
-            d = Path(tempfile.mkdtemp(prefix=f"bench-compaction-{name}-", dir=self.args.tmp_base))
+            d = Path(tempfile.mkdtemp(prefix=f"{self.tmp_prefix}{name}-", dir=self.args.tmp_base))
             self.dirs.append(d)
             port = free_port()
             srv = Server(name, self.command(name, port, d, threads), port, d, d / "server.log")
