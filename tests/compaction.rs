@@ -398,6 +398,92 @@ fn the_log_is_compacted_automatically_when_it_doubles() {
     assert!(server.log().contains("automatic append-only log rewrite"));
 }
 
+/// `aof-rewrite-max-rate` holds a compaction back while writes go on at full speed; lifted
+/// with CONFIG SET while the job runs, the compaction finishes, and a restart has every
+/// write — the ones made before it, during it and after it.
+#[test]
+fn a_rate_limited_compaction_lets_writes_through_and_finishes_once_the_limit_is_lifted() {
+    let dir = temp_dir();
+    let mut server = start_server(dir.path(), &["--save", "", "--rdbcompression", "no"]);
+    let mut conn = server.connection();
+    // 4 MB of values: at 64 KB/s the parts would take about a minute.
+    let value = |i: usize, round: usize| format!("{round:04}-{i:06}-").repeat(200);
+    let mut pipe = redis::pipe();
+    for i in 0..2000 {
+        pipe.cmd("SET")
+            .arg(format!("k{i}"))
+            .arg(value(i, 0))
+            .ignore();
+    }
+    let _: () = pipe.query(&mut conn).unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("aof-rewrite-max-rate")
+        .arg("64kb")
+        .query(&mut conn)
+        .unwrap();
+    let rate: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("aof-rewrite-max-rate")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(rate, ["aof-rewrite-max-rate", "65536"]);
+    let _: String = redis::cmd("BGREWRITEAOF").query(&mut conn).unwrap();
+
+    // Held back by the limit: still running after a second of writes, every write answered.
+    let started = Instant::now();
+    let mut round = 1;
+    while started.elapsed() < Duration::from_secs(1) {
+        let mut pipe = redis::pipe();
+        for i in (0..2000).step_by(7) {
+            pipe.cmd("SET")
+                .arg(format!("k{i}"))
+                .arg(value(i, round))
+                .ignore();
+        }
+        let _: () = pipe.query(&mut conn).unwrap();
+        round += 1;
+    }
+    assert_eq!(
+        info_field(&mut conn, "aof_rewrite_in_progress").unwrap(),
+        "1",
+        "the limit did not hold the compaction back"
+    );
+
+    // Lifted while it runs: it finishes.
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("aof-rewrite-max-rate")
+        .arg("0")
+        .query(&mut conn)
+        .unwrap();
+    wait_for_background_jobs(&mut conn);
+    assert_eq!(
+        info_field(&mut conn, "aof_last_bgrewrite_status").unwrap(),
+        "ok"
+    );
+    let _: () = redis::cmd("SET")
+        .arg("after")
+        .arg("1")
+        .query(&mut conn)
+        .unwrap();
+    let expected: Vec<(String, String)> = (0..2000)
+        .map(|i| {
+            let last = if i % 7 == 0 { round - 1 } else { 0 };
+            (format!("k{i}"), value(i, last))
+        })
+        .collect();
+    server.kill9();
+    let server = start_server(dir.path(), &["--save", ""]);
+    let mut conn = server.connection();
+    for (key, value) in &expected {
+        let got: String = redis::cmd("GET").arg(key).query(&mut conn).unwrap();
+        assert!(got == *value, "{key} after the restart");
+    }
+    let after: String = redis::cmd("GET").arg("after").query(&mut conn).unwrap();
+    assert_eq!(after, "1");
+}
+
 /// The settings of the SIGKILL experiments, as `in_process::CRASH_SETTINGS`.
 const CRASH_ARGS: [&str; 6] = [
     "--appendfsync",
