@@ -68,6 +68,7 @@ def shown_path(text: str) -> str:
 KEYSPACE = 1_000_000  # -r for every case
 HOST = "127.0.0.1"
 TARGET_ALWAYS_RATIO = 0.7
+TARGET_EVERYSEC_RATIO = 0.9  # everysec / no at -P 16, 1 KB (issue 13)
 
 # Values made of `__rand_int__` placeholders (100 and 1024 bytes). redis-benchmark
 # replaces every occurrence independently with a 12-digit zero-padded random
@@ -152,6 +153,14 @@ def build_cases() -> list[Case]:
     cases.append(
         Case("set-always-c50", "SET", "set", 50, 1, 100, "always", 100_000, 3_000)
     )
+    # The fsync policies at 1 KB (issue 13): always vs everysec at -P 1, everysec vs no
+    # at -P 16 (what an fsync costs a saturating load).
+    cases.append(
+        Case("set-always-c50-d1024", "SET", "set", 50, 1, 1024, "always", 100_000, 3_000)
+    )
+    cases.append(
+        Case("set-P16-d1024-no", "SET", "set", 50, 16, 1024, "no", 1_000_000, 50_000)
+    )
     cases.append(
         Case(
             "set-distinct-P16",
@@ -185,6 +194,10 @@ def build_cases() -> list[Case]:
 
 BASELINE_ID = "set-P1-d100"  # everysec -c 50 -P 1 -d 100 SET
 ALWAYS_ID = "set-always-c50"
+BASELINE_1K_ID = "set-P1-d1024"
+ALWAYS_1K_ID = "set-always-c50-d1024"
+EVERYSEC_P16_1K_ID = "set-P16-d1024"
+NO_P16_1K_ID = "set-P16-d1024-no"
 
 
 # --------------------------------------------------------------------------
@@ -637,6 +650,31 @@ def render(args, info, results: list[Result], started: float, status: str,
         ]
     else:
         lines.append(f"n/a: needs both `{BASELINE_ID}` and `{ALWAYS_ID}` in the run.")
+
+    for title, slow_id, fast_id, target in (
+        ("appendfsync always vs everysec (SET -c 50 -P 1 -d 1024)",
+         ALWAYS_1K_ID, BASELINE_1K_ID, TARGET_ALWAYS_RATIO),
+        ("appendfsync everysec vs no (SET -c 50 -P 16 -d 1024)",
+         EVERYSEC_P16_1K_ID, NO_P16_1K_ID, TARGET_EVERYSEC_RATIO),
+    ):
+        lines += ["", f"## {title}", ""]
+        slow, fast = by_id.get(slow_id), by_id.get(fast_id)
+        if not (slow and fast):
+            lines.append(f"n/a: needs both `{slow_id}` and `{fast_id}` in the run.")
+            continue
+        ts, tf = slow.median("tessera"), fast.median("tessera")
+        rs, rf = slow.median("redis"), fast.median("redis")
+        verdict = "n/a"
+        if ts is not None and tf:
+            verdict = "meets" if ts / tf >= target else "BELOW"
+        lines += [
+            "| | Tessera ops/s | Redis ops/s |",
+            "|---|---:|---:|",
+            f"| {fast.case.fsync} (`{fast_id}`, -n {fast.n}) | {fmt_ops(tf)} | {fmt_ops(rf)} |",
+            f"| {slow.case.fsync} (`{slow_id}`, -n {slow.n}) | {fmt_ops(ts)} | {fmt_ops(rs)} |",
+            f"| {slow.case.fsync} / {fast.case.fsync} | **{fmt_ratio(ts, tf)}** ({verdict} target >= {target}) "
+            f"| {fmt_ratio(rs, rf)} (reference) |",
+        ]
 
     lines += [
         "",
