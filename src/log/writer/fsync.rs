@@ -5,8 +5,9 @@
 //! next sync covers everything written meanwhile.
 //!
 //! It owns nothing but a second handle on the log file and the decision of *when* to sync
-//! (every time there is something to sync under `always`, at most once a second under
-//! `everysec`, never under `no`). Under `everysec` it also starts the writeback of every
+//! (every time there is something to sync under `always`, once a second under `everysec` —
+//! or sooner, once 64 MB are unsynced, which bounds what the writer keeps in memory —,
+//! never under `no`). Under `everysec` it also starts the writeback of every
 //! few megabytes written (`sync_file_range`), so that the once-a-second fsync finds little
 //! left to write and its latency — and the disk's queue — stay short. Everything else stays with the writer thread: failures
 //! and their recovery, rotations, SHUTDOWN's sync. For those the writer *pauses* the fsync
@@ -18,6 +19,11 @@ use crate::config::FsyncPolicy;
 use crate::storage::{StorageFile, WRITEBACK_CHUNK_BYTES};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+/// Under `everysec`, a sync starts once this much is written and unsynced, without waiting
+/// for the second: the writer keeps every unsynced batch in memory (to rewrite it if the
+/// fsync fails), and at a saturating load a second of log is hundreds of megabytes.
+const EVERYSEC_UNSYNCED_MAX_BYTES: u64 = 64 << 20;
 
 /// A point in the log file: its length there and the last batch ending there.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -106,7 +112,7 @@ impl FsyncThread {
         let was_idle = slot.written == slot.synced || slot.policy != policy;
         slot.written = written;
         slot.policy = policy;
-        let write_back = write_back_due(&slot);
+        let write_back = write_back_due(&slot) || too_much_unsynced(&slot);
         drop(slot);
         if policy == FsyncPolicy::Always || was_idle || write_back {
             self.slot.1.notify_all();
@@ -196,7 +202,7 @@ fn due(slot: &Slot) -> Due {
         FsyncPolicy::Always => Due::Sync,
         FsyncPolicy::EverySec => {
             let since = slot.last_start.elapsed();
-            if since >= Duration::from_secs(1) {
+            if since >= Duration::from_secs(1) || too_much_unsynced(slot) {
                 Due::Sync
             } else if write_back_due(slot) {
                 Due::WriteBack
@@ -206,6 +212,12 @@ fn due(slot: &Slot) -> Due {
         }
         FsyncPolicy::No => Due::Never,
     }
+}
+
+/// Under `everysec`, more is written and unsynced than the writer should keep in memory for
+/// a rewrite after a failed fsync: sync now rather than at the second.
+fn too_much_unsynced(slot: &Slot) -> bool {
+    slot.written.len >= slot.synced.len + EVERYSEC_UNSYNCED_MAX_BYTES
 }
 
 /// A chunk written under `everysec` whose writeback is not started yet.
@@ -288,5 +300,55 @@ fn run(slot_and_signal: &(Mutex<Slot>, Condvar), shared: &Shared) {
         shared.sync_event(event);
         signal.notify_all();
         slot = mutex.lock().unwrap();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::{SimulatedStorage, Storage};
+
+    fn slot(policy: FsyncPolicy, unsynced: u64) -> Slot {
+        let storage = SimulatedStorage::new();
+        let file = storage.create(std::path::Path::new("log")).unwrap();
+        let synced = Mark { len: 100, seq: 1 };
+        Slot {
+            handle: Handle::Running(file),
+            written: Mark {
+                len: synced.len + unsynced,
+                seq: 2,
+            },
+            synced,
+            written_back: synced.len,
+            policy,
+            last_start: Instant::now(),
+            failed: false,
+            stop: false,
+        }
+    }
+
+    /// Within the second after a sync started: `everysec` waits for the second, starts
+    /// writeback of every 4 MB meanwhile, and syncs at once past 64 MB unsynced.
+    #[test]
+    fn everysec_syncs_at_the_second_or_at_64_mb() {
+        let mb = 1 << 20;
+        assert!(matches!(due(&slot(FsyncPolicy::EverySec, mb)), Due::In(_)));
+        assert!(matches!(
+            due(&slot(FsyncPolicy::EverySec, 5 * mb)),
+            Due::WriteBack
+        ));
+        assert!(matches!(
+            due(&slot(FsyncPolicy::EverySec, 64 * mb)),
+            Due::Sync
+        ));
+        let mut late = slot(FsyncPolicy::EverySec, 1);
+        late.last_start -= Duration::from_secs(1);
+        assert!(matches!(due(&late), Due::Sync));
+        assert!(matches!(due(&slot(FsyncPolicy::Always, 1)), Due::Sync));
+        assert!(matches!(due(&slot(FsyncPolicy::No, 64 * mb)), Due::Never));
+        assert!(matches!(due(&slot(FsyncPolicy::EverySec, 0)), Due::Never));
+        let mut failed = slot(FsyncPolicy::Always, 1);
+        failed.failed = true;
+        assert!(matches!(due(&failed), Due::Never));
     }
 }
