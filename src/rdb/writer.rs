@@ -19,6 +19,44 @@ use std::io::Write;
 const COMPRESSION_MIN_LENGTH: usize = 20;
 const COMPRESSION_MIN_SAVING: usize = 4;
 
+/// After this many strings in a row that LZF could not shrink, only one in
+/// `COMPRESSION_RETRY_EVERY` is tried until one shrinks again.
+const COMPRESSION_GIVE_UP_AFTER: u32 = 64;
+const COMPRESSION_RETRY_EVERY: u32 = 16;
+
+/// Incompressible values (already compressed data, random tokens) cost a full LZF pass
+/// each for nothing: about half of a compaction's CPU with redis-benchmark's values. So
+/// after a run of failures most attempts are skipped, and the first success resumes them.
+/// A deliberate difference from Redis, which tries every string: a compressible string
+/// that follows such a run may be stored plain (a valid file either way, only larger).
+#[derive(Default)]
+struct CompressionBackoff {
+    failures_in_a_row: u32,
+    skipped: u32,
+}
+
+impl CompressionBackoff {
+    fn should_try(&mut self) -> bool {
+        if self.failures_in_a_row < COMPRESSION_GIVE_UP_AFTER {
+            return true;
+        }
+        self.skipped += 1;
+        if self.skipped >= COMPRESSION_RETRY_EVERY {
+            self.skipped = 0;
+            return true;
+        }
+        false
+    }
+
+    fn record(&mut self, shrank: bool) {
+        self.failures_in_a_row = if shrank {
+            0
+        } else {
+            self.failures_in_a_row.saturating_add(1)
+        };
+    }
+}
+
 /// What goes into the header's aux fields, and whether to compress.
 #[derive(Clone, Debug)]
 pub struct RdbWriterOptions {
@@ -71,6 +109,7 @@ pub struct RdbWriter<W: Write> {
     compression: bool,
     compressor: LzfCompressor,
     compressed: Vec<u8>,
+    backoff: CompressionBackoff,
 }
 
 impl<W: Write> RdbWriter<W> {
@@ -85,6 +124,7 @@ impl<W: Write> RdbWriter<W> {
             compression: options.compression,
             compressor: LzfCompressor::default(),
             compressed: Vec::new(),
+            backoff: CompressionBackoff::default(),
         };
         writer.put(MAGIC)?;
         writer.put(format!("{RDB_VERSION:04}").as_bytes())?;
@@ -202,13 +242,14 @@ impl<W: Write> RdbWriter<W> {
         if let Some(used) = encode_integer_string(bytes, &mut integer) {
             return self.put(&integer[..used]);
         }
-        if self.compression && bytes.len() > COMPRESSION_MIN_LENGTH {
+        if self.compression && bytes.len() > COMPRESSION_MIN_LENGTH && self.backoff.should_try() {
             let mut compressed = std::mem::take(&mut self.compressed);
             let fits = self.compressor.compress(
                 bytes,
                 &mut compressed,
                 bytes.len() - COMPRESSION_MIN_SAVING,
             );
+            self.backoff.record(fits);
             let result = if fits {
                 self.write_compressed(&compressed, bytes.len())
             } else {
@@ -460,6 +501,52 @@ mod tests {
         assert_eq!(load_all(&file).unwrap(), as_loaded(&entries));
         // The repetitive value was compressed, the random ones were not.
         assert!(file.len() < 210_000, "{}", file.len());
+    }
+
+    /// After a run of incompressible strings most attempts are skipped (those strings are
+    /// stored plain, as they would have been), one in 16 is still tried, and the first
+    /// that shrinks brings compression back for every string.
+    #[test]
+    fn a_run_of_incompressible_strings_backs_off_and_a_success_resumes() {
+        let mut backoff = CompressionBackoff::default();
+        for _ in 0..COMPRESSION_GIVE_UP_AFTER {
+            assert!(backoff.should_try());
+            backoff.record(false);
+        }
+        let tried = (0..160).filter(|_| backoff.should_try()).count();
+        assert_eq!(tried, 10, "one in {COMPRESSION_RETRY_EVERY} is tried");
+        backoff.record(true);
+        assert!((0..100).all(|_| backoff.should_try()));
+
+        // In a file: random strings, then a repetitive one that comes while backing off
+        // is stored plain, and every string reads back the same.
+        let mut random = 7u64;
+        let mut values: Vec<Vec<u8>> = (0..COMPRESSION_GIVE_UP_AFTER as usize + 2)
+            .map(|_| {
+                (0..100)
+                    .map(|_| {
+                        random = random.wrapping_mul(6364136223846793005).wrapping_add(1);
+                        (random >> 56) as u8
+                    })
+                    .collect()
+            })
+            .collect();
+        values.push(vec![b'a'; 100]);
+        let mut file = Vec::new();
+        let mut writer = RdbWriter::new(&mut file, &RdbWriterOptions::default()).unwrap();
+        let mut plain_sizes = Vec::new();
+        for value in &values {
+            let before = writer.bytes_written;
+            writer.write_string(value).unwrap();
+            plain_sizes.push(writer.bytes_written - before);
+        }
+        // 100 bytes plain: a 2-byte length and the bytes (compressed, the last would take a few).
+        assert_eq!(
+            *plain_sizes.last().unwrap(),
+            102,
+            "skipped while backing off"
+        );
+        assert!(plain_sizes.iter().all(|&size| size == 102));
     }
 
     #[test]
