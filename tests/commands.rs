@@ -611,6 +611,8 @@ fn info_sections_carry_redis_field_names() {
     assert!(fields["used_memory"].parse::<u64>().unwrap() > 0);
     assert!(fields["used_memory_rss"].parse::<u64>().unwrap() > 0);
     assert!(fields.contains_key("used_memory_human"));
+    assert!(fields["mem_aof_buffer"].parse::<u64>().is_ok());
+    assert_eq!(fields["aof_delayed_fsync"], "0");
     assert_eq!(fields["aof_enabled"], "1");
     assert_eq!(fields["aof_last_write_status"], "ok");
     assert_eq!(fields["loading"], "0");

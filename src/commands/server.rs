@@ -855,6 +855,11 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
             kv(out, "used_memory_rss_human", &human_bytes(rss));
             kv(out, "maxmemory", &0);
             kv(out, "maxmemory_policy", &"noeviction");
+            kv(
+                out,
+                "mem_aof_buffer",
+                &server.persistence.aof_buffered_bytes,
+            );
             kv(out, "mem_allocator", &"jemalloc");
         }
         "persistence" => info_persistence(server, out),

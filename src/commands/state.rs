@@ -122,6 +122,8 @@ pub struct PersistenceInfo {
     /// growth is measured from it.
     pub aof_rewrite_base_size: u64,
     pub aof_pending_bytes: u64,
+    /// Log bytes in the writer's memory, queued or kept until durable (`mem_aof_buffer`).
+    pub aof_buffered_bytes: u64,
     /// The most log bytes ever waiting for the writer (bounded by the read backpressure).
     pub aof_pending_peak_bytes: u64,
     pub aof_delayed_fsync: u64,

@@ -111,6 +111,9 @@ struct Shared {
     /// Bytes in the file, durable or not.
     file_bytes: AtomicU64,
     pending_bytes: AtomicU64,
+    /// Bytes of the batches the writer keeps for a rewrite after a failure (written, not
+    /// yet durable).
+    retained_bytes: AtomicU64,
     /// Times writes were held because an `everysec` fsync ran longer than 2 s.
     delayed_fsyncs: AtomicU64,
     failed: AtomicBool,
@@ -225,6 +228,7 @@ impl LogWriter {
             durable_seq: AtomicU64::new(0),
             file_bytes: AtomicU64::new(file_bytes),
             pending_bytes: AtomicU64::new(0),
+            retained_bytes: AtomicU64::new(0),
             delayed_fsyncs: AtomicU64::new(0),
             failed: AtomicBool::new(false),
             error: Mutex::new(None),
@@ -317,6 +321,13 @@ impl LogWriter {
         self.shared.pending_bytes.load(Ordering::Relaxed)
     }
 
+    /// Log bytes in the writer's memory: queued for it, or written and kept until durable
+    /// (INFO's `mem_aof_buffer`).
+    pub fn buffered_bytes(&self) -> u64 {
+        self.shared.pending_bytes.load(Ordering::Relaxed)
+            + self.shared.retained_bytes.load(Ordering::Relaxed)
+    }
+
     /// Times writes waited for an `everysec` fsync that ran longer than 2 s (INFO's
     /// `aof_delayed_fsync`).
     pub fn delayed_fsyncs(&self) -> u64 {
@@ -380,6 +391,8 @@ struct WriterThread {
     trusted_len: u64,
     /// Batches since `trusted_len`, kept so that they can be rewritten after a failure.
     batches: VecDeque<Batch>,
+    /// Their bytes.
+    retained: u64,
     /// File length up to which `batches` are written.
     written_len: u64,
     /// The last batch written whole (or, with none written since, the last one trusted).
@@ -420,6 +433,7 @@ impl WriterThread {
             fsync,
             trusted_len: file_bytes,
             batches: VecDeque::new(),
+            retained: 0,
             written_len: file_bytes,
             written_seq: 0,
             dir_to_sync: None,
@@ -492,8 +506,16 @@ impl WriterThread {
 
     fn queue(&mut self, bytes: Vec<u8>, seq: u64) {
         if !bytes.is_empty() {
+            self.retained += bytes.len() as u64;
             self.batches.push_back(Batch { bytes, seq });
+            self.publish_retained();
         }
+    }
+
+    fn publish_retained(&self) {
+        self.shared
+            .retained_bytes
+            .store(self.retained, Ordering::Relaxed);
     }
 
     /// Waits for work (a batch, a request, the fsync thread's news, the retry tick) and
@@ -552,8 +574,10 @@ impl WriterThread {
                 break;
             }
             self.trusted_len = end;
+            self.retained -= batch.bytes.len() as u64;
             self.batches.pop_front();
         }
+        self.publish_retained();
         // A sync covers what was written when it started: whole batches.
         assert!(
             synced.len <= self.trusted_len || self.batches.is_empty() || failed,
@@ -660,16 +684,15 @@ impl WriterThread {
 
     /// Everything written is trusted: durable, or (under `no`) left to the kernel.
     fn trust_written(&mut self) {
-        assert!(
-            self.batches
-                .iter()
-                .map(|batch| batch.bytes.len() as u64)
-                .sum::<u64>()
-                == self.written_len - self.trusted_len,
+        assert_eq!(
+            self.retained,
+            self.written_len - self.trusted_len,
             "every queued batch is written"
         );
         self.trusted_len = self.written_len;
         self.batches.clear();
+        self.retained = 0;
+        self.publish_retained();
         self.shared.healed();
     }
 

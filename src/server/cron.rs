@@ -28,6 +28,7 @@ impl Server {
             state.log_error = error;
             state.persistence.aof_current_size = self.closed_log_bytes + writer.file_bytes();
             state.persistence.aof_pending_bytes = writer.pending_bytes();
+            state.persistence.aof_buffered_bytes = writer.buffered_bytes();
             state.persistence.aof_delayed_fsync = writer.delayed_fsyncs();
             let durable = release_watermark(writer, state.config.appendfsync);
             if !self.held.is_empty() {

@@ -98,10 +98,15 @@ fn always_writes_the_next_batches_while_a_sync_runs() {
         (writer.written_seq() == last).then(|| writer.durable_seq())
     });
     assert_eq!(durable_then, 0, "the batches waited for the running sync");
+    // Written, not durable: kept in memory for a rewrite (INFO mem_aof_buffer).
+    assert_eq!(writer.buffered_bytes(), 8);
     wait_for("all durable", || {
         (writer.durable_seq() == last).then_some(())
     });
     assert_eq!(durable_text(&storage), "a\nb\nc\nd\n");
+    wait_for("the kept batches dropped", || {
+        (writer.buffered_bytes() == 0).then_some(())
+    });
     // One sync for batch 1, one for the three written during it.
     assert_eq!(storage.counts().syncs - syncs_before, 2);
 }
