@@ -446,7 +446,10 @@ impl WriterThread {
         loop {
             let mut work = self.take_pending();
             self.collect_syncs();
-            let only_sync_news = work.only_sync_news();
+            // A pass that only takes in the fsync thread's news has nothing to tell the
+            // loop (that thread woke it); a retry after a failure does.
+            let only_sync_news =
+                work.only_sync_news() && !self.shared.failed.load(Ordering::Acquire);
             let mut batch = std::mem::take(&mut work.batch);
             if let Some(pending_rotation) = work.rotation.take() {
                 let after = batch.split_off(pending_rotation.split);
