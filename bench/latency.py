@@ -288,17 +288,6 @@ def tree_cpu_seconds(pid: int) -> float | None:
     return own + sum(cpu_seconds(k) or 0.0 for k in cp.descendants(pid))
 
 
-def stop_process(proc: subprocess.Popen | None) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=5)
-
-
 def run_once(args, servers: LatencyServers, name: str, rep: int, label: str) -> Run:
     run = Run(name, rep, label)
     srv = gen = ctrl = None
@@ -399,7 +388,7 @@ def run_once(args, servers: LatencyServers, name: str, rep: int, label: str) -> 
                 gen.stdin.close()
             except OSError:
                 pass
-        stop_process(gen)
+        cp.stop_loader(gen)  # terminate, then kill after 5 s
         if ctrl is not None:
             ctrl.close()
         if srv is not None:

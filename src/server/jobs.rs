@@ -45,6 +45,14 @@ impl Jobs {
         self.compaction.is_some() || self.background_save.is_some()
     }
 
+    /// How a new job's files go to disk: the shared rate, and the directive's writeback.
+    fn pacing(&self, incremental_fsync: bool) -> crate::snapshot::Pacing {
+        crate::snapshot::Pacing {
+            incremental_fsync,
+            rate: Some(self.rate.clone()),
+        }
+    }
+
     fn snapshots(&self) -> impl Iterator<Item = JobProgress> {
         let compaction = self.compaction.as_ref().map(|c| c.job.progress());
         compaction
@@ -163,10 +171,7 @@ impl Server {
                 parts: config.aof_rewrite_threads(),
                 key_delay_us: config.rdb_key_save_delay_us,
                 compression: config.rdbcompression,
-                pacing: crate::snapshot::Pacing {
-                    incremental_fsync: config.aof_rewrite_incremental_fsync,
-                    rate: Some(self.jobs.rate.clone()),
-                },
+                pacing: self.jobs.pacing(config.aof_rewrite_incremental_fsync),
             },
             notify,
         );
@@ -259,10 +264,7 @@ impl Server {
             part_aux: Vec::new(),
             finisher,
             key_delay_us: config.rdb_key_save_delay_us,
-            pacing: crate::snapshot::Pacing {
-                incremental_fsync: config.rdb_save_incremental_fsync,
-                rate: Some(self.jobs.rate.clone()),
-            },
+            pacing: self.jobs.pacing(config.rdb_save_incremental_fsync),
             notify: self.waker_notify(),
         };
         let job = SnapshotJob::start(&mut self.engine.keyspace, spec);

@@ -349,6 +349,20 @@ fn fail(c: &SendConn, errors: &mut Vec<String>, e: io::Error) {
     }
 }
 
+/// Flushes every connection with queued output; whether any still has some (its socket
+/// full).
+fn flush_queued(conns: &mut [SendConn], errors: &mut Vec<String>) -> bool {
+    let mut pending = false;
+    for c in conns.iter_mut().filter(|c| c.written < c.out.len()) {
+        if let Err(e) = flush(c) {
+            fail(c, errors, e);
+        } else {
+            pending |= c.written < c.out.len();
+        }
+    }
+    pending
+}
+
 fn sender(
     mut conns: Vec<SendConn>,
     cfg: &LoadConfig,
@@ -412,14 +426,7 @@ fn sender(
             }
             heap.push(Reverse((c.schedule.at(c.next), i)));
         }
-        let mut pending = false;
-        for c in conns.iter_mut().filter(|c| c.written < c.out.len()) {
-            if let Err(e) = flush(c) {
-                fail(c, &mut stats.errors, e);
-            } else {
-                pending |= c.written < c.out.len();
-            }
-        }
+        let pending = flush_queued(&mut conns, &mut stats.errors);
         let next_due = match heap.peek() {
             Some(&Reverse((due, _))) if due < end => due,
             _ => break,
@@ -435,14 +442,7 @@ fn sender(
     // The schedule is over: everything due was sent or queued; flush what is queued.
     let deadline = Instant::now() + cfg.drain_timeout;
     while Instant::now() < deadline {
-        let mut pending = false;
-        for c in conns.iter_mut().filter(|c| c.written < c.out.len()) {
-            if let Err(e) = flush(c) {
-                fail(c, &mut stats.errors, e);
-            } else {
-                pending |= c.written < c.out.len();
-            }
-        }
+        let pending = flush_queued(&mut conns, &mut stats.errors);
         if !pending {
             break;
         }

@@ -133,22 +133,25 @@ impl FsyncThread {
         }
     }
 
-    /// Waits until no sync is running; returns what the last one covered.
-    pub fn wait_idle(&self) -> (Mark, bool) {
+    /// The slot once no sync (or writeback) is running.
+    fn lock_idle(&self) -> MutexGuard<'_, Slot> {
         let mut slot = self.lock();
         while matches!(slot.handle, Handle::Syncing { .. }) {
             slot = self.slot.1.wait(slot).unwrap();
         }
+        slot
+    }
+
+    /// Waits until no sync is running; returns what the last one covered.
+    pub fn wait_idle(&self) -> (Mark, bool) {
+        let slot = self.lock_idle();
         (slot.synced, slot.failed)
     }
 
     /// Waits for a running sync to return and keeps another from starting; returns what
     /// the last one covered and whether it failed.
     pub fn pause(&self) -> (Mark, bool) {
-        let mut slot = self.lock();
-        while matches!(slot.handle, Handle::Syncing { .. }) {
-            slot = self.slot.1.wait(slot).unwrap();
-        }
+        let mut slot = self.lock_idle();
         slot.handle = match std::mem::replace(&mut slot.handle, Handle::InTransit) {
             Handle::Running(file) | Handle::Paused(file) => Handle::Paused(file),
             Handle::Syncing { .. } | Handle::InTransit => unreachable!("waited for the sync"),
