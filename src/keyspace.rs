@@ -63,6 +63,30 @@ impl Value {
         }
     }
 
+    /// A collection whose copy would be deep (a hash table or a skip list: many small
+    /// allocations, each copied) and that a snapshot's capture still shares. Before it is
+    /// changed in place, the snapshot serialises its version (`Db::release_captured`),
+    /// which is smaller and frees the share, rather than the change copying it whole.
+    pub fn is_deep_and_shared(&self) -> bool {
+        self.is_deep()
+            && match self {
+                Value::Hash(h) => Arc::strong_count(h) > 1,
+                Value::Set(s) => Arc::strong_count(s) > 1,
+                Value::ZSet(z) => Arc::strong_count(z) > 1,
+                Value::String(_) | Value::List(_) => false,
+            }
+    }
+
+    /// A hash table, set table or skip list (see `is_deep_and_shared`).
+    pub fn is_deep(&self) -> bool {
+        match self {
+            Value::Hash(h) => matches!(**h, Hash::Table(_)),
+            Value::Set(s) => matches!(**s, Set::Table(_)),
+            Value::ZSet(z) => matches!(**z, ZSet::Tree(_)),
+            Value::String(_) | Value::List(_) => false,
+        }
+    }
+
     /// Payload bytes held, approximately (capture accounting).
     pub fn approx_bytes(&self) -> usize {
         match self {
@@ -165,6 +189,18 @@ impl Slot {
     pub fn iter(&self) -> impl Iterator<Item = &Entry> {
         self.table.iter().map(|e| &**e)
     }
+
+    /// Removes `key`'s entry (a captured table giving up one entry: `CaptureSink`).
+    pub fn take(&mut self, key: &[u8]) -> Option<Entry> {
+        let found = self
+            .table
+            .find_entry(hash_key(key), |e| e.key.as_ref() == key);
+        let entry = *found.ok()?.remove().0;
+        if entry.has_expiry() {
+            self.volatile_count -= 1;
+        }
+        Some(entry)
+    }
 }
 
 /// Receives the slots captured for a snapshot in progress (see `Db::begin_capture`).
@@ -172,6 +208,12 @@ pub trait CaptureSink: Send + Sync {
     /// `db` is the database's index when the snapshot started (SWAPDB may have moved it
     /// since). The slot's table is as it was at that moment.
     fn accept(&self, db: u32, slot: usize, captured: Slot);
+
+    /// Serialise before write: if the capture of `slot` that holds `key` is still queued
+    /// (its writer has not taken it yet), serialise that entry now and drop it from the
+    /// capture, so that the live value is no longer shared. False if the writer has the
+    /// slot already (the caller then copies the value, as before).
+    fn serialise_queued(&self, db: u32, slot: usize, key: &[u8]) -> bool;
 }
 
 /// A snapshot in progress over one database: which slots still hold their state of the
@@ -207,6 +249,9 @@ pub struct Db {
     volatile_count: usize,
     /// Set while a snapshot is capturing this database ("capture before write").
     capture: Option<Box<Capture>>,
+    /// The snapshot whose captures may still be queued, with this database's index in it:
+    /// kept after the last slot is captured, until the snapshot is over.
+    queued_in: Option<(u32, Arc<dyn CaptureSink>)>,
 }
 
 impl Db {
@@ -426,6 +471,7 @@ impl Db {
             }
         }
         if remaining > 0 {
+            self.queued_in = Some((db, sink.clone()));
             self.capture = Some(Box::new(Capture {
                 db,
                 pending,
@@ -436,6 +482,22 @@ impl Db {
         }
     }
 
+    /// Before an in-place change of the collection at `key` that a capture still shares
+    /// (`Value::is_deep_and_shared`): asks the snapshot to serialise its queued version.
+    /// True if it did (the value is no longer shared); false if the capture is with its
+    /// writer already.
+    pub fn release_captured(&mut self, key: &[u8]) -> bool {
+        match &self.queued_in {
+            Some((db, sink)) => sink.serialise_queued(*db, key_slot(key), key),
+            None => false,
+        }
+    }
+
+    /// The snapshot is over: nothing of it is queued any more.
+    pub fn forget_snapshot(&mut self) {
+        self.queued_in = None;
+    }
+
     /// Slots still to capture.
     pub fn capture_remaining(&self) -> usize {
         self.capture.as_ref().map_or(0, |c| c.remaining)
@@ -444,6 +506,7 @@ impl Db {
     /// Abandons the capture (the snapshot failed or was cancelled).
     pub fn cancel_capture(&mut self) {
         self.capture = None;
+        self.queued_in = None;
     }
 
     /// Background capture: captures up to `max` pending slots; returns how many.
@@ -532,6 +595,13 @@ impl Keyspace {
     pub fn cancel_capture(&mut self) {
         for db in &mut self.dbs {
             db.cancel_capture();
+        }
+    }
+
+    /// The snapshot is over (its outcome taken): see `Db::forget_snapshot`.
+    pub fn forget_snapshot(&mut self) {
+        for db in &mut self.dbs {
+            db.forget_snapshot();
         }
     }
 }

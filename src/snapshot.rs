@@ -7,7 +7,10 @@
 //! change, or by the event loop's background capture, a bounded batch per turn. Captures
 //! go to the queue of the part that owns the slot (slot ranges, one part per writer
 //! thread); each writer thread serialises its captures into its own RDB file. The event
-//! loop never serialises, compresses or writes: a capture costs it a table copy.
+//! loop never compresses or writes, and a capture costs it a table copy (the payload is
+//! shared). It serialises only before a write: a hash table, set table or skip list that
+//! a queued capture still shares is serialised into that capture (without LZF) before it
+//! is changed in place, rather than copied whole by the change (`serialise_queued`).
 //!
 //! When the writers are done, a finisher runs on the job's own thread (the manifest
 //! commit of a compaction, the rename of a `BGSAVE`), then the event loop is woken.
@@ -301,9 +304,25 @@ const QUEUED_BYTES_MAX: u64 = 64 * 1024 * 1024;
 /// One captured slot on its way to a writer thread.
 struct Captured {
     db: u32,
+    slot_index: usize,
     slot: Slot,
+    /// Entries taken out of `slot` and serialised by the event loop before it changed
+    /// their value in place (`CaptureSink::serialise_queued`).
+    serialised: Vec<SerialisedEntry>,
     /// What `held_bytes` counts for it.
     bytes: u64,
+}
+
+/// One key's RDB record (`rdb::encode_entry`), and its expiry for the writer's filter.
+struct SerialisedEntry {
+    expire_at_ms: i64,
+    record: Vec<u8>,
+}
+
+impl SerialisedEntry {
+    fn is_expired(&self, now_ms: i64) -> bool {
+        self.expire_at_ms != crate::keyspace::NO_EXPIRY && self.expire_at_ms <= now_ms
+    }
 }
 
 #[derive(Default)]
@@ -395,10 +414,49 @@ impl CaptureSink for JobShared {
         let queue = &self.queues[part_of_slot(slot, self.queues.len())];
         queue.inbox.lock().unwrap().items.push_back(Captured {
             db,
+            slot_index: slot,
             slot: captured,
+            serialised: Vec::new(),
             bytes,
         });
         queue.ready.notify_one();
+    }
+
+    fn serialise_queued(&self, db: u32, slot: usize, key: &[u8]) -> bool {
+        if self.cancelled.load(Ordering::Acquire) {
+            return false;
+        }
+        let queue = &self.queues[part_of_slot(slot, self.queues.len())];
+        // Under the queue's lock throughout: once its writer has taken the slot, the entry
+        // must be written from the slot, so the entry and its record may never be apart.
+        // The writer waits meanwhile; the loop, which serialises, never does.
+        let mut inbox = queue.inbox.lock().unwrap();
+        // Just captured by this write, most likely: search from the back.
+        let Some(item) = inbox
+            .items
+            .iter_mut()
+            .rev()
+            .find(|c| c.db == db && c.slot_index == slot)
+        else {
+            return false;
+        };
+        let Some(entry) = item.slot.take(key) else {
+            return false;
+        };
+        let shared_bytes = (entry.key.len() + entry.value.approx_bytes()) as u64;
+        let record = crate::rdb::encode_entry(&entry);
+        let record_bytes = record.len() as u64;
+        item.serialised.push(SerialisedEntry {
+            expire_at_ms: entry.expire_at_ms,
+            record,
+        });
+        // The item's count included the entry (its value is unchanged since the capture:
+        // it is still shared), and the total includes the item's: neither goes below 0.
+        item.bytes = item.bytes - shared_bytes + record_bytes;
+        drop(inbox);
+        self.held_bytes.fetch_add(record_bytes, Ordering::Relaxed);
+        self.held_bytes.fetch_sub(shared_bytes, Ordering::Relaxed);
+        true
     }
 }
 
@@ -720,6 +778,14 @@ fn write_part(
                         break;
                     }
                 }
+            }
+        }
+        for entry in &captured.serialised {
+            if options.aof_base || !entry.is_expired(now_ms) {
+                writer
+                    .write_encoded_entry(db, &entry.record)
+                    .map_err(describe)?;
+                keys += 1;
             }
         }
         shared.keys_written.fetch_add(keys, Ordering::Relaxed);

@@ -39,6 +39,11 @@ pub struct Stats {
     pub keyspace_hits: u64,
     pub keyspace_misses: u64,
     pub total_error_replies: u64,
+    /// Collections a snapshot's capture shared, serialised into it before a write changed
+    /// them in place (serialise before write) ...
+    pub capture_serialised_values: u64,
+    /// ... or copied whole by the write, because the capture was with its writer already.
+    pub capture_copied_values: u64,
     pub ops_rate: RateSampler,
     pub input_rate: RateSampler,
     pub output_rate: RateSampler,

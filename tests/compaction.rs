@@ -129,12 +129,13 @@ fn populate_varied(conn: &mut redis::Connection, count: usize) {
     let _: () = pipe.query(conn).unwrap();
 }
 
-/// Every key of databases 0..16 with its value and whether it has an expiry.
+/// Every key of databases 0..16 that `populate_varied` names, with its value and whether
+/// it has an expiry.
 fn dump_dataset(conn: &mut redis::Connection) -> Vec<(i64, String, Vec<u8>, bool)> {
     let mut all = Vec::new();
     for db in 0..16 {
         let _: () = redis::cmd("SELECT").arg(db).query(conn).unwrap();
-        let mut keys: Vec<String> = redis::cmd("KEYS").arg("*").query(conn).unwrap();
+        let mut keys: Vec<String> = redis::cmd("KEYS").arg("key:*").query(conn).unwrap();
         keys.sort();
         for key in keys {
             let value: Vec<u8> = redis::cmd("GET").arg(&key).query(conn).unwrap();
@@ -349,6 +350,162 @@ fn background_snapshots_are_point_in_time() {
     server.kill9();
     let server = start_server(dir.path(), &["--save", "", "--appendonly", "no"]);
     assert_eq!(dump_dataset(&mut server.connection()), before);
+}
+
+/// The big collections of `big_collections_…`: (key, its members/fields sorted, scores).
+fn collections_state(conn: &mut redis::Connection, count: usize) -> Vec<(String, String)> {
+    let mut state = Vec::new();
+    for i in 0..count {
+        let mut hash: Vec<(String, String)> = redis::cmd("HGETALL")
+            .arg(format!("hash:{i}"))
+            .query(conn)
+            .unwrap();
+        hash.sort();
+        state.push((format!("hash:{i}"), format!("{hash:?}")));
+        let mut set: Vec<String> = redis::cmd("SMEMBERS")
+            .arg(format!("set:{i}"))
+            .query(conn)
+            .unwrap();
+        set.sort();
+        state.push((format!("set:{i}"), format!("{set:?}")));
+        let zset: Vec<(String, String)> = redis::cmd("ZRANGE")
+            .arg(format!("zset:{i}"))
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES")
+            .query(conn)
+            .unwrap();
+        state.push((format!("zset:{i}"), format!("{zset:?}")));
+    }
+    state
+}
+
+#[test]
+fn big_collections_changed_during_a_snapshot_are_serialised_first_and_stay_point_in_time() {
+    // Hash tables, set tables and skip lists that a queued capture shares are serialised
+    // into it before a write changes them in place (serialise before write). The event loop
+    // races the writer thread, which may have taken the slot already (then the write copies
+    // the value). Either way the dump holds the values of the moment BGSAVE was called;
+    // the writes are not idempotent (HINCRBY, ZINCRBY), so a base holding a value after
+    // them would show.
+    const COUNT: usize = 40;
+    let dir = temp_dir();
+    let mut server = start_server(
+        dir.path(),
+        &[
+            "--rdb-key-save-delay",
+            "300",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
+    );
+    let mut conn = server.connection();
+    populate_varied(&mut conn, 1000); // slows the writer: its slots come first, mostly
+    let mut pipe = redis::pipe();
+    for i in 0..COUNT {
+        for j in 0..600 {
+            pipe.cmd("HSET")
+                .arg(format!("hash:{i}"))
+                .arg(format!("f{j}"))
+                .arg(j)
+                .ignore();
+            pipe.cmd("SADD")
+                .arg(format!("set:{i}"))
+                .arg(format!("m{j}"))
+                .ignore();
+            pipe.cmd("ZADD")
+                .arg(format!("zset:{i}"))
+                .arg(j)
+                .arg(format!("m{j}"))
+                .ignore();
+        }
+    }
+    let _: () = pipe.query(&mut conn).unwrap();
+    for kind in ["hash", "set", "zset"] {
+        let encoding: String = redis::cmd("OBJECT")
+            .arg("ENCODING")
+            .arg(format!("{kind}:0"))
+            .query(&mut conn)
+            .unwrap();
+        let deep = if kind == "zset" {
+            "skiplist"
+        } else {
+            "hashtable"
+        };
+        assert_eq!(encoding, deep, "{kind}");
+    }
+    let before_strings = dump_dataset(&mut conn);
+    let before = collections_state(&mut conn, COUNT);
+    assert_eq!(
+        cmd_str(&mut conn, &["BGSAVE"]).unwrap(),
+        "Background saving started"
+    );
+    // Two rounds: the first mostly finds the captures queued, the second (after some
+    // writing) may find some with the writer.
+    for round in 0..2 {
+        let mut pipe = redis::pipe();
+        for i in 0..COUNT {
+            pipe.cmd("HINCRBY")
+                .arg(format!("hash:{i}"))
+                .arg("f1")
+                .arg(1000)
+                .ignore();
+            pipe.cmd("HDEL").arg(format!("hash:{i}")).arg("f2").ignore();
+            pipe.cmd("SREM").arg(format!("set:{i}")).arg("m3").ignore();
+            pipe.cmd("SADD")
+                .arg(format!("set:{i}"))
+                .arg(format!("new{round}"))
+                .ignore();
+            pipe.cmd("ZINCRBY")
+                .arg(format!("zset:{i}"))
+                .arg(0.5)
+                .arg("m4")
+                .ignore();
+        }
+        let _: () = pipe.query(&mut conn).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let serialised: u64 = info_field(&mut conn, "tessera_capture_serialised_values")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let copied: u64 = info_field(&mut conn, "tessera_capture_copied_values")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(serialised > 0, "no value was serialised before a write");
+    // Each collection is released (serialised or copied) at most once per snapshot.
+    assert!(
+        serialised + copied <= 3 * COUNT as u64,
+        "{serialised} + {copied}"
+    );
+    assert_eq!(
+        info_field(&mut conn, "rdb_bgsave_in_progress").unwrap(),
+        "1",
+        "the snapshot ended before the writes: nothing raced it"
+    );
+    wait_for_background_jobs(&mut conn);
+    assert_eq!(
+        info_field(&mut conn, "rdb_last_bgsave_status").unwrap(),
+        "ok"
+    );
+    let after_writes = collections_state(&mut conn, COUNT);
+    assert_ne!(after_writes, before);
+    server.kill9();
+    let server = start_server(dir.path(), &["--save", "", "--appendonly", "no"]);
+    let mut conn = server.connection();
+    let loaded = collections_state(&mut conn, COUNT);
+    if let Some((got, want)) = loaded.iter().zip(&before).find(|(got, want)| got != want) {
+        panic!(
+            "{} in the dump is not as it was at BGSAVE ({} bytes of state)",
+            want.0,
+            got.1.len()
+        );
+    }
+    assert_eq!(loaded.len(), before.len());
+    assert_eq!(dump_dataset(&mut conn), before_strings);
 }
 
 #[test]

@@ -339,18 +339,32 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// The collection of type `T` at `key`, for changing in place (cloned first only if a
-    /// snapshot still shares it): Ok(None) if absent, Err after replying WRONGTYPE.
+    /// The collection of type `T` at `key`, for changing in place: Ok(None) if absent, Err
+    /// after replying WRONGTYPE. If a snapshot's capture still shares it, a big one is
+    /// serialised into the capture first (`Db::release_captured`), others are copied.
     pub fn write<T: Collection>(&mut self, key: &[u8]) -> Result<Option<&mut T>, AlreadyReplied> {
         self.expire_if_needed(key);
         let db = self.client.db;
-        let is_type = match self.keyspace.dbs[db].get(key) {
+        let (is_type, is_deep) = match self.keyspace.dbs[db].get(key) {
             None => return Ok(None),
-            Some(e) => T::of(&e.value).is_some(),
+            Some(e) => (T::of(&e.value).is_some(), e.value.is_deep()),
         };
         if !is_type {
             self.wrong_type();
             return Err(AlreadyReplied);
+        }
+        // `get_mut` captures the slot if a snapshot still needs it: only then can the
+        // value be shared with a capture.
+        let captured_shares_it = |db: &mut crate::keyspace::Db| {
+            db.get_mut(key)
+                .is_some_and(|entry| entry.value.is_deep_and_shared())
+        };
+        if is_deep && captured_shares_it(&mut self.keyspace.dbs[db]) {
+            if self.keyspace.dbs[db].release_captured(key) {
+                self.server.stats.capture_serialised_values += 1;
+            } else {
+                self.server.stats.capture_copied_values += 1;
+            }
         }
         let entry = self.keyspace.dbs[db].get_mut(key).expect("found above");
         Ok(Some(Arc::make_mut(

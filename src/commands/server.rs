@@ -801,6 +801,17 @@ fn info_persistence(server: &crate::commands::ServerState, out: &mut String) {
     kv(out, "tessera_last_rewrite_bytes", &p.aof_last_rewrite_bytes);
     kv(out, "tessera_last_rewrite_keys", &p.aof_last_rewrite_keys);
     kv(out, "tessera_capture_held_bytes", &p.capture_held_bytes);
+    let stats = &server.stats;
+    kv(
+        out,
+        "tessera_capture_serialised_values",
+        &stats.capture_serialised_values,
+    );
+    kv(
+        out,
+        "tessera_capture_copied_values",
+        &stats.capture_copied_values,
+    );
     kv(
         out,
         "tessera_last_load_seconds",

@@ -42,7 +42,7 @@ mod test_support;
 pub use lzf::DecompressError;
 pub use reader::{LoadSummary, RdbItem, RdbReader, RdbVisitor, Refusal, load};
 pub use values::Collection;
-pub use writer::{RdbWriter, RdbWriterOptions};
+pub use writer::{RdbWriter, RdbWriterOptions, encode_entry};
 
 use crate::types::intset::InvalidIntset;
 use crate::types::listpack::InvalidListpack;

@@ -88,6 +88,20 @@ impl Default for RdbWriterOptions {
 /// `write_all` and one checksum update per 64 KB beat several per entry.
 const STAGING_BYTES: usize = 64 * 1024;
 
+/// One key's record (expiry, type, key, value) as `write_entry` writes it, without LZF:
+/// for the event loop, which serialises a captured value before changing it in place
+/// (`snapshot`), where compressing would cost the clients' time. A part writer adds it
+/// with `write_encoded_entry`.
+pub fn encode_entry(entry: &Entry) -> Vec<u8> {
+    let mut writer = RdbWriter::headless(Vec::new(), false);
+    writer.current_db = Some(0);
+    writer
+        .write_entry(0, entry)
+        .and_then(|()| writer.flush_staging())
+        .expect("writing to memory cannot fail");
+    writer.output
+}
+
 /// Writes one RDB file, entry by entry, computing its checksum as it goes.
 ///
 /// ```text
@@ -115,17 +129,7 @@ pub struct RdbWriter<W: Write> {
 impl<W: Write> RdbWriter<W> {
     /// Writes the header and the aux fields.
     pub fn new(output: W, options: &RdbWriterOptions) -> Result<Self, RdbError> {
-        let mut writer = RdbWriter {
-            output,
-            staging: Vec::with_capacity(STAGING_BYTES),
-            digest: CRC64.digest(),
-            bytes_written: 0,
-            current_db: None,
-            compression: options.compression,
-            compressor: LzfCompressor::default(),
-            compressed: Vec::new(),
-            backoff: CompressionBackoff::default(),
-        };
+        let mut writer = Self::headless(output, options.compression);
         writer.put(MAGIC)?;
         writer.put(format!("{RDB_VERSION:04}").as_bytes())?;
         // Redis's order and value forms (numbers as strings, which then get integer
@@ -139,6 +143,30 @@ impl<W: Write> RdbWriter<W> {
             writer.write_aux(key, value)?;
         }
         Ok(writer)
+    }
+
+    /// A writer with nothing written yet: `new` adds the header, `encode_entry` none.
+    fn headless(output: W, compression: bool) -> Self {
+        RdbWriter {
+            output,
+            staging: Vec::with_capacity(STAGING_BYTES),
+            digest: CRC64.digest(),
+            bytes_written: 0,
+            current_db: None,
+            compression,
+            compressor: LzfCompressor::default(),
+            compressed: Vec::new(),
+            backoff: CompressionBackoff::default(),
+        }
+    }
+
+    /// Writes one key's record made by `encode_entry` (in database `db`), as
+    /// `write_entry` would have written it.
+    pub fn write_encoded_entry(&mut self, db: u32, record: &[u8]) -> Result<(), RdbError> {
+        if self.current_db != Some(db) {
+            self.select_db(db, 0, 0)?;
+        }
+        self.put(record)
     }
 
     /// One aux field. Redis reads them anywhere in the file; Redis writes them first.

@@ -115,6 +115,7 @@ impl Server {
             let before = self.manifest.as_ref().expect("the log is on");
             if let Some(finished) = compaction.poll(before) {
                 self.jobs.compaction = None;
+                self.engine.keyspace.forget_snapshot();
                 self.finish_rewrite(finished);
             }
         }
@@ -123,6 +124,7 @@ impl Server {
                 .step(&mut self.engine.keyspace, CAPTURE_SLOTS_PER_TURN);
             if let Some(outcome) = save.job.take_outcome() {
                 let save = self.jobs.background_save.take().expect("checked");
+                self.engine.keyspace.forget_snapshot();
                 self.finish_background_save(outcome, save.dirty_at_start);
             }
         }
