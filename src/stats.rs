@@ -69,3 +69,20 @@ impl Stats {
         self.output_rate.track(now_ms, self.total_net_output_bytes);
     }
 }
+
+/// jemalloc's allocated bytes (`used_memory`) and the process RSS.
+pub fn memory_usage() -> (u64, u64) {
+    let _ = tikv_jemalloc_ctl::epoch::advance();
+    let allocated = tikv_jemalloc_ctl::stats::allocated::read().unwrap_or(0) as u64;
+    // SAFETY: sysconf takes a constant name and touches no memory of ours.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
+    let rss = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| {
+            s.split_whitespace()
+                .nth(1)
+                .and_then(|v| v.parse::<u64>().ok())
+        })
+        .map_or(0, |pages| pages * page);
+    (allocated, rss)
+}

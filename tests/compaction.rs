@@ -129,13 +129,18 @@ fn populate_varied(conn: &mut redis::Connection, count: usize) {
     let _: () = pipe.query(conn).unwrap();
 }
 
-/// Every key of databases 0..16 that `populate_varied` names, with its value and whether
-/// it has an expiry.
+/// Every key of databases 0..16 (strings only) with its value and whether it has an
+/// expiry.
 fn dump_dataset(conn: &mut redis::Connection) -> Vec<(i64, String, Vec<u8>, bool)> {
+    dump_matching(conn, "*")
+}
+
+/// `dump_dataset` of the keys that match `pattern`.
+fn dump_matching(conn: &mut redis::Connection, pattern: &str) -> Vec<(i64, String, Vec<u8>, bool)> {
     let mut all = Vec::new();
     for db in 0..16 {
         let _: () = redis::cmd("SELECT").arg(db).query(conn).unwrap();
-        let mut keys: Vec<String> = redis::cmd("KEYS").arg("key:*").query(conn).unwrap();
+        let mut keys: Vec<String> = redis::cmd("KEYS").arg(pattern).query(conn).unwrap();
         keys.sort();
         for key in keys {
             let value: Vec<u8> = redis::cmd("GET").arg(&key).query(conn).unwrap();
@@ -436,7 +441,7 @@ fn big_collections_changed_during_a_snapshot_are_serialised_first_and_stay_point
         };
         assert_eq!(encoding, deep, "{kind}");
     }
-    let before_strings = dump_dataset(&mut conn);
+    let before_strings = dump_matching(&mut conn, "key:*");
     let before = collections_state(&mut conn, COUNT);
     assert_eq!(
         cmd_str(&mut conn, &["BGSAVE"]).unwrap(),
@@ -505,7 +510,7 @@ fn big_collections_changed_during_a_snapshot_are_serialised_first_and_stay_point
         );
     }
     assert_eq!(loaded.len(), before.len());
-    assert_eq!(dump_dataset(&mut conn), before_strings);
+    assert_eq!(dump_matching(&mut conn, "key:*"), before_strings);
 }
 
 #[test]
@@ -639,6 +644,91 @@ fn a_rate_limited_compaction_lets_writes_through_and_finishes_once_the_limit_is_
     }
     let after: String = redis::cmd("GET").arg("after").query(&mut conn).unwrap();
     assert_eq!(after, "1");
+}
+
+#[test]
+fn a_compaction_backs_off_to_a_pause_under_a_saturating_load_and_finishes_once_it_stops() {
+    // Clients keep the event loop busy with reads (KEYS scanning every key): the pacer
+    // takes the writers' rate down to a pause, and a compaction started then waits (the
+    // reads neither grow the log nor change what it captured). Once the load stops, the
+    // rate comes back and the compaction finishes with every key.
+    let dir = temp_dir();
+    let mut server = start_server(dir.path(), &["--save", "", "--rdbcompression", "no"]);
+    let mut conn = server.connection();
+    let value = |i: usize| format!("{i:06}-").repeat(300);
+    let mut pipe = redis::pipe();
+    for i in 0..8000 {
+        pipe.cmd("SET").arg(format!("k{i}")).arg(value(i)).ignore();
+    }
+    let _: () = pipe.query(&mut conn).unwrap();
+    let rate =
+        |conn: &mut redis::Connection| info_field(conn, "tessera_background_write_rate").unwrap();
+    let wait_for_rate = |conn: &mut redis::Connection, wanted: &str| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while rate(conn) != wanted {
+            assert!(
+                Instant::now() < deadline,
+                "the writers' rate never got {wanted}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    wait_for_rate(&mut conn, "unlimited"); // the loading kept the loop busy for a while
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let loaders: Vec<_> = (0..3)
+        .map(|_| {
+            let (stop, mut conn) = (stop.clone(), server.connection());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let mut pipe = redis::pipe();
+                    for _ in 0..10 {
+                        pipe.cmd("KEYS").arg("nothing-matches-*");
+                    }
+                    let _: Vec<Vec<String>> = pipe.query(&mut conn).unwrap();
+                }
+            })
+        })
+        .collect();
+    wait_for_rate(&mut conn, "paused");
+    let _: String = redis::cmd("BGREWRITEAOF").query(&mut conn).unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let keys_written: u64 = info_field(&mut conn, "current_save_keys_processed")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        info_field(&mut conn, "aof_rewrite_in_progress").unwrap(),
+        "1",
+        "the compaction did not wait for the load"
+    );
+    assert!(
+        keys_written < 8000,
+        "{keys_written} keys written while paused"
+    );
+    assert_eq!(rate(&mut conn), "paused");
+
+    stop.store(true, Ordering::Relaxed);
+    for loader in loaders {
+        loader.join().unwrap();
+    }
+    wait_for_background_jobs(&mut conn);
+    assert_eq!(
+        info_field(&mut conn, "aof_last_bgrewrite_status").unwrap(),
+        "ok"
+    );
+    wait_for_rate(&mut conn, "unlimited");
+    server.kill9();
+    let server = start_server(dir.path(), &["--save", ""]);
+    let mut conn = server.connection();
+    assert_eq!(common::dbsize(&mut conn), 8000);
+    for i in (0..8000).step_by(97) {
+        let got: String = redis::cmd("GET")
+            .arg(format!("k{i}"))
+            .query(&mut conn)
+            .unwrap();
+        assert!(got == value(i), "k{i} after the restart");
+    }
 }
 
 /// The settings of the SIGKILL experiments, as `in_process::CRASH_SETTINGS`.

@@ -590,22 +590,6 @@ fn human_bytes(n: u64) -> String {
     format!("{n}B")
 }
 
-/// jemalloc's allocated bytes (`used_memory`) and the process RSS.
-pub fn memory_usage() -> (u64, u64) {
-    let _ = tikv_jemalloc_ctl::epoch::advance();
-    let allocated = tikv_jemalloc_ctl::stats::allocated::read().unwrap_or(0) as u64;
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
-    let rss = std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| {
-            s.split_whitespace()
-                .nth(1)
-                .and_then(|v| v.parse::<u64>().ok())
-        })
-        .map_or(0, |pages| pages * page);
-    (allocated, rss)
-}
-
 const DEFAULT_SECTIONS: &[&str] = &[
     "server",
     "clients",
@@ -801,6 +785,12 @@ fn info_persistence(server: &crate::commands::ServerState, out: &mut String) {
     kv(out, "tessera_last_rewrite_bytes", &p.aof_last_rewrite_bytes);
     kv(out, "tessera_last_rewrite_keys", &p.aof_last_rewrite_keys);
     kv(out, "tessera_capture_held_bytes", &p.capture_held_bytes);
+    let rate = match p.background_rate {
+        crate::storage::Rate::Unlimited => "unlimited".to_string(),
+        crate::storage::Rate::Paused => "paused".to_string(),
+        crate::storage::Rate::BytesPerSecond(n) => n.to_string(),
+    };
+    kv(out, "tessera_background_write_rate", &rate);
     let stats = &server.stats;
     kv(
         out,
@@ -858,7 +848,7 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
             kv(out, "tracking_clients", &0);
         }
         "memory" => {
-            let (used, rss) = memory_usage();
+            let (used, rss) = crate::stats::memory_usage();
             out.push_str("# Memory\r\n");
             kv(out, "used_memory", &used);
             kv(out, "used_memory_human", &human_bytes(used));

@@ -141,6 +141,8 @@ pub struct PersistenceInfo {
     pub aof_last_rewrite_keys: u64,
     /// Memory held by captured slots not yet written by a running snapshot.
     pub capture_held_bytes: u64,
+    /// The rate the background jobs' writers may use now (`server::pace`).
+    pub background_rate: crate::storage::Rate,
     /// Keys written so far by the running snapshot, and the keys when it started.
     pub current_save_keys_processed: u64,
     pub current_save_keys_total: u64,

@@ -63,8 +63,13 @@ pub struct Config {
     pub aof_rewrite_incremental_fsync: bool,
     pub rdb_save_incremental_fsync: bool,
     /// Tessera's `aof-rewrite-max-rate`: bytes per second a compaction (or BGSAVE) may
-    /// write over all its parts; 0, no limit. Read when a job starts.
+    /// write over all its parts; 0, no limit. Applies to a running job from the next
+    /// cron tick.
     pub aof_rewrite_max_rate: u64,
+    /// Tessera's `aof-rewrite-adaptive-rate`: the writers of a compaction or BGSAVE go as
+    /// fast as the event loop's load and the job's memory and log budgets allow
+    /// (`server::pace`); no: full speed (or `aof-rewrite-max-rate`).
+    pub aof_rewrite_adaptive_rate: bool,
     /// Compact-encoding thresholds (`hash-max-listpack-entries` and the rest), pushed to
     /// `types::limits` at start-up and after CONFIG SET.
     pub encoding_limits: EncodingLimits,
@@ -245,6 +250,7 @@ impl Default for Config {
             aof_rewrite_incremental_fsync: true,
             rdb_save_incremental_fsync: true,
             aof_rewrite_max_rate: 0,
+            aof_rewrite_adaptive_rate: true,
             encoding_limits: EncodingLimits::default(),
             // Redis 7's built-in default.
             save_points: vec![(3600, 1), (300, 100), (60, 10000)],
@@ -561,6 +567,12 @@ pub static DIRECTIVES: &[Directive] = &[
         true,
         |c| c.aof_rewrite_max_rate.to_string(),
         |c, a| c.aof_rewrite_max_rate = parse_memory_arg(a, 0)?
+    ),
+    directive!(
+        "aof-rewrite-adaptive-rate",
+        true,
+        |c| yes_no(c.aof_rewrite_adaptive_rate),
+        |c, a| c.aof_rewrite_adaptive_rate = parse_bool(a)?
     ),
     directive!(
         "save",

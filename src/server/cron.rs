@@ -1,7 +1,9 @@
 //! Periodic work, `hz` times a second (Redis's `serverCron`): the log's health, INFO's
 //! sampled figures, active expiry, jobs that are due, idle clients.
 
+use super::pace::Signals;
 use super::{Server, release_watermark};
+use crate::storage::Rate;
 use std::time::Duration;
 
 /// Time the active expiry cycle may take per cron run, as Redis's 25 % of a 100 ms tick.
@@ -35,9 +37,7 @@ impl Server {
                 self.release_held(durable, writer.is_failing());
             }
         }
-        self.jobs
-            .rate
-            .set(self.engine.state.config.aof_rewrite_max_rate);
+        self.pace_background_jobs();
         self.engine
             .active_expire_cycle(&mut self.expire_cursor, now_ms, EXPIRE_CYCLE_BUDGET);
         // Jobs scheduled while nothing was running (BGREWRITEAOF inside EXEC).
@@ -46,6 +46,26 @@ impl Server {
         self.close_idle_clients();
         // Expiry DELs are log records too.
         self.end_of_turn();
+    }
+
+    /// The rate of the background jobs' writers until the next tick: the pacer's
+    /// (`aof-rewrite-adaptive-rate`), capped by `aof-rewrite-max-rate`.
+    fn pace_background_jobs(&mut self) {
+        let state = &mut self.engine.state;
+        let configured = Rate::from_config(state.config.aof_rewrite_max_rate);
+        let paced = self.pacer.tick(&Signals {
+            loop_idle: self.loop_idle,
+            job_running: self.jobs.running(),
+            used_memory: &|| crate::stats::memory_usage().0,
+            log_bytes: state.persistence.aof_current_size,
+        });
+        let rate = if state.config.aof_rewrite_adaptive_rate {
+            configured.min(paced)
+        } else {
+            configured
+        };
+        self.jobs.rate.set(rate);
+        state.persistence.background_rate = rate;
     }
 
     /// `timeout`: closes clients idle for longer. A client waiting for its replies to

@@ -70,6 +70,8 @@ impl Jobs {
 
     /// Stops every job and waits for its threads (they remove their unlisted files).
     pub fn cancel_all(&mut self, keyspace: &mut crate::keyspace::Keyspace) {
+        // Paused writers would otherwise sleep until the next tick that never comes.
+        self.rate.set(crate::storage::Rate::Unlimited);
         if let Some(mut compaction) = self.compaction.take() {
             tracing::info!(
                 "there is a background append-only log rewrite in progress: stopping it"

@@ -17,6 +17,7 @@ mod blocked;
 mod cron;
 mod error;
 mod jobs;
+mod pace;
 mod session;
 
 use crate::commands::{LoadingStatus, SessionState};
@@ -65,6 +66,10 @@ pub struct Server {
         std::thread::JoinHandle<Result<crate::recovery::Loaded, crate::recovery::LoadError>>,
     >,
     jobs: jobs::Jobs,
+    /// The background jobs' writers' rate, from how busy the loop is (`pace`).
+    pacer: pace::Pacer,
+    /// Time the loop spent waiting for events, in all (the pacer's measure of room).
+    loop_idle: Duration,
     /// The fsync policy the log writer was last given (CONFIG SET changes the config).
     writer_policy: FsyncPolicy,
     storage: Arc<dyn Storage>,
@@ -172,6 +177,8 @@ impl Server {
             manifest: None,
             loading: Some(loading),
             jobs: jobs::Jobs::default(),
+            pacer: pace::Pacer::default(),
+            loop_idle: Duration::ZERO,
             writer_policy,
             storage,
             waker,
@@ -276,7 +283,10 @@ impl Server {
                     Duration::ZERO
                 });
             }
-            if let Err(e) = self.poll.poll(&mut events, Some(timeout))
+            let waiting = Instant::now();
+            let polled = self.poll.poll(&mut events, Some(timeout));
+            self.loop_idle += waiting.elapsed();
+            if let Err(e) = polled
                 && e.kind() != ErrorKind::Interrupted
             {
                 return Err(ServerError::EventLoop(e));

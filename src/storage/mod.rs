@@ -41,7 +41,7 @@ mod real;
 #[cfg(any(test, feature = "fault-injection"))]
 mod simulated;
 
-pub use paced::{PacedFile, RateLimit, WRITEBACK_CHUNK_BYTES};
+pub use paced::{PacedFile, Rate, RateLimit, WRITEBACK_CHUNK_BYTES};
 #[cfg(any(test, feature = "fault-injection"))]
 pub use real::CRASH_AT_ENV;
 pub use real::RealStorage;

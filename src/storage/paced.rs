@@ -17,10 +17,58 @@ use std::time::{Duration, Instant};
 /// Writeback is started every this many bytes (Redis's `REDIS_AUTOSYNC_BYTES`).
 pub const WRITEBACK_CHUNK_BYTES: u64 = 4 << 20;
 
+/// How fast the background jobs' files may be written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Rate {
+    #[default]
+    Unlimited,
+    /// Bytes per second over all the files; never 0.
+    BytesPerSecond(u64),
+    /// Nothing is written until the rate changes (the foreground has no room to spare).
+    Paused,
+}
+
+impl Rate {
+    /// `aof-rewrite-max-rate`'s meaning of a number: 0 is no limit.
+    pub fn from_config(bytes_per_second: u64) -> Rate {
+        match bytes_per_second {
+            0 => Rate::Unlimited,
+            n => Rate::BytesPerSecond(n),
+        }
+    }
+
+    /// The slower of two rates.
+    pub fn min(self, other: Rate) -> Rate {
+        match (self, other) {
+            (Rate::Paused, _) | (_, Rate::Paused) => Rate::Paused,
+            (Rate::Unlimited, r) | (r, Rate::Unlimited) => r,
+            (Rate::BytesPerSecond(a), Rate::BytesPerSecond(b)) => Rate::BytesPerSecond(a.min(b)),
+        }
+    }
+
+    // Kept in one atomic: 0 unlimited, u64::MAX paused, else bytes per second.
+    fn encode(self) -> u64 {
+        match self {
+            Rate::Unlimited => 0,
+            Rate::BytesPerSecond(n) => n.clamp(1, u64::MAX - 1),
+            Rate::Paused => u64::MAX,
+        }
+    }
+
+    fn decode(n: u64) -> Rate {
+        match n {
+            0 => Rate::Unlimited,
+            u64::MAX => Rate::Paused,
+            n => Rate::BytesPerSecond(n),
+        }
+    }
+}
+
 /// A byte rate shared by the threads of the background jobs: each write takes its bytes'
 /// time slot on a common clock and sleeps until the slot comes. Unused time is not saved
 /// up beyond a short burst, so a pause is not followed by a flood. The rate can change
-/// while a job runs (CONFIG SET): it applies from the next write.
+/// while a job runs (CONFIG SET, the cron's pacer): it applies from the next write, and
+/// a writer waiting (or paused) sees a change within `RATE_RECHECK`.
 pub struct RateLimit {
     bytes_per_second: AtomicU64,
     next_free: Mutex<Instant>,
@@ -33,33 +81,41 @@ const RATE_BURST: Duration = Duration::from_millis(50);
 const RATE_RECHECK: Duration = Duration::from_millis(100);
 
 impl Default for RateLimit {
-    /// No limit.
     fn default() -> Self {
-        RateLimit::new(0)
+        RateLimit::new(Rate::Unlimited)
     }
 }
 
 impl RateLimit {
-    /// `0` means no limit.
-    pub fn new(bytes_per_second: u64) -> RateLimit {
+    pub fn new(rate: Rate) -> RateLimit {
         RateLimit {
-            bytes_per_second: AtomicU64::new(bytes_per_second),
+            bytes_per_second: AtomicU64::new(rate.encode()),
             next_free: Mutex::new(Instant::now()),
         }
     }
 
-    pub fn set(&self, bytes_per_second: u64) {
+    pub fn set(&self, rate: Rate) {
         self.bytes_per_second
-            .store(bytes_per_second, Ordering::Relaxed);
+            .store(rate.encode(), Ordering::Relaxed);
     }
 
-    /// Waits until `bytes` more may be written. A long wait is taken in short sleeps, so
-    /// that a rate raised (or lifted) meanwhile takes effect at once.
+    pub fn get(&self) -> Rate {
+        Rate::decode(self.bytes_per_second.load(Ordering::Relaxed))
+    }
+
+    /// Waits until `bytes` more may be written. A long wait (or a pause) is taken in short
+    /// sleeps, so that a rate raised (or lifted) meanwhile takes effect at once.
     pub fn take(&self, bytes: u64) {
-        let rate = self.bytes_per_second.load(Ordering::Relaxed);
-        if rate == 0 || bytes == 0 {
+        if bytes == 0 {
             return;
         }
+        let rate = loop {
+            match self.get() {
+                Rate::Unlimited => return,
+                Rate::Paused => std::thread::sleep(RATE_RECHECK),
+                Rate::BytesPerSecond(rate) => break rate,
+            }
+        };
         let cost = Duration::from_secs_f64(bytes as f64 / rate as f64);
         let now = Instant::now();
         let until = {
@@ -69,7 +125,7 @@ impl RateLimit {
             *next_free
         };
         while let Some(wait) = until.checked_duration_since(Instant::now() + RATE_BURST) {
-            if self.bytes_per_second.load(Ordering::Relaxed) != rate {
+            if self.get() != Rate::BytesPerSecond(rate) {
                 // The rate changed: the clock restarts from now at the new rate.
                 *self.next_free.lock().unwrap() = Instant::now();
                 return;
@@ -156,7 +212,7 @@ mod tests {
         // ending a second after the clock started, and the writer sleeps for all but the
         // burst of it. (A lower bound: a slow machine only makes it longer.)
         let before = Instant::now();
-        let limit = RateLimit::new(1_000_000);
+        let limit = RateLimit::new(Rate::BytesPerSecond(1_000_000));
         for _ in 0..10 {
             limit.take(100_000);
         }
@@ -169,17 +225,20 @@ mod tests {
         assert!(clock >= Duration::from_secs(1), "{clock:?}");
         assert!(clock < Duration::from_secs(1) + RATE_BURST, "{clock:?}");
         // No limit: no wait, whatever the size.
-        RateLimit::new(0).take(u64::MAX);
-        // A writer waiting on a slow rate goes on as soon as the limit is lifted.
-        let limit = Arc::new(RateLimit::new(1));
-        let lift = {
-            let limit = limit.clone();
-            std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(200));
-                limit.set(0);
-            })
-        };
-        limit.take(1_000_000); // 11 days at 1 byte/s
-        lift.join().unwrap();
+        RateLimit::new(Rate::Unlimited).take(u64::MAX);
+        // A writer waiting on a slow rate, or paused, goes on as soon as the limit is
+        // lifted.
+        for held in [Rate::BytesPerSecond(1), Rate::Paused] {
+            let limit = Arc::new(RateLimit::new(held));
+            let lift = {
+                let limit = limit.clone();
+                std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_millis(200));
+                    limit.set(Rate::Unlimited);
+                })
+            };
+            limit.take(1_000_000); // 11 days at 1 byte/s
+            lift.join().unwrap();
+        }
     }
 }
