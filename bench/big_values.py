@@ -13,12 +13,13 @@ For each server (in one run, alternating which goes first, --repeat times):
  1. start it in a fresh temporary directory on a free loopback port, log on
    (everysec), automatic rewrites and save points off (compaction.py's settings);
  2. preload --hashes hashes `big:<i>` of --fields fields each (`f<j>` -> a distinct
-   32-byte value), pipelined, then wait until the log is written;
+   32-byte value; i and j zero-padded to 12 digits, as redis-benchmark's `__rand_int__`),
+   then wait until the log is written;
  3. sample PSS (the server and its descendants: Redis's fork child counts) every
-   --interval seconds; after 1 s send BGREWRITEAOF and start
-   `redis-benchmark -c 8 -P 8 -r HASHES HSET big:__rand_int__ f__rand_int__ <32 bytes>`
-   (every hash written, each write overwriting a field) until the rewrite is done;
-   then 1 s more;
+   --interval seconds; after 1 s send BGREWRITEAOF and start the writers (--spread all:
+   one `redis-benchmark -c 1 -P 8 -r FIELDS HSET big:<i> f__rand_int__ <32 bytes>` per
+   hash, fields overwritten all over it; --spread few: one redis-benchmark over all the
+   hashes, always the same 16 fields of each) until the rewrite is done; then 1 s more;
  4. report PSS before (the last sample before BGREWRITEAOF), the peak during the
    compaction, their ratio, and the compaction's duration. Tessera's INFO
    `tessera_capture_serialised_values` / `tessera_capture_copied_values` say how its big
@@ -50,9 +51,10 @@ def preload(port: int, hashes: int, fields: int) -> None:
         batch = 1000
         for i in range(hashes):
             for start in range(0, fields, batch):
-                args = ["HSET", f"big:{i}"]
+                # redis-benchmark's `__rand_int__` is 12 digits, zero-padded.
+                args = ["HSET", f"big:{i:012}"]
                 for j in range(start, min(fields, start + batch)):
-                    args += [f"f{j}", f"{i:08}-{j:08}-{'v' * 14}"]
+                    args += [f"f{j:012}", f"{i:08}-{j:08}-{'v' * 14}"]
                 conn.call(*args)
     finally:
         conn.close()
@@ -75,14 +77,20 @@ class Sampler(threading.Thread):
             time.sleep(self.interval)
 
 
-def writer(args, port: int) -> subprocess.Popen:
-    # `__rand_int__` is drawn in [0, hashes) for the key and the field alike: every hash
-    # is written, each write overwrites one of its fields.
-    return subprocess.Popen(
-        [args.redis_benchmark, "-h", cp.HOST, "-p", str(port), "-c", "8", "-P", "8",
-         "-n", "100000000", "-r", str(args.hashes), "-q",
-         "HSET", "big:__rand_int__", "f__rand_int__", "w" * 32],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+def writers(args, port: int) -> list[subprocess.Popen]:
+    """--spread few: one redis-benchmark whose `__rand_int__` is drawn in [0, hashes) for
+    the key and the field alike: every hash written, always in the same few fields (a
+    fork copies few pages). --spread all: one redis-benchmark per hash, fields drawn over
+    the whole hash (a fork copies most pages)."""
+    def bench(key: str, spread: int, clients: int) -> subprocess.Popen:
+        return subprocess.Popen(
+            [args.redis_benchmark, "-h", cp.HOST, "-p", str(port), "-c", str(clients),
+             "-P", "8", "-n", "100000000", "-r", str(spread), "-q",
+             "HSET", key, "f__rand_int__", "w" * 32],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    if args.spread == "few":
+        return [bench("big:__rand_int__", args.hashes, 8)]
+    return [bench(f"big:{i:012}", args.fields, 1) for i in range(args.hashes)]
 
 
 def run_once(args, servers: cp.Servers, name: str, binary: str | None) -> dict:
@@ -98,7 +106,7 @@ def run_once(args, servers: cp.Servers, name: str, binary: str | None) -> dict:
         rewrites = cp.num(cp.info_fields(srv.port, "persistence"), "aof_rewrites", 0)
         started = time.monotonic()
         cp.resp(srv.port, "BGREWRITEAOF")
-        loader = writer(args, srv.port)
+        loaders = writers(args, srv.port)
         try:
             while True:
                 fields = cp.info_fields(srv.port, "persistence")
@@ -111,7 +119,8 @@ def run_once(args, servers: cp.Servers, name: str, binary: str | None) -> dict:
                 time.sleep(0.05)
             ended = time.monotonic()
         finally:
-            cp.stop_loader(loader)
+            for loader in loaders:
+                cp.stop_loader(loader)
         time.sleep(1.0)
         sampler.stop.set()
         sampler.join()
@@ -133,6 +142,8 @@ def main() -> int:
     p.add_argument("--hashes", type=int, default=16)
     p.add_argument("--fields", type=int, default=200_000)
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--spread", choices=("all", "few"), default="all",
+                   help="which fields the writes overwrite (see writers())")
     p.add_argument("--interval", type=float, default=0.05)
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--tessera", default=str(cp.REPO / "target" / "release" / "tessera-server"))
@@ -158,7 +169,7 @@ def main() -> int:
                       f"{r['serialised']}, copied {r['copied']}", flush=True)
     finally:
         servers.stop_all()
-    print(f"\n{args.hashes} hashes x {args.fields} fields; "
+    print(f"\n{args.hashes} hashes x {args.fields} fields, writes spread over {args.spread}; "
           f"medians of {args.repeat}:\n")
     print("| server | PSS before (MB) | peak during (MB) | peak / before | compaction (s) |")
     print("|---|---|---|---|---|")
