@@ -653,7 +653,17 @@ fn a_compaction_backs_off_to_a_pause_under_a_saturating_load_and_finishes_once_i
     // reads neither grow the log nor change what it captured). Once the load stops, the
     // rate comes back and the compaction finishes with every key.
     let dir = temp_dir();
-    let mut server = start_server(dir.path(), &["--save", "", "--rdbcompression", "no"]);
+    let mut server = start_server(
+        dir.path(),
+        &[
+            "--save",
+            "",
+            "--rdbcompression",
+            "no",
+            "--aof-rewrite-adaptive-rate",
+            "yes",
+        ],
+    );
     let mut conn = server.connection();
     let value = |i: usize| format!("{i:06}-").repeat(300);
     let mut pipe = redis::pipe();

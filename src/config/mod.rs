@@ -68,7 +68,8 @@ pub struct Config {
     pub aof_rewrite_max_rate: u64,
     /// Tessera's `aof-rewrite-adaptive-rate`: the writers of a compaction or BGSAVE go as
     /// fast as the event loop's load and the job's memory and log budgets allow
-    /// (`server::pace`); no: full speed (or `aof-rewrite-max-rate`).
+    /// (`server::pace`); no (the default until it is measured on a quiet machine: see
+    /// BENCHMARKS.md): full speed (or `aof-rewrite-max-rate`).
     pub aof_rewrite_adaptive_rate: bool,
     /// Compact-encoding thresholds (`hash-max-listpack-entries` and the rest), pushed to
     /// `types::limits` at start-up and after CONFIG SET.
@@ -250,7 +251,7 @@ impl Default for Config {
             aof_rewrite_incremental_fsync: true,
             rdb_save_incremental_fsync: true,
             aof_rewrite_max_rate: 0,
-            aof_rewrite_adaptive_rate: true,
+            aof_rewrite_adaptive_rate: false,
             encoding_limits: EncodingLimits::default(),
             // Redis 7's built-in default.
             save_points: vec![(3600, 1), (300, 100), (60, 10000)],

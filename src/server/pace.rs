@@ -17,7 +17,8 @@
 //! neither grow the log nor diverge from the capture) and finishes once the load stops;
 //! under a saturating write load it goes as slowly as its budgets allow. The configured
 //! `aof-rewrite-max-rate` caps whatever the pacer decides; `aof-rewrite-adaptive-rate no`
-//! turns the pacer off (the writers then only yield the CPU by their nice value).
+//! (the default until it is measured side by side on a quiet machine) turns the pacer off:
+//! the writers then only yield the CPU by their nice value.
 //!
 //! The level is kept between jobs, so a job started while the loop is saturated starts
 //! paused rather than at full speed for its first tick.
