@@ -70,10 +70,15 @@ impl Stats {
     }
 }
 
+/// jemalloc's allocated bytes (`used_memory`).
+pub fn allocated_bytes() -> u64 {
+    let _ = tikv_jemalloc_ctl::epoch::advance();
+    tikv_jemalloc_ctl::stats::allocated::read().unwrap_or(0) as u64
+}
+
 /// jemalloc's allocated bytes (`used_memory`) and the process RSS.
 pub fn memory_usage() -> (u64, u64) {
-    let _ = tikv_jemalloc_ctl::epoch::advance();
-    let allocated = tikv_jemalloc_ctl::stats::allocated::read().unwrap_or(0) as u64;
+    let allocated = allocated_bytes();
     // SAFETY: sysconf takes a constant name and touches no memory of ours.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
     let rss = std::fs::read_to_string("/proc/self/statm")

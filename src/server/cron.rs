@@ -53,14 +53,13 @@ impl Server {
     fn pace_background_jobs(&mut self) {
         let state = &mut self.engine.state;
         let configured = Rate::from_config(state.config.aof_rewrite_max_rate);
-        let paced = self.pacer.tick(&Signals {
-            loop_idle: self.loop_idle,
-            job_running: self.jobs.running(),
-            used_memory: &|| crate::stats::memory_usage().0,
-            log_bytes: state.persistence.aof_current_size,
-        });
         let rate = if state.config.aof_rewrite_adaptive_rate {
-            configured.min(paced)
+            configured.min(self.pacer.tick(&Signals {
+                loop_idle: self.loop_idle,
+                job_running: self.jobs.running(),
+                used_memory: &crate::stats::allocated_bytes,
+                log_bytes: state.persistence.aof_current_size,
+            }))
         } else {
             configured
         };

@@ -47,7 +47,7 @@ const LOG_BUDGET_MIN: u64 = 64 << 20;
 
 /// Where the pacer is between full speed and a pause.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Level {
+enum Level {
     Full,
     Limited(u64),
     Paused,
