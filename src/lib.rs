@@ -26,6 +26,7 @@ pub mod log;
 pub mod long_double;
 pub mod net;
 pub mod process;
+pub mod pubsub;
 pub mod rdb;
 pub mod recovery;
 pub mod resp;

@@ -17,6 +17,7 @@ mod keys;
 mod lists;
 mod object;
 mod picks;
+mod pubsub;
 mod server;
 mod sets;
 mod state;
@@ -52,6 +53,8 @@ pub mod flags {
     pub const NO_MULTI: u32 = 1 << 9;
     /// May block the client (BLPOP…).
     pub const BLOCKING: u32 = 1 << 10;
+    /// A pub/sub command (COMMAND INFO's `pubsub`).
+    pub const PUBSUB: u32 = 1 << 16;
 
     pub const NAMES: &[(u32, &str)] = &[
         (WRITE, "write"),
@@ -65,6 +68,7 @@ pub mod flags {
         (MOVABLEKEYS, "movablekeys"),
         (NO_MULTI, "no_multi"),
         (BLOCKING, "blocking"),
+        (PUBSUB, "pubsub"),
     ];
 }
 
@@ -82,6 +86,7 @@ pub enum Action {
     ClientList {
         only_self: bool,
         ids: Option<Vec<u64>>,
+        kind: Option<ClientKind>,
     },
     /// Send the reply, then close (QUIT).
     Close,
@@ -91,6 +96,24 @@ pub enum Action {
     StartJob(Job),
     /// A blocking command found nothing: park the client (no reply written).
     Block(blocking::Blocked),
+}
+
+/// The classes of client Tessera has (CLIENT LIST TYPE; Redis's `getClientType`): a
+/// client with a subscription is `pubsub`, and its output limit is that class's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientKind {
+    Normal,
+    PubSub,
+}
+
+impl ClientKind {
+    pub fn of(session: &SessionState) -> ClientKind {
+        if session.subscriptions.any() {
+            ClientKind::PubSub
+        } else {
+            ClientKind::Normal
+        }
+    }
 }
 
 /// Whether SHUTDOWN writes `dbfilename` first.
@@ -156,6 +179,8 @@ pub struct Ctx<'a> {
     /// Arguments that arrived as big bulks, read into strings of their own: (position,
     /// value). A command that stores an argument whole takes it through `value_arg`.
     pub big_arguments: &'a [(usize, crate::types::string::Str)],
+    /// Whoever holds the other sessions: pub/sub messages for them go through it.
+    pub host: &'a mut dyn crate::engine::Host,
 }
 
 impl<'a> Ctx<'a> {
@@ -177,6 +202,24 @@ impl<'a> Ctx<'a> {
             }
             None => crate::types::string::Str::from(bytes),
         }
+    }
+
+    /// Publishes `payload` on `channel` (a shard channel when `shard`) and returns the
+    /// number of receivers. The running session's own copies go into its reply at once,
+    /// before the command's reply (as in Redis); the others through the host.
+    pub fn publish(&mut self, channel: &[u8], payload: &[u8], shard: bool) -> usize {
+        let me = self.client.id;
+        let out = &mut self.out;
+        let host = &mut *self.host;
+        self.server
+            .pubsub
+            .publish(channel, payload, shard, &mut |id, message| {
+                if id == me {
+                    message.write(out);
+                } else {
+                    host.deliver(id, message);
+                }
+            })
     }
 
     pub fn db(&mut self) -> &mut Db {
@@ -484,6 +527,7 @@ pub fn table() -> Vec<CommandSpec> {
     all.extend(transactions::commands());
     all.extend(object::commands());
     all.extend(blocking::commands());
+    all.extend(pubsub::commands());
     all
 }
 
