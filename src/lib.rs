@@ -25,6 +25,7 @@ pub mod keyspace;
 pub mod log;
 pub mod long_double;
 pub mod net;
+pub mod notify;
 pub mod process;
 pub mod pubsub;
 pub mod rdb;

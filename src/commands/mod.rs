@@ -27,6 +27,7 @@ mod zsets;
 
 use crate::effects::Effects;
 use crate::keyspace::{Db, Entry, Keyspace, Value};
+pub use crate::notify::EventClass;
 use crate::resp::ReplyWriter;
 use bytes::Bytes;
 use std::sync::Arc;
@@ -181,6 +182,10 @@ pub struct Ctx<'a> {
     pub big_arguments: &'a [(usize, crate::types::string::Str)],
     /// Whoever holds the other sessions: pub/sub messages for them go through it.
     pub host: &'a mut dyn crate::engine::Host,
+    /// The command is a write: `lookup_read` and `read` are then Redis's write lookups,
+    /// which count no keyspace hit or miss and raise no `keymiss` (`reading` lifts it
+    /// where Redis reads inside a write).
+    pub write_lookups: bool,
 }
 
 impl<'a> Ctx<'a> {
@@ -214,12 +219,57 @@ impl<'a> Ctx<'a> {
         self.server
             .pubsub
             .publish(channel, payload, shard, &mut |id, message| {
-                if id == me {
-                    message.write(out);
-                } else {
-                    host.deliver(id, message);
-                }
+                route(me, out, host, id, message)
             })
+    }
+
+    /// Raises keyspace event `event` of `class` on `key` in the session's database
+    /// (Redis's `notifyKeyspaceEvent`): published if `notify-keyspace-events` says so,
+    /// through the path PUBLISH takes. Handlers call it where the change happens, with
+    /// Redis's event name for the command.
+    pub fn notify(&mut self, class: EventClass, event: &str, key: &[u8]) {
+        let db = self.client.db;
+        self.notify_in(db, class, event, key);
+    }
+
+    /// `notify` for a key of database `db` (MOVE's and COPY's target).
+    pub fn notify_in(&mut self, db: usize, class: EventClass, event: &str, key: &[u8]) {
+        let me = self.client.id;
+        let out = &mut self.out;
+        let host = &mut *self.host;
+        crate::notify::keyspace_event(
+            self.server.config.notify_keyspace_events,
+            &self.server.pubsub,
+            class,
+            event,
+            key,
+            db,
+            &mut |id, message| route(me, out, host, id, message),
+        );
+    }
+
+    /// Runs `lookups` as Redis's read lookups inside a write command (they count hits and
+    /// misses and raise `keymiss`): GETSET, GETDEL, GETEX and SET GET read their key so,
+    /// COPY its source, the *STORE commands their sources.
+    pub fn reading<R>(&mut self, lookups: impl FnOnce(&mut Self) -> R) -> R {
+        let write_lookups = std::mem::replace(&mut self.write_lookups, false);
+        let result = lookups(self);
+        self.write_lookups = write_lookups;
+        result
+    }
+
+    /// Counts a read lookup's hit or miss (a miss raises `keymiss`), unless the command's
+    /// lookups are write lookups.
+    fn count_lookup(&mut self, key: &[u8], found: bool) {
+        if self.write_lookups {
+            return;
+        }
+        if found {
+            self.server.stats.keyspace_hits += 1;
+        } else {
+            self.server.stats.keyspace_misses += 1;
+            self.notify(EventClass::KeyMiss, "keymiss", key);
+        }
     }
 
     pub fn db(&mut self) -> &mut Db {
@@ -305,6 +355,7 @@ impl<'a> Ctx<'a> {
                 db.remove(key);
                 self.server.stats.expired_keys += 1;
                 self.server.dirty += 1;
+                self.notify_in(db_index, EventClass::Expired, "expired", key);
                 self.effects.record(db_index, &[b"DEL", key]);
                 self.server.watches.touch(db_index, key, false);
                 true
@@ -319,16 +370,13 @@ impl<'a> Ctx<'a> {
         self.keyspace.dbs[self.client.db].get(key)
     }
 
-    /// A lookup that counts keyspace hits and misses (read commands).
+    /// A read lookup: counts a keyspace hit or miss and raises `keymiss` on a miss (not
+    /// in a write command: see `write_lookups`).
     pub fn lookup_read(&mut self, key: &[u8]) -> Option<&Entry> {
         self.expire_if_needed(key);
-        let found = self.keyspace.dbs[self.client.db].get(key);
-        if found.is_some() {
-            self.server.stats.keyspace_hits += 1;
-        } else {
-            self.server.stats.keyspace_misses += 1;
-        }
-        found
+        let found = self.keyspace.dbs[self.client.db].get(key).is_some();
+        self.count_lookup(key, found);
+        self.keyspace.dbs[self.client.db].get(key)
     }
 
     /// The string at `key`: Ok(None) if absent, Err after replying WRONGTYPE.
@@ -348,18 +396,18 @@ impl<'a> Ctx<'a> {
     }
 
     /// The collection of type `T` at `key`, for reading: Ok(None) if absent, Err after
-    /// replying WRONGTYPE. Counts a keyspace hit or miss.
+    /// replying WRONGTYPE. A read lookup, as `lookup_read`.
     pub fn read<T: Collection>(&mut self, key: &[u8]) -> Result<Option<&T>, AlreadyReplied> {
         self.expire_if_needed(key);
         let db = self.client.db;
         let is_type = match self.keyspace.dbs[db].get(key) {
             None => {
-                self.server.stats.keyspace_misses += 1;
+                self.count_lookup(key, false);
                 return Ok(None);
             }
             Some(e) => T::of(&e.value).is_some(),
         };
-        self.server.stats.keyspace_hits += 1;
+        self.count_lookup(key, true);
         if !is_type {
             self.wrong_type();
             return Err(AlreadyReplied);
@@ -401,8 +449,9 @@ impl<'a> Ctx<'a> {
         )))
     }
 
-    /// Like `write`, but creates an empty `T` at `key` when absent. The caller must leave
-    /// it non-empty (or call `remove_if_empty`): Redis never keeps an empty collection.
+    /// Like `write`, but creates an empty `T` at `key` when absent (raising `new`, as
+    /// Redis's `dbAdd`). The caller must leave it non-empty (or call `remove_if_empty`):
+    /// Redis never keeps an empty collection.
     pub fn write_or_create<T: Collection + Default>(
         &mut self,
         key: &[u8],
@@ -413,6 +462,7 @@ impl<'a> Ctx<'a> {
                 value: T::into_value(Arc::new(T::default())),
                 expire_at_ms: crate::keyspace::NO_EXPIRY,
             });
+            self.notify(EventClass::New, "new", key);
         }
         Ok(self.write::<T>(key)?.expect("just created"))
     }
@@ -426,6 +476,22 @@ impl<'a> Ctx<'a> {
             db.remove(key);
         }
         empty
+    }
+}
+
+/// Where a pub/sub message for client `id` goes: the running session's (`me`) own into
+/// its reply, another's through the host.
+fn route(
+    me: u64,
+    out: &mut ReplyWriter,
+    host: &mut dyn crate::engine::Host,
+    id: u64,
+    message: &crate::pubsub::Message,
+) {
+    if id == me {
+        message.write(out);
+    } else {
+        host.deliver(id, message);
     }
 }
 

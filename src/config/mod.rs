@@ -81,6 +81,8 @@ pub struct Config {
     pub key_load_delay_us: u64,
     /// `rdbcompression`: LZF for long strings in snapshots.
     pub rdbcompression: bool,
+    /// `notify-keyspace-events`: which keyspace notifications are published.
+    pub notify_keyspace_events: crate::notify::KeyspaceEvents,
 }
 
 impl Config {
@@ -252,6 +254,7 @@ impl Default for Config {
             rdb_key_save_delay_us: 0,
             key_load_delay_us: 0,
             rdbcompression: true,
+            notify_keyspace_events: crate::notify::KeyspaceEvents::default(),
         }
     }
 }
@@ -561,6 +564,13 @@ pub static DIRECTIVES: &[Directive] = &[
         true,
         |c| c.aof_rewrite_max_rate.to_string(),
         |c, a| c.aof_rewrite_max_rate = parse_memory_arg(a, 0)?
+    ),
+    directive!(
+        "notify-keyspace-events",
+        true,
+        |c| c.notify_keyspace_events.to_string(),
+        |c, a| c.notify_keyspace_events =
+            crate::notify::KeyspaceEvents::parse(one(a)?).map_err(ValueError::KeyspaceEvents)?
     ),
     directive!(
         "save",

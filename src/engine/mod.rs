@@ -264,6 +264,7 @@ impl Engine {
             block_mode,
             big_arguments: request.big_arguments,
             host,
+            write_lookups: spec.has(flags::WRITE),
         };
         let action = (spec.handler)(&mut ctx, request.argv);
         let errors = ctx.out.errors;
