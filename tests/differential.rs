@@ -32,6 +32,8 @@ mod hashes;
 mod lists;
 #[path = "differential/picks.rs"]
 mod picks;
+#[path = "differential/pubsub.rs"]
+mod pubsub;
 #[path = "differential/sets.rs"]
 mod sets;
 #[path = "differential/transactions.rs"]
@@ -314,6 +316,9 @@ impl Gen {
     fn single_step(&mut self) -> Vec<Step> {
         if self.chance(0.03) {
             return self.blocking_step();
+        }
+        if self.chance(0.02) {
+            return self.pubsub_step();
         }
         match self.rng.random_range(0..100) {
             0..12 => self.list_step(),
