@@ -4,6 +4,7 @@
 //! context's errors, PING, RESET, PUBSUB introspection), CLIENT LIST and INFO, what the
 //! log holds (nothing), and the `pubsub` class of `client-output-buffer-limit`: a
 //! subscriber that stops reading is disconnected and the server's memory stays bounded.
+//! And redis-py's `PubSub`, driven by `tests/python/pubsub_client.py`.
 
 mod common;
 
@@ -509,4 +510,26 @@ fn a_subscriber_over_the_soft_limit_for_its_seconds_is_disconnected() {
     );
     let (_, closed) = read_bytes(&mut slow, usize::MAX, Duration::from_secs(20));
     assert!(closed, "the slow subscriber was never disconnected");
+}
+
+#[test]
+fn redis_py_pubsub_works_against_tessera() {
+    let dir = temp_dir();
+    let server = start_server(dir.path(), &[]);
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/pubsub_client.py");
+    // No skip: without python3 and redis-py (scripts/test installs them from
+    // tests/python/requirements.txt) this test fails.
+    let output = std::process::Command::new("python3")
+        .arg(&script)
+        .arg(server.port.to_string())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run python3 {}: {e}", script.display()));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() && stdout.trim_end() == "ok",
+        "redis-py's PubSub failed against Tessera ({}):\n{stdout}\n{stderr}",
+        output.status
+    );
 }
