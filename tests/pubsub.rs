@@ -107,6 +107,7 @@ const CONVERSATIONS: &[(&str, usize, Conversation)] = &[
         &[(
             0,
             "HELLO 3\nSUBSCRIBE a\nGET x\nPING\nPUBLISH a self\nPSUBSCRIBE *\nPUBLISH a twice\n\
+             PUBSUB NUMSUB a b\nPUBSUB CHANNELS\nPUBSUB NUMPAT\nPUBSUB SHARDNUMSUB a\n\
              UNSUBSCRIBE a\nPUNSUBSCRIBE\nUNSUBSCRIBE\nHELLO 2\nPING\n",
         )],
     ),
@@ -339,6 +340,28 @@ fn introspection_client_list_and_info_count_subscriptions() {
         info_field(&mut admin, "pubsubshard_channels").as_deref(),
         Some("0")
     );
+}
+
+#[test]
+fn quit_in_the_subscribed_context_closes_and_ends_the_subscriptions() {
+    let dir = temp_dir();
+    let server = start_server(dir.path(), &[]);
+    let mut subscriber = connect(server.port);
+    run_script(&mut subscriber, "SUBSCRIBE a b\nPSUBSCRIBE c*\n");
+    let (reply, closed) = {
+        subscriber.write_all(b"QUIT\r\nPING\r\n").unwrap();
+        read_bytes(&mut subscriber, usize::MAX, Duration::from_secs(10))
+    };
+    assert_eq!(reply, b"+OK\r\n", "QUIT's reply, and nothing after it");
+    assert!(closed);
+    let mut admin = server.connection();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while numsub(&mut admin, "a") != 0
+        || info_field(&mut admin, "pubsub_patterns").as_deref() != Some("0")
+    {
+        assert!(Instant::now() < deadline, "the subscriptions outlived QUIT");
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 #[test]
