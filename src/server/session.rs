@@ -219,7 +219,9 @@ pub(super) struct SessionsView<'a> {
     /// The `pubsub` class of `client-output-buffer-limit`: every receiver of a message
     /// is subscribed, so of that class.
     pubsub_limit: OutputBufferLimit,
-    now: Instant,
+    /// The time limits are checked against, read at the first message (most commands
+    /// deliver none).
+    now: Option<Instant>,
 }
 
 impl<'a> SessionsView<'a> {
@@ -236,7 +238,7 @@ impl<'a> SessionsView<'a> {
             current,
             touched,
             pubsub_limit,
-            now: Instant::now(),
+            now: None,
         }
     }
 }
@@ -347,7 +349,7 @@ impl Host for SessionsView<'_> {
             true,
             &self.pubsub_limit,
             &mut client.conn.output_soft_since,
-            self.now,
+            *self.now.get_or_insert_with(Instant::now),
         );
         if breach.is_some() {
             client.conn.output_breach = breach;
