@@ -562,7 +562,7 @@ fn replay_one(
         scratch,
         Request::plain(args),
         Mode::Replay,
-        &NoSessions,
+        &mut NoSessions,
     ) {
         Outcome::Refused(refusal) => Err(refusal),
         _ => Ok(()),

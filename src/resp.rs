@@ -406,6 +406,12 @@ impl<'a> ReplyWriter<'a> {
         }
     }
 
+    /// A push frame of `n` elements (RESP3 `>`, an array in RESP2): what pub/sub
+    /// confirmations and messages are.
+    pub fn push(&mut self, n: usize) {
+        self.header(if self.resp3 { b'>' } else { b'*' }, n);
+    }
+
     pub fn set(&mut self, n: usize) {
         self.header(if self.resp3 { b'~' } else { b'*' }, n);
     }

@@ -17,6 +17,10 @@
 //! still counted by DBSIZE until something removes it, and the servers' background
 //! expiry would remove it at different moments, so such a SET is always followed at
 //! once by an EXISTS on the key, which deletes it on both servers deterministically.
+//!
+//! Keyspace notifications are on (every class, `new` and `keymiss` included): a
+//! subscriber on each server collects the events of each seed's stream, and the two
+//! lists must be identical, event by event.
 
 mod common;
 // One generator per command family, each an `impl Gen` block in `tests/differential/`.
@@ -28,6 +32,8 @@ mod hashes;
 mod lists;
 #[path = "differential/picks.rs"]
 mod picks;
+#[path = "differential/pubsub.rs"]
+mod pubsub;
 #[path = "differential/sets.rs"]
 mod sets;
 #[path = "differential/transactions.rs"]
@@ -310,6 +316,9 @@ impl Gen {
     fn single_step(&mut self) -> Vec<Step> {
         if self.chance(0.03) {
             return self.blocking_step();
+        }
+        if self.chance(0.02) {
+            return self.pubsub_step();
         }
         match self.rng.random_range(0..100) {
             0..12 => self.list_step(),
@@ -922,6 +931,30 @@ fn replies_match(check: Check, ours: &Reply, theirs: &Reply) -> bool {
     }
 }
 
+/// The keyspace events of one seed's stream must be the same, in the same order.
+fn compare_events(seed: u64, ours: Vec<String>, theirs: Vec<String>) {
+    if ours == theirs {
+        return;
+    }
+    let first = ours
+        .iter()
+        .zip(&theirs)
+        .position(|(a, b)| a != b)
+        .unwrap_or(ours.len().min(theirs.len()));
+    let around = |events: &[String]| {
+        let from = first.saturating_sub(10);
+        events[from..(first + 5).min(events.len())].join("\n  ")
+    };
+    panic!(
+        "\nkeyspace events differ: seed {seed}, event {first} of {} (tessera) / {} (redis)\n\
+         tessera:\n  {}\nredis:\n  {}\n",
+        ours.len(),
+        theirs.len(),
+        around(&ours),
+        around(&theirs)
+    );
+}
+
 fn show(args: &[Vec<u8>]) -> String {
     args.iter()
         .map(|a| format!("{:?}", String::from_utf8_lossy(a)))
@@ -939,11 +972,23 @@ fn random_command_stream_matches_redis() {
     let oracle = common::RedisOracle::start(&redis_path);
     let mut ours = server.connection();
     let mut theirs = oracle.connection();
+    for conn in [&mut ours, &mut theirs] {
+        let every_event = [
+            b"CONFIG".to_vec(),
+            b"SET".to_vec(),
+            b"notify-keyspace-events".to_vec(),
+            b"KEAnm".to_vec(),
+        ];
+        assert_eq!(query(conn, &every_event), Ok(Value::Okay));
+    }
+    let mut our_events = common::keyspace_events::Collector::new(server.port);
+    let mut their_events = common::keyspace_events::Collector::new(oracle.port);
 
     let seeds = common::env_numbers("TESSERA_DIFF_SEEDS", DEFAULT_SEEDS, 0);
     let ops = common::env_number("TESSERA_DIFF_OPS", DEFAULT_OPS, 1);
     let started = std::time::Instant::now();
     let mut total_steps = 0usize;
+    let mut total_events = 0usize;
     // Per command name: (commands sent, error replies), to show what the stream covered.
     let mut coverage: std::collections::BTreeMap<String, (usize, usize)> = Default::default();
     for &seed in &seeds {
@@ -953,6 +998,9 @@ fn random_command_stream_matches_redis() {
             let select: Reply = query(conn, &[b"SELECT".to_vec(), b"0".to_vec()]);
             assert_eq!(select, Ok(Value::Okay), "SELECT 0 before seed {seed}");
         }
+        // The previous seed's events (and its FLUSHALL's: none) are not this seed's.
+        our_events.drain();
+        their_events.drain();
         let mut generator = Gen {
             rng: StdRng::seed_from_u64(seed),
         };
@@ -991,13 +1039,17 @@ fn random_command_stream_matches_redis() {
                 }
             }
         }
+        let events = our_events.drain();
+        total_events += events.len();
+        compare_events(seed, events, their_events.drain());
     }
     let summary: Vec<String> = coverage
         .iter()
         .map(|(name, (sent, errors))| format!("{name} {sent}/{errors}err"))
         .collect();
     eprintln!(
-        "differential: {} seeds x {ops} ops ({total_steps} commands) matched in {:.1?}\n  {}",
+        "differential: {} seeds x {ops} ops ({total_steps} commands, {total_events} keyspace \
+         events) matched in {:.1?}\n  {}",
         seeds.len(),
         started.elapsed(),
         summary.join(", ")

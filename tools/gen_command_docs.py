@@ -59,12 +59,14 @@ DEFAULT_OUTPUT = os.path.join(REPO, "src", "commands", "command_docs.json")
 COMMANDS_DIR = os.path.join(REPO, "src", "commands")
 
 # The subcommands Tessera implements, per container (see the `match sub` arms of
-# `client` in connection.rs and of `config` / `command_command` in server.rs).
+# `client` in connection.rs, of `config` / `command_command` in server.rs and of
+# `pubsub` in pubsub.rs).
 SUBCOMMANDS = {
     "client": ["id", "setname", "getname", "setinfo", "list", "info", "help"],
     "config": ["get", "set", "resetstat", "help"],
     "object": ["encoding", "freq", "idletime", "refcount", "help"],
     "command": ["count", "info", "docs", "list", "help"],
+    "pubsub": ["channels", "numpat", "numsub", "shardchannels", "shardnumsub", "help"],
 }
 
 # Entries Redis 7.0 does not have, in the shape Redis replies with. CLIENT SETINFO came in
@@ -102,10 +104,12 @@ def fail(message):
 
 def tessera_commands():
     names = []
-    for file in sorted(os.listdir(COMMANDS_DIR)):
-        if file.endswith(".rs"):
-            with open(os.path.join(COMMANDS_DIR, file), encoding="utf-8") as f:
-                names.extend(COMMAND_ROW.findall(f.read()))
+    # Groups may be directories of their own (src/commands/zsets/).
+    for root, _dirs, files in sorted(os.walk(COMMANDS_DIR)):
+        for file in sorted(files):
+            if file.endswith(".rs"):
+                with open(os.path.join(root, file), encoding="utf-8") as f:
+                    names.extend(COMMAND_ROW.findall(f.read()))
     if not names:
         fail(f"no command!(\"name\", ...) rows found in {COMMANDS_DIR}")
     return sorted(set(n.lower() for n in names))

@@ -1,10 +1,11 @@
-//! Connection commands: PING, ECHO, QUIT, HELLO, AUTH, CLIENT.
+//! Connection commands: PING, ECHO, QUIT, RESET, HELLO, AUTH, CLIENT.
 
 use super::{
-    Action, Args, CommandSpec, Ctx, eq_ignore_case, flags::*, lossy, unknown_subcommand,
-    wrong_arity,
+    Action, Args, ClientKind, CommandSpec, Ctx, eq_ignore_case, flags::*, lossy,
+    unknown_subcommand, wrong_arity,
 };
 use crate::command;
+use crate::pubsub::Context;
 
 /// The Redis version Tessera reports: clients gate features on it, and Tessera implements
 /// Redis 7.0's command semantics.
@@ -40,6 +41,15 @@ pub fn commands() -> Vec<CommandSpec> {
             quit
         ),
         command!(
+            "reset",
+            1,
+            NO_AUTH | LOADING | STALE | FAST,
+            (0, 0, 0),
+            "connection",
+            "Reset the connection",
+            reset
+        ),
+        command!(
             "hello",
             -1,
             NO_AUTH | LOADING | STALE | FAST,
@@ -70,11 +80,39 @@ pub fn commands() -> Vec<CommandSpec> {
 }
 
 fn ping(ctx: &mut Ctx, args: &Args) -> Action {
-    match args.len() {
-        1 => ctx.out.simple("PONG"),
-        2 => ctx.out.bulk(args[1]),
-        _ => wrong_arity(ctx, "ping"),
+    if args.len() > 2 {
+        wrong_arity(ctx, "ping");
+        return Action::None;
     }
+    let context = Context::of(ctx.client.resp3, &ctx.client.subscriptions);
+    match (context, args.get(1)) {
+        // A RESP2 subscriber tells replies from messages by shape: PING answers an
+        // array, as Redis's.
+        (Context::Subscribed, message) => {
+            ctx.out.array(2);
+            ctx.out.bulk(b"pong");
+            ctx.out.bulk(message.copied().unwrap_or(b""));
+        }
+        (Context::Commands, None) => ctx.out.simple("PONG"),
+        (Context::Commands, Some(message)) => ctx.out.bulk(message),
+    }
+    Action::None
+}
+
+/// RESET: the connection as new (Redis's `clearClientConnectionState`): no transaction
+/// or watched keys, no subscriptions, database 0, RESP2, no name, and authenticated only
+/// if no password is set.
+fn reset(ctx: &mut Ctx, _args: &Args) -> Action {
+    ctx.client.multi = None;
+    ctx.server.watches.unwatch_all(ctx.client);
+    let id = ctx.client.id;
+    ctx.server.pubsub.forget(&mut ctx.client.subscriptions, id);
+    ctx.client.db = 0;
+    ctx.client.resp3 = false;
+    ctx.out.resp3 = false;
+    ctx.client.name = None;
+    ctx.client.authenticated = ctx.server.config.requirepass.is_none();
+    ctx.out.simple("RESET");
     Action::None
 }
 
@@ -272,20 +310,26 @@ fn client(ctx: &mut Ctx, args: &Args) -> Action {
             return Action::ClientList {
                 only_self: true,
                 ids: None,
+                kind: None,
             };
         }
         "list" => {
-            // Every Tessera client is of type normal; the other types list nobody.
+            // Tessera's clients are normal or pubsub; the other types list nobody.
             if args.len() == 4 && eq_ignore_case(args[2], "type") {
                 let kind = lossy(args[3]).to_ascii_lowercase();
                 match kind.as_str() {
-                    "normal" => {
+                    "normal" | "pubsub" => {
                         return Action::ClientList {
                             only_self: false,
                             ids: None,
+                            kind: Some(if kind == "normal" {
+                                ClientKind::Normal
+                            } else {
+                                ClientKind::PubSub
+                            }),
                         };
                     }
-                    "master" | "replica" | "slave" | "pubsub" => ctx.out.verbatim(b""),
+                    "master" | "replica" | "slave" => ctx.out.verbatim(b""),
                     _ => ctx
                         .out
                         .error(&format!("ERR Unknown client type '{}'", lossy(args[3]))),
@@ -308,6 +352,7 @@ fn client(ctx: &mut Ctx, args: &Args) -> Action {
                 return Action::ClientList {
                     only_self: false,
                     ids: Some(ids),
+                    kind: None,
                 };
             }
             if args.len() != 2 {
@@ -317,6 +362,7 @@ fn client(ctx: &mut Ctx, args: &Args) -> Action {
             return Action::ClientList {
                 only_self: false,
                 ids: None,
+                kind: None,
             };
         }
         _ => {

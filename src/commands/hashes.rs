@@ -2,8 +2,10 @@
 //!
 //! Logged forms: HSET/HMSET/HSETNX/HDEL/HINCRBY as given (deterministic); HINCRBYFLOAT
 //! as `HSET key field <result>`, as Redis propagates it, so replay gives the same bytes.
+//! Keyspace events: `hset` (HSET, HMSET, HSETNX when it sets), `hincrby`,
+//! `hincrbyfloat`, `hdel` then `del` when the hash is emptied; `new` for a hash created.
 
-use super::{Action, AlreadyReplied, Args, Ctx, flags, int_arg};
+use super::{Action, AlreadyReplied, Args, Ctx, EventClass, flags, int_arg};
 use crate::command;
 use crate::glob::glob_match;
 use crate::keyspace::{Keyspace, Value};
@@ -195,6 +197,7 @@ fn hset(ctx: &mut Ctx, args: &Args) -> Action {
     for pair in args[2..].chunks(2) {
         added += hash.set(pair[0], pair[1]) as i64;
     }
+    ctx.notify(EventClass::Hash, "hset", args[1]);
     ctx.propagate(args);
     if args[0].eq_ignore_ascii_case(b"hmset") {
         ctx.out.ok();
@@ -217,6 +220,7 @@ fn hsetnx(ctx: &mut Ctx, args: &Args) -> Action {
     }
     if let Ok(hash) = ctx.write_or_create::<Hash>(args[1]) {
         hash.set(args[2], args[3]);
+        ctx.notify(EventClass::Hash, "hset", args[1]);
         ctx.propagate(args);
         ctx.out.integer(1);
     }
@@ -350,6 +354,7 @@ fn hincrby(ctx: &mut Ctx, args: &Args) -> Action {
         return Action::None;
     };
     hash.set(args[2], itoa::Buffer::new().format(result).as_bytes());
+    ctx.notify(EventClass::Hash, "hincrby", args[1]);
     ctx.propagate(args);
     ctx.out.integer(result);
     Action::None
@@ -387,6 +392,7 @@ fn hincrbyfloat(ctx: &mut Ctx, args: &Args) -> Action {
         }
     };
     hash.set(args[2], text.as_bytes());
+    ctx.notify(EventClass::Hash, "hincrbyfloat", args[1]);
     ctx.propagate(&[b"HSET", args[1], args[2], text.as_bytes()]);
     ctx.out.bulk(text.as_bytes());
     Action::None

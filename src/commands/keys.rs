@@ -1,8 +1,13 @@
 //! Generic key commands: existence, expiry, renaming, iteration, databases.
+//!
+//! Keyspace events, as Redis 7.0 raises them: `del` (DEL, UNLINK, EXPIRE with a time
+//! already past), `expire`, `persist`, `rename_from` / `rename_to`, `move_from` /
+//! `move_to`, `copy_to`, each after `new` for the key they create. FLUSHDB, FLUSHALL and
+//! SWAPDB raise none.
 
 use super::{
-    Action, Args, CommandSpec, Ctx, NOT_INTEGER, SYNTAX_ERROR, eq_ignore_case, flags::*, int_arg,
-    lossy, ms_text,
+    Action, Args, CommandSpec, Ctx, EventClass, NOT_INTEGER, SYNTAX_ERROR, eq_ignore_case,
+    flags::*, int_arg, lossy, ms_text,
 };
 use crate::command;
 use crate::glob::glob_match;
@@ -243,6 +248,7 @@ fn del(ctx: &mut Ctx, args: &Args) -> Action {
     for key in &args[1..] {
         if ctx.lookup(key).is_some() {
             ctx.db().remove(key);
+            ctx.notify(EventClass::Generic, "del", key);
             ctx.propagate(&[b"DEL", key]);
             removed += 1;
         }
@@ -263,7 +269,9 @@ fn exists(ctx: &mut Ctx, args: &Args) -> Action {
 }
 
 fn type_command(ctx: &mut Ctx, args: &Args) -> Action {
-    let name = ctx.lookup(args[1]).map_or("none", |e| e.value.type_name());
+    let name = ctx
+        .lookup_read(args[1])
+        .map_or("none", |e| e.value.type_name());
     ctx.out.simple(name);
     Action::None
 }
@@ -329,9 +337,11 @@ fn expire(ctx: &mut Ctx, args: &Args) -> Action {
     }
     if when <= ctx.now_ms && !ctx.loading {
         ctx.db().remove(key);
+        ctx.notify(EventClass::Generic, "del", key);
         ctx.propagate(&[b"DEL", key]);
     } else {
         ctx.db().set_expiry(key, when);
+        ctx.notify(EventClass::Generic, "expire", key);
         let at = ms_text(when);
         ctx.propagate(&[b"PEXPIREAT", key, at.as_bytes()]);
     }
@@ -367,6 +377,7 @@ fn persist(ctx: &mut Ctx, args: &Args) -> Action {
     let has_expiry = ctx.lookup(args[1]).is_some_and(Entry::has_expiry);
     if has_expiry {
         ctx.db().set_expiry(args[1], NO_EXPIRY);
+        ctx.notify(EventClass::Generic, "persist", args[1]);
         ctx.propagate(&[b"PERSIST", args[1]]);
     }
     ctx.out.integer(has_expiry as i64);
@@ -388,7 +399,8 @@ fn rename(ctx: &mut Ctx, args: &Args) -> Action {
         }
         return Action::None;
     }
-    if nx && ctx.lookup(target).is_some() {
+    // Looked up either way, as Redis does: an expired target is expired first.
+    if ctx.lookup(target).is_some() && nx {
         ctx.out.integer(0);
         return Action::None;
     }
@@ -396,6 +408,10 @@ fn rename(ctx: &mut Ctx, args: &Args) -> Action {
     let mut entry = db.remove(source).expect("looked up above");
     entry.key = crate::keyspace::Key::from(target);
     db.insert(entry);
+    // Redis deletes the old target and adds the key anew: `new` whether it existed or not.
+    ctx.notify(EventClass::New, "new", target);
+    ctx.notify(EventClass::Generic, "rename_from", source);
+    ctx.notify(EventClass::Generic, "rename_to", target);
     let logged: Vec<&[u8]> = args.to_vec();
     ctx.propagate(&logged);
     if nx {
@@ -459,7 +475,7 @@ fn copy(ctx: &mut Ctx, args: &Args) -> Action {
             .error("ERR source and destination objects are the same");
         return Action::None;
     }
-    let Some(entry) = ctx.lookup(source).cloned() else {
+    let Some(entry) = ctx.reading(|ctx| ctx.lookup_read(source).cloned()) else {
         ctx.out.integer(0);
         return Action::None;
     };
@@ -473,6 +489,9 @@ fn copy(ctx: &mut Ctx, args: &Args) -> Action {
         key: crate::keyspace::Key::from(target),
         ..entry
     });
+    // A replaced target is deleted and the copy added anew: `new` either way.
+    ctx.notify_in(target_db, EventClass::New, "new", target);
+    ctx.notify_in(target_db, EventClass::Generic, "copy_to", target);
     let logged: Vec<&[u8]> = args.to_vec();
     ctx.propagate(&logged);
     ctx.out.integer(1);
@@ -500,6 +519,9 @@ fn move_command(ctx: &mut Ctx, args: &Args) -> Action {
     }
     let entry = ctx.db().remove(key).expect("looked up above");
     ctx.keyspace.dbs[target_db].insert(entry);
+    ctx.notify_in(target_db, EventClass::New, "new", key);
+    ctx.notify(EventClass::Generic, "move_from", key);
+    ctx.notify_in(target_db, EventClass::Generic, "move_to", key);
     let logged: Vec<&[u8]> = args.to_vec();
     ctx.propagate(&logged);
     ctx.out.integer(1);

@@ -4,8 +4,15 @@
 //! Logged forms: pushes, LSET, LINSERT, LREM, LTRIM and LMOVE as given, only when they
 //! changed something; LPOP/RPOP as `LPOP key count` (or without count); LMPOP as the
 //! LPOP/RPOP it did; RPOPLPUSH as `LMOVE src dst RIGHT LEFT`.
+//!
+//! Keyspace events, as Redis 7.0 raises them: `lpush` / `rpush` (LPUSHX and RPUSHX too,
+//! and the destination of LMOVE), `lpop` / `rpop` (LMPOP and LMOVE's source too), `lset`,
+//! `linsert`, `lrem`, `ltrim` (whenever the key exists), `del` when a list is emptied,
+//! `new` when one is created.
 
-use super::{Action, Args, Ctx, NOT_INTEGER, SYNTAX_ERROR, eq_ignore_case, flags, int_arg};
+use super::{
+    Action, Args, Ctx, EventClass, NOT_INTEGER, SYNTAX_ERROR, eq_ignore_case, flags, int_arg,
+};
 use crate::command;
 use crate::types::List;
 use crate::types::list::End;
@@ -207,9 +214,25 @@ fn push_generic(ctx: &mut Ctx, args: &Args, end: End, only_existing: bool) -> Ac
         list.push(end, value);
     }
     let len = list.len() as i64;
+    ctx.notify(EventClass::List, push_event(end), args[1]);
     ctx.propagate(args);
     ctx.out.integer(len);
     Action::None
+}
+
+/// The keyspace event of a push to `end`, and of a pop from it.
+fn push_event(end: End) -> &'static str {
+    match end {
+        End::Left => "lpush",
+        End::Right => "rpush",
+    }
+}
+
+fn pop_event(end: End) -> &'static str {
+    match end {
+        End::Left => "lpop",
+        End::Right => "rpop",
+    }
 }
 
 fn lpush(ctx: &mut Ctx, args: &Args) -> Action {
@@ -253,7 +276,10 @@ pub(crate) fn pop_and_propagate(
         }
         None => ctx.propagate(&[name, key]),
     }
-    ctx.remove_if_empty(key);
+    ctx.notify(EventClass::List, pop_event(end), key);
+    if ctx.remove_if_empty(key) {
+        ctx.notify(EventClass::Generic, "del", key);
+    }
     popped
 }
 
@@ -378,6 +404,7 @@ fn lset(ctx: &mut Ctx, args: &Args) -> Action {
         return Action::None;
     };
     if list.set(index, args[3]) {
+        ctx.notify(EventClass::List, "lset", args[1]);
         ctx.propagate(args);
         ctx.out.ok();
     } else {
@@ -405,6 +432,7 @@ fn linsert(ctx: &mut Ctx, args: &Args) -> Action {
     };
     if list.insert(args[3], args[4], after) {
         let len = list.len() as i64;
+        ctx.notify(EventClass::List, "linsert", args[1]);
         ctx.propagate(args);
         ctx.out.integer(len);
     } else {
@@ -427,8 +455,11 @@ fn lrem(ctx: &mut Ctx, args: &Args) -> Action {
     };
     let removed = list.remove(args[3], count);
     if removed > 0 {
+        ctx.notify(EventClass::List, "lrem", args[1]);
         ctx.propagate(args);
-        ctx.remove_if_empty(args[1]);
+        if ctx.remove_if_empty(args[1]) {
+            ctx.notify(EventClass::Generic, "del", args[1]);
+        }
     }
     ctx.out.integer(removed as i64);
     Action::None
@@ -449,9 +480,14 @@ fn ltrim(ctx: &mut Ctx, args: &Args) -> Action {
         }
         Err(_) => return Action::None,
     };
-    if list.trim(start, stop) > 0 {
+    let trimmed = list.trim(start, stop);
+    // Redis notifies a trim that removed nothing too.
+    ctx.notify(EventClass::List, "ltrim", args[1]);
+    if trimmed > 0 {
         ctx.propagate(args);
-        ctx.remove_if_empty(args[1]);
+        if ctx.remove_if_empty(args[1]) {
+            ctx.notify(EventClass::Generic, "del", args[1]);
+        }
     }
     ctx.out.ok();
     Action::None
@@ -541,8 +577,13 @@ pub(crate) fn move_and_propagate(
         .and_then(|l| l.pop(from))
         .expect("checked non-empty");
     ctx.write_or_create::<List>(dst)?.push(to, &value);
+    // Redis's order: the push to the destination, then the pop from the source.
+    ctx.notify(EventClass::List, push_event(to), dst);
+    ctx.notify(EventClass::List, pop_event(from), src);
     ctx.propagate(&[b"LMOVE", src, dst, end_name(from), end_name(to)]);
-    ctx.remove_if_empty(src);
+    if ctx.remove_if_empty(src) {
+        ctx.notify(EventClass::Generic, "del", src);
+    }
     Ok(Some(value))
 }
 

@@ -17,6 +17,7 @@ mod keys;
 mod lists;
 mod object;
 mod picks;
+mod pubsub;
 mod server;
 mod sets;
 mod state;
@@ -26,6 +27,7 @@ mod zsets;
 
 use crate::effects::Effects;
 use crate::keyspace::{Db, Entry, Keyspace, Value};
+pub use crate::notify::EventClass;
 use crate::resp::ReplyWriter;
 use bytes::Bytes;
 use std::sync::Arc;
@@ -52,6 +54,8 @@ pub mod flags {
     pub const NO_MULTI: u32 = 1 << 9;
     /// May block the client (BLPOP…).
     pub const BLOCKING: u32 = 1 << 10;
+    /// A pub/sub command (COMMAND INFO's `pubsub`).
+    pub const PUBSUB: u32 = 1 << 16;
 
     pub const NAMES: &[(u32, &str)] = &[
         (WRITE, "write"),
@@ -65,6 +69,7 @@ pub mod flags {
         (MOVABLEKEYS, "movablekeys"),
         (NO_MULTI, "no_multi"),
         (BLOCKING, "blocking"),
+        (PUBSUB, "pubsub"),
     ];
 }
 
@@ -82,6 +87,7 @@ pub enum Action {
     ClientList {
         only_self: bool,
         ids: Option<Vec<u64>>,
+        kind: Option<ClientKind>,
     },
     /// Send the reply, then close (QUIT).
     Close,
@@ -91,6 +97,24 @@ pub enum Action {
     StartJob(Job),
     /// A blocking command found nothing: park the client (no reply written).
     Block(blocking::Blocked),
+}
+
+/// The classes of client Tessera has (CLIENT LIST TYPE; Redis's `getClientType`): a
+/// client with a subscription is `pubsub`, and its output limit is that class's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientKind {
+    Normal,
+    PubSub,
+}
+
+impl ClientKind {
+    pub fn of(session: &SessionState) -> ClientKind {
+        if session.subscriptions.any() {
+            ClientKind::PubSub
+        } else {
+            ClientKind::Normal
+        }
+    }
 }
 
 /// Whether SHUTDOWN writes `dbfilename` first.
@@ -156,6 +180,12 @@ pub struct Ctx<'a> {
     /// Arguments that arrived as big bulks, read into strings of their own: (position,
     /// value). A command that stores an argument whole takes it through `value_arg`.
     pub big_arguments: &'a [(usize, crate::types::string::Str)],
+    /// Whoever holds the other sessions: pub/sub messages for them go through it.
+    pub host: &'a mut dyn crate::engine::Host,
+    /// The command is a write: `lookup_read` and `read` are then Redis's write lookups,
+    /// which count no keyspace hit or miss and raise no `keymiss` (`reading` lifts it
+    /// where Redis reads inside a write).
+    pub write_lookups: bool,
 }
 
 impl<'a> Ctx<'a> {
@@ -176,6 +206,69 @@ impl<'a> Ctx<'a> {
                 value.clone()
             }
             None => crate::types::string::Str::from(bytes),
+        }
+    }
+
+    /// Publishes `payload` on `channel` (a shard channel when `shard`) and returns the
+    /// number of receivers. The running session's own copies go into its reply at once,
+    /// before the command's reply (as in Redis); the others through the host.
+    pub fn publish(&mut self, channel: &[u8], payload: &[u8], shard: bool) -> usize {
+        let me = self.client.id;
+        let out = &mut self.out;
+        let host = &mut *self.host;
+        self.server
+            .pubsub
+            .publish(channel, payload, shard, &mut |id, message| {
+                route(me, out, host, id, message)
+            })
+    }
+
+    /// Raises keyspace event `event` of `class` on `key` in the session's database
+    /// (Redis's `notifyKeyspaceEvent`): published if `notify-keyspace-events` says so,
+    /// through the path PUBLISH takes. Handlers call it where the change happens, with
+    /// Redis's event name for the command.
+    pub fn notify(&mut self, class: EventClass, event: &str, key: &[u8]) {
+        let db = self.client.db;
+        self.notify_in(db, class, event, key);
+    }
+
+    /// `notify` for a key of database `db` (MOVE's and COPY's target).
+    pub fn notify_in(&mut self, db: usize, class: EventClass, event: &str, key: &[u8]) {
+        let me = self.client.id;
+        let out = &mut self.out;
+        let host = &mut *self.host;
+        crate::notify::keyspace_event(
+            self.server.config.notify_keyspace_events,
+            &self.server.pubsub,
+            class,
+            event,
+            key,
+            db,
+            &mut |id, message| route(me, out, host, id, message),
+        );
+    }
+
+    /// Runs `lookups` as Redis's read lookups inside a write command (they count hits and
+    /// misses and raise `keymiss`): GETSET, GETDEL, GETEX and SET GET read their key so,
+    /// COPY its source, the *STORE commands their sources.
+    pub fn reading<R>(&mut self, lookups: impl FnOnce(&mut Self) -> R) -> R {
+        let write_lookups = std::mem::replace(&mut self.write_lookups, false);
+        let result = lookups(self);
+        self.write_lookups = write_lookups;
+        result
+    }
+
+    /// Counts a read lookup's hit or miss (a miss raises `keymiss`), unless the command's
+    /// lookups are write lookups.
+    fn count_lookup(&mut self, key: &[u8], found: bool) {
+        if self.write_lookups {
+            return;
+        }
+        if found {
+            self.server.stats.keyspace_hits += 1;
+        } else {
+            self.server.stats.keyspace_misses += 1;
+            self.notify(EventClass::KeyMiss, "keymiss", key);
         }
     }
 
@@ -262,6 +355,7 @@ impl<'a> Ctx<'a> {
                 db.remove(key);
                 self.server.stats.expired_keys += 1;
                 self.server.dirty += 1;
+                self.notify_in(db_index, EventClass::Expired, "expired", key);
                 self.effects.record(db_index, &[b"DEL", key]);
                 self.server.watches.touch(db_index, key, false);
                 true
@@ -276,16 +370,13 @@ impl<'a> Ctx<'a> {
         self.keyspace.dbs[self.client.db].get(key)
     }
 
-    /// A lookup that counts keyspace hits and misses (read commands).
+    /// A read lookup: counts a keyspace hit or miss and raises `keymiss` on a miss (not
+    /// in a write command: see `write_lookups`).
     pub fn lookup_read(&mut self, key: &[u8]) -> Option<&Entry> {
         self.expire_if_needed(key);
-        let found = self.keyspace.dbs[self.client.db].get(key);
-        if found.is_some() {
-            self.server.stats.keyspace_hits += 1;
-        } else {
-            self.server.stats.keyspace_misses += 1;
-        }
-        found
+        let found = self.keyspace.dbs[self.client.db].get(key).is_some();
+        self.count_lookup(key, found);
+        self.keyspace.dbs[self.client.db].get(key)
     }
 
     /// The string at `key`: Ok(None) if absent, Err after replying WRONGTYPE.
@@ -305,18 +396,18 @@ impl<'a> Ctx<'a> {
     }
 
     /// The collection of type `T` at `key`, for reading: Ok(None) if absent, Err after
-    /// replying WRONGTYPE. Counts a keyspace hit or miss.
+    /// replying WRONGTYPE. A read lookup, as `lookup_read`.
     pub fn read<T: Collection>(&mut self, key: &[u8]) -> Result<Option<&T>, AlreadyReplied> {
         self.expire_if_needed(key);
         let db = self.client.db;
         let is_type = match self.keyspace.dbs[db].get(key) {
             None => {
-                self.server.stats.keyspace_misses += 1;
+                self.count_lookup(key, false);
                 return Ok(None);
             }
             Some(e) => T::of(&e.value).is_some(),
         };
-        self.server.stats.keyspace_hits += 1;
+        self.count_lookup(key, true);
         if !is_type {
             self.wrong_type();
             return Err(AlreadyReplied);
@@ -372,8 +463,9 @@ impl<'a> Ctx<'a> {
         )))
     }
 
-    /// Like `write`, but creates an empty `T` at `key` when absent. The caller must leave
-    /// it non-empty (or call `remove_if_empty`): Redis never keeps an empty collection.
+    /// Like `write`, but creates an empty `T` at `key` when absent (raising `new`, as
+    /// Redis's `dbAdd`). The caller must leave it non-empty (or call `remove_if_empty`):
+    /// Redis never keeps an empty collection.
     pub fn write_or_create<T: Collection + Default>(
         &mut self,
         key: &[u8],
@@ -384,6 +476,7 @@ impl<'a> Ctx<'a> {
                 value: T::into_value(Arc::new(T::default())),
                 expire_at_ms: crate::keyspace::NO_EXPIRY,
             });
+            self.notify(EventClass::New, "new", key);
         }
         Ok(self.write::<T>(key)?.expect("just created"))
     }
@@ -397,6 +490,22 @@ impl<'a> Ctx<'a> {
             db.remove(key);
         }
         empty
+    }
+}
+
+/// Where a pub/sub message for client `id` goes: the running session's (`me`) own into
+/// its reply, another's through the host.
+fn route(
+    me: u64,
+    out: &mut ReplyWriter,
+    host: &mut dyn crate::engine::Host,
+    id: u64,
+    message: &crate::pubsub::Message,
+) {
+    if id == me {
+        message.write(out);
+    } else {
+        host.deliver(id, message);
     }
 }
 
@@ -498,6 +607,7 @@ pub fn table() -> Vec<CommandSpec> {
     all.extend(transactions::commands());
     all.extend(object::commands());
     all.extend(blocking::commands());
+    all.extend(pubsub::commands());
     all
 }
 

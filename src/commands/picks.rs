@@ -3,16 +3,19 @@
 //! count rules of HRANDFIELD / SRANDMEMBER / ZRANDMEMBER.
 
 use super::keys::{ScanOptions, parse_cursor, scan_options};
-use super::{Action, Args, Collection, Ctx, NOT_INTEGER, SYNTAX_ERROR};
+use super::{Action, Args, Collection, Ctx, EventClass, NOT_INTEGER, SYNTAX_ERROR};
 use crate::types::{Hash, Set, ZSet};
 
 /// A collection addressed by element (a hash's field, a set's or sorted set's member).
 pub(crate) trait Members: Collection {
+    /// The keyspace event of a removal (Redis's for HDEL, SREM, ZREM), and its class.
+    const REMOVED: (EventClass, &'static str);
     fn count(&self) -> usize;
     fn remove_member(&mut self, member: &[u8]) -> bool;
 }
 
 impl Members for Hash {
+    const REMOVED: (EventClass, &'static str) = (EventClass::Hash, "hdel");
     fn count(&self) -> usize {
         self.len()
     }
@@ -22,6 +25,7 @@ impl Members for Hash {
 }
 
 impl Members for Set {
+    const REMOVED: (EventClass, &'static str) = (EventClass::Set, "srem");
     fn count(&self) -> usize {
         self.len()
     }
@@ -31,6 +35,7 @@ impl Members for Set {
 }
 
 impl Members for ZSet {
+    const REMOVED: (EventClass, &'static str) = (EventClass::ZSet, "zrem");
     fn count(&self) -> usize {
         self.len()
     }
@@ -40,7 +45,8 @@ impl Members for ZSet {
 }
 
 /// HDEL / SREM / ZREM key element...: the number removed; the key goes when emptied, and
-/// the command is logged only if it removed something.
+/// the command is logged and notified (then `del` if emptied) only if it removed
+/// something.
 pub(crate) fn remove_members<T: Members>(ctx: &mut Ctx, args: &Args) -> Action {
     let Ok(collection) = ctx.write::<T>(args[1]) else {
         return Action::None;
@@ -56,8 +62,13 @@ pub(crate) fn remove_members<T: Members>(ctx: &mut Ctx, args: &Args) -> Action {
             break;
         }
     }
-    ctx.remove_if_empty(args[1]);
+    let emptied = ctx.remove_if_empty(args[1]);
     if removed > 0 {
+        let (class, event) = T::REMOVED;
+        ctx.notify(class, event, args[1]);
+        if emptied {
+            ctx.notify(EventClass::Generic, "del", args[1]);
+        }
         ctx.propagate(args);
     }
     ctx.out.integer(removed);

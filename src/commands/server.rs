@@ -891,6 +891,13 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
             kv(out, "evicted_keys", &0);
             kv(out, "keyspace_hits", &s.keyspace_hits);
             kv(out, "keyspace_misses", &s.keyspace_misses);
+            kv(out, "pubsub_channels", &server.pubsub.channel_count(false));
+            kv(out, "pubsub_patterns", &server.pubsub.pattern_count());
+            kv(
+                out,
+                "pubsubshard_channels",
+                &server.pubsub.channel_count(true),
+            );
             kv(out, "total_error_replies", &s.total_error_replies);
         }
         "replication" => {

@@ -3,8 +3,13 @@
 //! Logged forms: SADD/SREM/SMOVE and the *STORE commands as given (deterministic given
 //! the state they replay on); SPOP as `SREM key <the members popped>` (or `DEL key` when it
 //! took them all), since the pick is random; SRANDMEMBER logs nothing.
+//!
+//! Keyspace events, as Redis 7.0 raises them: `sadd` (when something was added), `srem`,
+//! `spop`, SMOVE's `srem` on the source then `sadd` on the destination,
+//! `sinterstore` / `sunionstore` / `sdiffstore` (or `del` when an empty result deletes
+//! the destination), `del` when a set is emptied, `new` when one is created.
 
-use super::{Action, AlreadyReplied, Args, Ctx, NOT_INTEGER, SYNTAX_ERROR, flags};
+use super::{Action, AlreadyReplied, Args, Ctx, EventClass, NOT_INTEGER, SYNTAX_ERROR, flags};
 use crate::command;
 use crate::glob::glob_match;
 use crate::keyspace::{Entry, Keyspace, NO_EXPIRY, Value};
@@ -187,6 +192,7 @@ fn sadd(ctx: &mut Ctx, args: &Args) -> Action {
     };
     let added = args[2..].iter().filter(|m| set.insert(m)).count();
     if added > 0 {
+        ctx.notify(EventClass::Set, "sadd", args[1]);
         ctx.propagate(args);
     }
     ctx.out.integer(added as i64);
@@ -281,13 +287,19 @@ fn spop(ctx: &mut Ctx, args: &Args) -> Action {
     };
     if popped.len() == set.len() && count.is_some() {
         ctx.db().remove(args[1]);
+        ctx.notify(EventClass::Set, "spop", args[1]);
+        ctx.notify(EventClass::Generic, "del", args[1]);
         ctx.propagate(&[b"DEL", args[1]]);
     } else {
         for member in &popped {
             set.remove(member);
         }
-        ctx.remove_if_empty(args[1]);
+        let emptied = ctx.remove_if_empty(args[1]);
         if !popped.is_empty() {
+            ctx.notify(EventClass::Set, "spop", args[1]);
+            if emptied {
+                ctx.notify(EventClass::Generic, "del", args[1]);
+            }
             let mut logged: Vec<&[u8]> = vec![b"SREM", args[1]];
             logged.extend(popped.iter().map(Vec::as_slice));
             ctx.propagate(&logged);
@@ -383,9 +395,15 @@ fn smove(ctx: &mut Ctx, args: &Args) -> Action {
         ctx.out.integer(0);
         return Action::None;
     }
-    ctx.remove_if_empty(source);
-    if let Ok(target) = ctx.write_or_create::<Set>(destination) {
-        target.insert(member);
+    ctx.notify(EventClass::Set, "srem", source);
+    if ctx.remove_if_empty(source) {
+        ctx.notify(EventClass::Generic, "del", source);
+    }
+    let added = ctx
+        .write_or_create::<Set>(destination)
+        .is_ok_and(|target| target.insert(member));
+    if added {
+        ctx.notify(EventClass::Set, "sadd", destination);
     }
     ctx.propagate(args);
     ctx.out.integer(1);
@@ -468,7 +486,7 @@ fn sdiff(ctx: &mut Ctx, args: &Args) -> Action {
 /// The *STORE commands: the destination is replaced whatever it held (or deleted when
 /// the result is empty), as Redis's setKey does.
 fn store_op(ctx: &mut Ctx, args: &Args, op: Op) -> Action {
-    let Some(members) = combine(ctx, &args[2..], op, 0) else {
+    let Some(members) = ctx.reading(|ctx| combine(ctx, &args[2..], op, 0)) else {
         return Action::None;
     };
     let destination = args[1];
@@ -476,17 +494,30 @@ fn store_op(ctx: &mut Ctx, args: &Args, op: Op) -> Action {
     // An empty result deletes the destination; if there was none, nothing changed and
     // nothing is logged (so a WATCH on it is not touched, as in Redis).
     let changed = if members.is_empty() {
-        ctx.db().remove(destination).is_some()
+        let deleted = ctx.db().remove(destination).is_some();
+        if deleted {
+            ctx.notify(EventClass::Generic, "del", destination);
+        }
+        deleted
     } else {
         let mut set = Set::default();
         for member in &members {
             set.insert(member);
         }
-        ctx.db().insert(Entry {
+        let previous = ctx.db().insert(Entry {
             key: crate::keyspace::Key::from(destination),
             value: Value::Set(Arc::new(set)),
             expire_at_ms: NO_EXPIRY,
         });
+        if previous.is_none() {
+            ctx.notify(EventClass::New, "new", destination);
+        }
+        let event = match op {
+            Op::Inter => "sinterstore",
+            Op::Union => "sunionstore",
+            Op::Diff => "sdiffstore",
+        };
+        ctx.notify(EventClass::Set, event, destination);
         true
     };
     if changed {

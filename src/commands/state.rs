@@ -30,6 +30,8 @@ pub struct SessionState {
     pub last_command: &'static str,
     /// The most its replies since the last send may reveal (see `ReplyShows`).
     pub reply_shows: ReplyShows,
+    /// Its channels, patterns and shard channels (`crate::pubsub`).
+    pub subscriptions: crate::pubsub::Subscriptions,
 }
 
 /// What a command's reply may reveal of state not yet in the log, which decides how long
@@ -70,6 +72,8 @@ pub struct ServerState {
     pub watches: transactions::Watches,
     /// Clients blocked on keys, and the keys that became ready.
     pub blocked: blocking::BlockedKeys,
+    /// Who is subscribed to which channels and patterns.
+    pub pubsub: crate::pubsub::PubSub,
 }
 
 impl ServerState {
@@ -99,6 +103,7 @@ impl ServerState {
             storage,
             watches: transactions::Watches::default(),
             blocked: blocking::BlockedKeys::default(),
+            pubsub: crate::pubsub::PubSub::default(),
             config,
         }
     }

@@ -1,8 +1,13 @@
 //! String commands: GET, SET and its family, counters, ranges.
+//!
+//! Keyspace events, as Redis 7.0 raises them: `new` when a key is created, then `set`
+//! (SET, SETNX, SETEX, PSETEX, MSET, MSETNX, GETSET; `expire` after it when SET or SETEX
+//! gave a time), `append`, `setrange`, `incrby` (INCR, DECR, INCRBY, DECRBY),
+//! `incrbyfloat`; GETDEL raises `del`, GETEX `del`, `expire` or `persist`.
 
 use super::{
-    Action, AlreadyReplied, Args, CommandSpec, Ctx, NOT_INTEGER, SYNTAX_ERROR, absolute_expiry,
-    eq_ignore_case, flags::*, int_arg, ms_text,
+    Action, AlreadyReplied, Args, CommandSpec, Ctx, EventClass, NOT_INTEGER, SYNTAX_ERROR,
+    absolute_expiry, eq_ignore_case, flags::*, int_arg, ms_text,
 };
 use crate::command;
 use crate::keyspace::{Entry, NO_EXPIRY, Value};
@@ -204,7 +209,7 @@ pub fn commands() -> Vec<CommandSpec> {
 }
 
 /// Stores a string, replacing any value; `expire_at_ms` NO_EXPIRY clears the TTL unless
-/// `keep_ttl`.
+/// `keep_ttl`. A key it creates raises `new`.
 fn store(ctx: &mut Ctx, key: &[u8], value: Str, expire_at_ms: i64, keep_ttl: bool) {
     let db = ctx.db();
     let expire_at_ms = if keep_ttl {
@@ -212,11 +217,14 @@ fn store(ctx: &mut Ctx, key: &[u8], value: Str, expire_at_ms: i64, keep_ttl: boo
     } else {
         expire_at_ms
     };
-    db.insert(Entry {
+    let previous = db.insert(Entry {
         key: crate::keyspace::Key::from(key),
         value: Value::String(value),
         expire_at_ms,
     });
+    if previous.is_none() {
+        ctx.notify(EventClass::New, "new", key);
+    }
 }
 
 fn get(ctx: &mut Ctx, args: &Args) -> Action {
@@ -352,7 +360,8 @@ fn set(ctx: &mut Ctx, args: &Args) -> Action {
         return Action::None;
     };
     let old = if get {
-        match ctx.get_string(key) {
+        // SET's GET reads the key as GET does.
+        match ctx.reading(|ctx| ctx.get_string(key)) {
             Ok(old) => old,
             Err(AlreadyReplied) => return Action::None,
         }
@@ -370,6 +379,10 @@ fn set(ctx: &mut Ctx, args: &Args) -> Action {
     }
     let stored = ctx.value_arg(2, value);
     store(ctx, key, stored, expire_at_ms, expiry == Expiry::Keep);
+    ctx.notify(EventClass::String, "set", key);
+    if matches!(expiry, Expiry::Time { .. }) {
+        ctx.notify(EventClass::Generic, "expire", key);
+    }
     if expire_at_ms != NO_EXPIRY {
         // Relative times would replay differently; log the absolute time.
         let at = ms_text(expire_at_ms);
@@ -403,6 +416,7 @@ fn setnx(ctx: &mut Ctx, args: &Args) -> Action {
     }
     let value = ctx.value_arg(2, args[2]);
     store(ctx, args[1], value, NO_EXPIRY, false);
+    ctx.notify(EventClass::String, "set", args[1]);
     ctx.propagate(&[b"SET", args[1], args[2]]);
     ctx.out.integer(1);
     Action::None
@@ -422,6 +436,8 @@ fn setex(ctx: &mut Ctx, args: &Args) -> Action {
     };
     let stored = ctx.value_arg(3, args[3]);
     store(ctx, args[1], stored, at, false);
+    ctx.notify(EventClass::String, "set", args[1]);
+    ctx.notify(EventClass::Generic, "expire", args[1]);
     let at_text = ms_text(at);
     ctx.propagate(&[b"SET", args[1], args[3], b"PXAT", at_text.as_bytes()]);
     ctx.out.ok();
@@ -464,6 +480,7 @@ fn mset(ctx: &mut Ctx, args: &Args) -> Action {
     for (index, pair) in args[1..].chunks(2).enumerate() {
         let value = ctx.value_arg(2 + 2 * index, pair[1]);
         store(ctx, pair[0], value, NO_EXPIRY, false);
+        ctx.notify(EventClass::String, "set", pair[0]);
     }
     let mut logged: Vec<&[u8]> = Vec::with_capacity(args.len());
     logged.push(b"MSET");
@@ -478,11 +495,12 @@ fn mset(ctx: &mut Ctx, args: &Args) -> Action {
 }
 
 fn getset(ctx: &mut Ctx, args: &Args) -> Action {
-    let Ok(old) = ctx.get_string(args[1]) else {
+    let Ok(old) = ctx.reading(|ctx| ctx.get_string(args[1])) else {
         return Action::None;
     };
     let value = ctx.value_arg(2, args[2]);
     store(ctx, args[1], value, NO_EXPIRY, false);
+    ctx.notify(EventClass::String, "set", args[1]);
     ctx.propagate(&[b"SET", args[1], args[2]]);
     match old {
         Some(v) => ctx.out.bulk(&v),
@@ -492,11 +510,12 @@ fn getset(ctx: &mut Ctx, args: &Args) -> Action {
 }
 
 fn getdel(ctx: &mut Ctx, args: &Args) -> Action {
-    match ctx.get_string(args[1]) {
+    match ctx.reading(|ctx| ctx.get_string(args[1])) {
         Err(AlreadyReplied) => {}
         Ok(None) => ctx.out.null(),
         Ok(Some(v)) => {
             ctx.db().remove(args[1]);
+            ctx.notify(EventClass::Generic, "del", args[1]);
             ctx.propagate(&[b"DEL", args[1]]);
             ctx.out.bulk(&v);
         }
@@ -519,7 +538,7 @@ fn getex(ctx: &mut Ctx, args: &Args) -> Action {
         }
         i += 1;
     }
-    let value = match ctx.get_string(key) {
+    let value = match ctx.reading(|ctx| ctx.get_string(key)) {
         Err(AlreadyReplied) => return Action::None,
         Ok(None) => {
             ctx.out.null();
@@ -534,13 +553,16 @@ fn getex(ctx: &mut Ctx, args: &Args) -> Action {
     if at != NO_EXPIRY && at <= ctx.now_ms && !ctx.loading {
         // An expiry already in the past deletes the key, logged as a DEL.
         ctx.db().remove(key);
+        ctx.notify(EventClass::Generic, "del", key);
         ctx.propagate(&[b"DEL", key]);
     } else if at != NO_EXPIRY {
         ctx.db().set_expiry(key, at);
+        ctx.notify(EventClass::Generic, "expire", key);
         let at_text = ms_text(at);
         ctx.propagate(&[b"PEXPIREAT", key, at_text.as_bytes()]);
     } else if expiry == Expiry::Persist && ctx.db().get(key).is_some_and(Entry::has_expiry) {
         ctx.db().set_expiry(key, NO_EXPIRY);
+        ctx.notify(EventClass::Generic, "persist", key);
         ctx.propagate(&[b"PERSIST", key]);
     }
     ctx.out.bulk(&value);
@@ -562,6 +584,7 @@ fn append(ctx: &mut Ctx, args: &Args) -> Action {
     joined.extend_from_slice(&old);
     joined.extend_from_slice(args[2]);
     store(ctx, args[1], Str::from(joined), NO_EXPIRY, true);
+    ctx.notify(EventClass::String, "append", args[1]);
     ctx.propagate(&[b"APPEND", args[1], args[2]]);
     ctx.out.integer(total as i64);
     Action::None
@@ -637,6 +660,7 @@ fn setrange(ctx: &mut Ctx, args: &Args) -> Action {
     bytes[offset..offset + patch.len()].copy_from_slice(patch);
     let len = bytes.len();
     store(ctx, args[1], Str::from(bytes), NO_EXPIRY, true);
+    ctx.notify(EventClass::String, "setrange", args[1]);
     ctx.propagate(&[b"SETRANGE", args[1], args[2], args[3]]);
     ctx.out.integer(len as i64);
     Action::None
@@ -687,6 +711,7 @@ fn incr_family(ctx: &mut Ctx, args: &Args) -> Action {
         NO_EXPIRY,
         true,
     );
+    ctx.notify(EventClass::String, "incrby", args[1]);
     // INCR-family commands replay deterministically as they are.
     let logged: Vec<&[u8]> = args.to_vec();
     ctx.propagate(&logged);
@@ -731,6 +756,7 @@ fn incrbyfloat(ctx: &mut Ctx, args: &Args) -> Action {
         NO_EXPIRY,
         true,
     );
+    ctx.notify(EventClass::String, "incrbyfloat", args[1]);
     // Float formatting must not be re-done on replay: log the result, keeping the TTL.
     ctx.propagate(&[b"SET", args[1], text.as_bytes(), b"KEEPTTL"]);
     ctx.out.bulk(text.as_bytes());

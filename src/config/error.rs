@@ -40,6 +40,8 @@ pub enum ValueError {
     RdbPreambleRequired,
     /// `daemonize yes`: Tessera runs in the foreground only.
     DaemonizeUnsupported,
+    /// `notify-keyspace-events` with a letter that names no class.
+    KeyspaceEvents(crate::notify::InvalidEventClass),
 }
 
 impl std::fmt::Display for ValueError {
@@ -84,6 +86,7 @@ impl std::fmt::Display for ValueError {
             ValueError::DaemonizeUnsupported => {
                 f.write_str("daemonize yes is not supported; run under a supervisor")
             }
+            ValueError::KeyspaceEvents(error) => write!(f, "{error}"),
         }
     }
 }

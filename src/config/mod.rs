@@ -87,6 +87,8 @@ pub struct Config {
     pub key_load_delay_us: u64,
     /// `rdbcompression`: LZF for long strings in snapshots.
     pub rdbcompression: bool,
+    /// `notify-keyspace-events`: which keyspace notifications are published.
+    pub notify_keyspace_events: crate::notify::KeyspaceEvents,
 }
 
 impl Config {
@@ -259,6 +261,7 @@ impl Default for Config {
             rdb_key_save_delay_us: 0,
             key_load_delay_us: 0,
             rdbcompression: true,
+            notify_keyspace_events: crate::notify::KeyspaceEvents::default(),
         }
     }
 }
@@ -574,6 +577,13 @@ pub static DIRECTIVES: &[Directive] = &[
         true,
         |c| yes_no(c.aof_rewrite_adaptive_rate),
         |c, a| c.aof_rewrite_adaptive_rate = parse_bool(a)?
+    ),
+    directive!(
+        "notify-keyspace-events",
+        true,
+        |c| c.notify_keyspace_events.to_string(),
+        |c, a| c.notify_keyspace_events =
+            crate::notify::KeyspaceEvents::parse(one(a)?).map_err(ValueError::KeyspaceEvents)?
     ),
     directive!(
         "save",

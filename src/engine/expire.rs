@@ -1,15 +1,23 @@
 //! Active expiry: the cron's sweep that deletes keys whose time has passed, as Redis's
-//! `activeExpireCycle` does, each deletion a DEL in the effects stream. (Lazy expiry,
-//! on access, is `Ctx::expire_if_needed`.)
+//! `activeExpireCycle` does, each deletion a DEL in the effects stream and an `expired`
+//! keyspace event. (Lazy expiry, on access, is `Ctx::expire_if_needed`.)
 
-use super::Engine;
+use super::{Engine, Host};
 use crate::keyspace::SLOT_COUNT;
+use crate::notify::EventClass;
 use std::time::{Duration, Instant};
 
 impl Engine {
     /// Deletes expired keys slot by slot, from each database's cursor on, until a whole
     /// round is done or `budget` is spent; the cursors keep the place for the next run.
-    pub fn active_expire_cycle(&mut self, cursors: &mut [usize], now_ms: i64, budget: Duration) {
+    /// `host`: where the `expired` events go (no session runs a command meanwhile).
+    pub fn active_expire_cycle(
+        &mut self,
+        cursors: &mut [usize],
+        now_ms: i64,
+        budget: Duration,
+        host: &mut dyn Host,
+    ) {
         let started = Instant::now();
         for (db_index, start) in cursors.iter_mut().enumerate() {
             if self.keyspace.dbs[db_index].volatile_len() == 0 {
@@ -26,6 +34,15 @@ impl Engine {
                         db.remove(&key);
                         self.state.stats.expired_keys += 1;
                         self.state.dirty += 1;
+                        crate::notify::keyspace_event(
+                            self.state.config.notify_keyspace_events,
+                            &self.state.pubsub,
+                            EventClass::Expired,
+                            "expired",
+                            &key,
+                            db_index,
+                            &mut |id, message| host.deliver(id, message),
+                        );
                         self.effects.record(db_index, &[b"DEL", &key]);
                         self.state.watches.touch(db_index, &key, false);
                     }

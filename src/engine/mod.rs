@@ -16,7 +16,8 @@
 //!
 //! The engine owns the dataset (`Keyspace`), the state commands see (`ServerState`) and
 //! the effects not yet taken. It owns no socket, thread or file: the event loop
-//! (`crate::server`) and the replay (`crate::recovery`) drive it.
+//! (`crate::server`) and the replay (`crate::recovery`) drive it, and lend it a `Host`
+//! through which a command reaches the other sessions (CLIENT LIST, pub/sub messages).
 
 mod expire;
 mod transaction;
@@ -111,6 +112,9 @@ pub enum Refusal {
     Loading,
     /// The MULTI queue would exceed `client-query-buffer-limit`: it is dropped.
     TransactionTooLarge,
+    /// A RESP2 subscriber sent a command other than the subscription commands, PING, QUIT
+    /// and RESET (`pubsub::Context`); the command's full name (`config|get`).
+    SubscribedContext(String),
 }
 
 impl fmt::Display for Refusal {
@@ -131,6 +135,10 @@ impl fmt::Display for Refusal {
             Refusal::TransactionTooLarge => f.write_str(
                 "ERR Transaction discarded: the queued commands exceed client-query-buffer-limit",
             ),
+            Refusal::SubscribedContext(name) => write!(
+                f,
+                "ERR Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
+            ),
         }
     }
 }
@@ -138,17 +146,25 @@ impl fmt::Display for Refusal {
 impl std::error::Error for Refusal {}
 
 /// What the engine asks of whoever holds the sessions (the event loop; nobody during
-/// replay). PUBLISH, CLIENT KILL and MONITOR will ask it too.
+/// replay): CLIENT LIST, and pub/sub messages for other sessions. CLIENT KILL and
+/// MONITOR will ask it too.
 pub trait Host {
     /// CLIENT LIST (every session, or those in `ids`) or, with `only_self`, CLIENT INFO.
     /// `current_output`: the length and capacity of the calling session's reply buffer.
+    /// `kind`: only clients of that class (CLIENT LIST TYPE).
     fn client_list(
         &self,
         current: &SessionState,
         current_output: (usize, usize),
         only_self: bool,
         ids: Option<&[u64]>,
+        kind: Option<crate::commands::ClientKind>,
     ) -> String;
+
+    /// Appends a pub/sub message to the output of client `id`, in that client's protocol
+    /// (never the calling session's: the engine writes its copy into its reply). A client
+    /// that is gone, or over its output limit, gets nothing.
+    fn deliver(&mut self, id: u64, message: &crate::pubsub::Message<'_>);
 }
 
 /// The host of a replay: no sessions.
@@ -161,9 +177,12 @@ impl Host for NoSessions {
         _: (usize, usize),
         _: bool,
         _: Option<&[u64]>,
+        _: Option<crate::commands::ClientKind>,
     ) -> String {
         String::new()
     }
+
+    fn deliver(&mut self, _: u64, _: &crate::pubsub::Message<'_>) {}
 }
 
 impl Engine {
@@ -184,7 +203,7 @@ impl Engine {
         reply: &mut Vec<u8>,
         request: Request<'_>,
         mode: Mode,
-        host: &dyn Host,
+        host: &mut dyn Host,
     ) -> Outcome {
         let argv = request.argv;
         assert!(!argv.is_empty(), "an empty request reaches no command");
@@ -198,7 +217,7 @@ impl Engine {
         let refusal = match mode {
             Mode::Replay => (!spec.arity_ok(argv.len())).then_some(Refusal::WrongArity(spec.name)),
             Mode::Client | Mode::Exec | Mode::ServeBlocked(_) => {
-                self.refusal(session, spec, argv.len())
+                self.refusal(session, spec, argv, &mode)
             }
         };
         if let Some(refusal) = refusal {
@@ -214,13 +233,7 @@ impl Engine {
                 Err(refusal) => self.refuse(session, reply, refusal),
             };
         }
-        let replay = mode == Mode::Replay;
-        let block_mode = match mode {
-            Mode::Client => BlockMode::Normal,
-            Mode::ServeBlocked(key) => BlockMode::Serving(key),
-            Mode::Exec | Mode::Replay => BlockMode::Never,
-        };
-        let action = self.run(session, reply, spec, request, block_mode, replay);
+        let action = self.run(session, reply, spec, request, mode, host);
         self.after(session, reply, action, host)
     }
 
@@ -231,9 +244,15 @@ impl Engine {
         reply: &mut Vec<u8>,
         spec: &'static CommandSpec,
         request: Request<'_>,
-        block_mode: BlockMode,
-        replay: bool,
+        mode: Mode,
+        host: &mut dyn Host,
     ) -> Action {
+        let replay = mode == Mode::Replay;
+        let block_mode = match mode {
+            Mode::Client => BlockMode::Normal,
+            Mode::ServeBlocked(key) => BlockMode::Serving(key),
+            Mode::Exec | Mode::Replay => BlockMode::Never,
+        };
         let mut ctx = Ctx {
             keyspace: &mut self.keyspace,
             out: ReplyWriter::new(reply, session.resp3),
@@ -244,6 +263,8 @@ impl Engine {
             loading: replay,
             block_mode,
             big_arguments: request.big_arguments,
+            host,
+            write_lookups: spec.has(flags::WRITE),
         };
         let action = (spec.handler)(&mut ctx, request.argv);
         let errors = ctx.out.errors;
@@ -271,7 +292,7 @@ impl Engine {
         session: &mut SessionState,
         reply: &mut Vec<u8>,
         action: Action,
-        host: &dyn Host,
+        host: &mut dyn Host,
     ) -> Outcome {
         match action {
             Action::None => Outcome::Done,
@@ -279,9 +300,13 @@ impl Engine {
                 transaction::exec(self, session, reply, queued, host);
                 Outcome::Done
             }
-            Action::ClientList { only_self, ids } => {
+            Action::ClientList {
+                only_self,
+                ids,
+                kind,
+            } => {
                 let output = (reply.len(), reply.capacity());
-                let text = host.client_list(session, output, only_self, ids.as_deref());
+                let text = host.client_list(session, output, only_self, ids.as_deref(), kind);
                 ReplyWriter::new(reply, session.resp3).verbatim(text.as_bytes());
                 Outcome::Done
             }
@@ -309,9 +334,16 @@ impl Engine {
     }
 
     /// Why a client's command may not run now, if it may not (Redis's `processCommand`
-    /// order of checks).
-    fn refusal(&self, session: &SessionState, spec: &CommandSpec, argc: usize) -> Option<Refusal> {
-        if !spec.arity_ok(argc) {
+    /// order of checks). The subscribed context is a client's own rule: the commands of an
+    /// EXEC that subscribed run on (Redis runs them without these checks).
+    fn refusal(
+        &self,
+        session: &SessionState,
+        spec: &CommandSpec,
+        argv: &[&[u8]],
+        mode: &Mode,
+    ) -> Option<Refusal> {
+        if !spec.arity_ok(argv.len()) {
             Some(Refusal::WrongArity(spec.name))
         } else if self.auth_required(session) && !spec.has(flags::NO_AUTH) {
             Some(Refusal::NoAuth)
@@ -321,6 +353,10 @@ impl Engine {
             Some(Refusal::LogFailing(error.clone()))
         } else if session.multi.is_some() && spec.has(flags::NO_MULTI) {
             Some(Refusal::NotInTransaction)
+        } else if *mode == Mode::Client
+            && !crate::pubsub::Context::of(session.resp3, &session.subscriptions).allows(spec.name)
+        {
+            Some(Refusal::SubscribedContext(full_name(spec, argv)))
         } else if self.state.persistence.loading.is_some() && !spec.has(flags::LOADING) {
             Some(Refusal::Loading)
         } else {
@@ -331,5 +367,23 @@ impl Engine {
     /// Whether the session must still AUTH: a password is set now and it has not given it.
     pub fn auth_required(&self, session: &SessionState) -> bool {
         self.state.config.requirepass.is_some() && !session.authenticated
+    }
+}
+
+/// Commands whose first argument names a subcommand: Redis names them `name|sub` in
+/// errors.
+const CONTAINERS: &[&str] = &["client", "command", "config", "object", "pubsub"];
+
+/// A command's name as Redis's errors give it: `get`, `config|get`.
+fn full_name(spec: &CommandSpec, argv: &[&[u8]]) -> String {
+    match argv.get(1) {
+        Some(sub) if CONTAINERS.contains(&spec.name) => {
+            format!(
+                "{}|{}",
+                spec.name,
+                crate::commands::lossy(sub).to_ascii_lowercase()
+            )
+        }
+        _ => spec.name.to_string(),
     }
 }

@@ -53,7 +53,7 @@ pub(super) fn exec(
     session: &mut SessionState,
     reply: &mut Vec<u8>,
     queued: Vec<Vec<Vec<u8>>>,
-    host: &dyn Host,
+    host: &mut dyn Host,
 ) {
     let log_start = engine.effects.buffer.len();
     let records_before = engine.effects.records;

@@ -50,13 +50,19 @@ impl Server {
                         }
                     };
                     let argv: SmallVec<[&[u8]; 8]> = command.iter().map(Vec::as_slice).collect();
-                    let host = super::session::SessionsView::new(&self.clients, &client.conn);
+                    let limit = self.engine.state.config.output_buffer_limits.pubsub;
+                    let mut host = super::session::SessionsView::new(
+                        &mut self.clients,
+                        Some(&client.conn),
+                        &mut self.touched,
+                        limit,
+                    );
                     let outcome = self.engine.execute(
                         &mut client.state,
                         &mut client.output,
                         Request::plain(&argv),
                         Mode::ServeBlocked(key.clone()),
-                        &host,
+                        &mut host,
                     );
                     if !matches!(outcome, Outcome::Block(_)) {
                         self.unblock(token, &mut client);

@@ -38,8 +38,15 @@ impl Server {
             }
         }
         self.pace_background_jobs();
-        self.engine
-            .active_expire_cycle(&mut self.expire_cursor, now_ms, EXPIRE_CYCLE_BUDGET);
+        let limit = self.engine.state.config.output_buffer_limits.pubsub;
+        let mut host =
+            super::session::SessionsView::new(&mut self.clients, None, &mut self.touched, limit);
+        self.engine.active_expire_cycle(
+            &mut self.expire_cursor,
+            now_ms,
+            EXPIRE_CYCLE_BUDGET,
+            &mut host,
+        );
         // Jobs scheduled while nothing was running (BGREWRITEAOF inside EXEC).
         self.start_scheduled_jobs();
         self.automatic_jobs();

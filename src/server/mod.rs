@@ -412,25 +412,33 @@ impl Server {
     /// before anything is sent (Redis closes them "ASAP", without flushing).
     fn enforce_output_limits(&mut self) {
         let now = Instant::now();
-        let limit = self.engine.state.config.output_buffer_limits.normal;
+        let limits = self.engine.state.config.output_buffer_limits;
         let password_set = self.engine.state.config.requirepass.is_some();
         let mut over = Vec::new();
         for &token in &self.touched {
             let Some(client) = self.clients.get_mut(&token) else {
                 continue;
             };
+            client.conn.listed_for_delivery = false;
             if over.contains(&token) {
                 continue; // listed twice this turn
             }
             let unsent = client.output.len() - client.conn.output_sent;
             let authenticated = !password_set || client.state.authenticated;
-            let breach = crate::client_buffers::check_output(
-                unsent,
-                authenticated,
-                &limit,
-                &mut client.conn.output_soft_since,
-                now,
-            );
+            let limit = match crate::commands::ClientKind::of(&client.state) {
+                crate::commands::ClientKind::Normal => &limits.normal,
+                crate::commands::ClientKind::PubSub => &limits.pubsub,
+            };
+            // A breach a pub/sub message found stands (nothing was appended since).
+            let breach = client.conn.output_breach.or_else(|| {
+                crate::client_buffers::check_output(
+                    unsent,
+                    authenticated,
+                    limit,
+                    &mut client.conn.output_soft_since,
+                    now,
+                )
+            });
             if let Some(breach) = breach {
                 tracing::warn!(
                     "Client id={} addr={} omem={unsent} scheduled to be closed ASAP for overcoming of output buffer limits ({breach:?})",
@@ -553,6 +561,11 @@ impl Server {
         if let Some(mut client) = self.clients.remove(&token) {
             let _ = self.poll.registry().deregister(&mut client.conn.stream);
             self.engine.state.watches.unwatch_all(&mut client.state);
+            let id = client.state.id;
+            self.engine
+                .state
+                .pubsub
+                .forget(&mut client.state.subscriptions, id);
             if let Some(blocked) = client.conn.blocked.take() {
                 self.forget_blocked(token, client.state.id, &blocked);
             }

@@ -8,10 +8,12 @@
 //! see (database, MULTI, WATCH) is the `SessionState` the engine borrows.
 
 use super::{ARGUMENTS_KEEP, INPUT_KEEP_BYTES, READ_PER_TURN_BYTES, Server, ShutdownRequest};
-use crate::client_buffers::{BigArgument, BigArguments};
+use crate::client_buffers::{BigArgument, BigArguments, OutputBreach};
 use crate::commands::blocking::Blocked;
-use crate::commands::{ReplyShows, SessionState};
+use crate::commands::{ClientKind, ReplyShows, SessionState};
+use crate::config::OutputBufferLimit;
 use crate::engine::{Host, Mode, Outcome, Request};
+use crate::pubsub::{Kind, Message};
 use crate::resp::{Parse, ParseLimits, Progress, ReplyWriter, parse_request};
 use mio::net::TcpStream;
 use smallvec::SmallVec;
@@ -34,6 +36,12 @@ pub(super) struct Connection {
     pub output_sent: usize,
     /// When the unsent output went over its class's soft limit (`client_buffers`).
     pub output_soft_since: Option<Instant>,
+    /// Set when a pub/sub message found the output over its limit: nothing more is
+    /// appended, and the client is closed at the end of the turn (Redis's "close ASAP").
+    pub output_breach: Option<OutputBreach>,
+    /// Listed in `Server::touched` by a delivered message this turn (listed once however
+    /// many messages it gets).
+    pub listed_for_delivery: bool,
     /// The log batch that must be durable before the output may be sent: the replies in
     /// it acknowledge writes.
     pub hold_seq: u64,
@@ -81,6 +89,8 @@ impl Client {
                 arg_ranges: Vec::new(),
                 output_sent: 0,
                 output_soft_since: None,
+                output_breach: None,
+                listed_for_delivery: false,
                 hold_seq: 0,
                 read_hold_seq: 0,
                 in_held: false,
@@ -128,12 +138,15 @@ pub(super) struct Sessions {
     slots: Vec<Option<Client>>,
     free: Vec<usize>,
     count: usize,
+    /// Client id → token: the engine names subscribers by id.
+    by_id: hashbrown::HashMap<u64, usize>,
 }
 
 impl Sessions {
     pub fn insert(&mut self, client: Client) -> usize {
         self.count += 1;
-        match self.free.pop() {
+        let id = client.state.id;
+        let token = match self.free.pop() {
             Some(token) => {
                 self.slots[token] = Some(client);
                 token
@@ -142,7 +155,14 @@ impl Sessions {
                 self.slots.push(Some(client));
                 self.slots.len() - 1
             }
-        }
+        };
+        self.by_id.insert(id, token);
+        token
+    }
+
+    /// The token of client `id`, if it is connected.
+    pub fn token_of(&self, id: u64) -> Option<usize> {
+        self.by_id.get(&id).copied()
     }
 
     pub fn get(&self, token: &usize) -> Option<&Client> {
@@ -168,6 +188,7 @@ impl Sessions {
         let client = self.take(*token)?;
         self.count -= 1;
         self.free.push(*token);
+        self.by_id.remove(&client.state.id);
         Some(client)
     }
 
@@ -188,39 +209,77 @@ impl Sessions {
 }
 
 /// The engine's view of the sessions while one of them (taken out of the table) runs a
-/// command: CLIENT LIST sees the others and the current one.
+/// command, or while the cron runs (no current session): CLIENT LIST sees the others and
+/// the current one; pub/sub messages go into the others' output.
 pub(super) struct SessionsView<'a> {
-    others: &'a Sessions,
-    current: &'a Connection,
+    others: &'a mut Sessions,
+    current: Option<&'a Connection>,
+    /// Clients with new output this turn, to be sent at its end.
+    touched: &'a mut Vec<usize>,
+    /// The `pubsub` class of `client-output-buffer-limit`: every receiver of a message
+    /// is subscribed, so of that class.
+    pubsub_limit: OutputBufferLimit,
+    /// The time limits are checked against, read at the first message (most commands
+    /// deliver none).
+    now: Option<Instant>,
 }
 
 impl<'a> SessionsView<'a> {
-    /// The view for the session whose connection is `current`, taken out of `others`.
-    pub fn new(others: &'a Sessions, current: &'a Connection) -> SessionsView<'a> {
-        SessionsView { others, current }
+    /// The view for the session whose connection is `current` (taken out of `others`),
+    /// if any.
+    pub fn new(
+        others: &'a mut Sessions,
+        current: Option<&'a Connection>,
+        touched: &'a mut Vec<usize>,
+        pubsub_limit: OutputBufferLimit,
+    ) -> SessionsView<'a> {
+        SessionsView {
+            others,
+            current,
+            touched,
+            pubsub_limit,
+            now: None,
+        }
     }
+}
+
+/// CLIENT LIST's `flags=`, in Redis's order: `P` subscribed, `x` in MULTI, `b` blocked;
+/// `N` for none.
+fn client_flags(conn: &Connection, state: &SessionState) -> String {
+    let mut flags = String::new();
+    if state.subscriptions.any() {
+        flags.push('P');
+    }
+    if state.multi.is_some() {
+        flags.push('x');
+    }
+    if conn.blocked.is_some() {
+        flags.push('b');
+    }
+    if flags.is_empty() {
+        flags.push('N');
+    }
+    flags
 }
 
 /// One CLIENT LIST line (Redis's fields; those Tessera does not track are 0).
 fn describe(conn: &Connection, state: &SessionState, output: (usize, usize), cmd: &str) -> String {
     let now = Instant::now();
     let (output_len, output_capacity) = output;
+    let subscriptions = &state.subscriptions;
     format!(
-        "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub=0 psub=0 ssub=0 multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs={} rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}\n",
+        "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs={} rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}\n",
         state.id,
         conn.peer,
         conn.local,
         state.name.as_deref().unwrap_or(""),
         now.duration_since(conn.created).as_secs(),
         now.duration_since(conn.last_interaction).as_secs(),
-        if state.multi.is_some() {
-            "x"
-        } else if conn.blocked.is_some() {
-            "b"
-        } else {
-            "N"
-        },
+        client_flags(conn, state),
         state.db,
+        subscriptions.count(Kind::Channel),
+        subscriptions.count(Kind::Pattern),
+        subscriptions.count(Kind::Shard),
         state.multi.as_ref().map_or(-1, |m| m.queued.len() as i64),
         conn.input.len(),
         conn.input.capacity(),
@@ -240,26 +299,73 @@ impl Host for SessionsView<'_> {
         current_output: (usize, usize),
         only_self: bool,
         ids: Option<&[u64]>,
+        kind: Option<ClientKind>,
     ) -> String {
-        let me = |cmd| describe(self.current, current, current_output, cmd);
+        let Some(connection) = self.current else {
+            return String::new(); // only a command asks, and it has a session
+        };
+        let me = |cmd| describe(connection, current, current_output, cmd);
         if only_self {
             return me("client|info");
         }
+        let listed = |state: &SessionState| {
+            ids.is_none_or(|ids| ids.contains(&state.id))
+                && kind.is_none_or(|kind| ClientKind::of(state) == kind)
+        };
         let mut lines: Vec<(u64, String)> = self
             .others
             .values()
-            .filter(|c| ids.is_none_or(|ids| ids.contains(&c.state.id)))
+            .filter(|c| listed(&c.state))
             .map(|c| {
                 let output = (c.output.len(), c.output.capacity());
                 let line = describe(&c.conn, &c.state, output, c.state.last_command);
                 (c.state.id, line)
             })
             .collect();
-        if ids.is_none_or(|ids| ids.contains(&current.id)) {
+        if listed(current) {
             lines.push((current.id, me("client|list")));
         }
         lines.sort_by_key(|(id, _)| *id);
         lines.into_iter().map(|(_, line)| line).collect()
+    }
+
+    fn deliver(&mut self, id: u64, message: &Message<'_>) {
+        // A session taken out of the table runs the command and got its copy already.
+        let Some(token) = self.others.token_of(id) else {
+            return;
+        };
+        let Some(client) = self.others.get_mut(&token) else {
+            return;
+        };
+        if client.conn.output_breach.is_some() {
+            return; // condemned: it is closed at the end of the turn
+        }
+        // Checked before each message, as Redis checks on each reply, so that a flood of
+        // messages in one turn never grows a slow subscriber past its hard limit. (A
+        // subscriber is authenticated: RESET, which can undo that, unsubscribes.)
+        let unsent = client.output.len() - client.conn.output_sent;
+        let breach = crate::client_buffers::check_output(
+            unsent,
+            true,
+            &self.pubsub_limit,
+            &mut client.conn.output_soft_since,
+            *self.now.get_or_insert_with(Instant::now),
+        );
+        if breach.is_some() {
+            client.conn.output_breach = breach;
+        } else {
+            message.write(&mut ReplyWriter::new(
+                &mut client.output,
+                client.state.resp3,
+            ));
+            // A message may tell of a write (a keyspace notification): it waits for
+            // the log as a read's reply does.
+            client.state.reply_shows = client.state.reply_shows.max(ReplyShows::Reads);
+        }
+        if !client.conn.listed_for_delivery {
+            client.conn.listed_for_delivery = true;
+            self.touched.push(token);
+        }
     }
 }
 
@@ -414,9 +520,15 @@ impl Server {
                             argv: &argv,
                             big_arguments: big.complete(),
                         };
-                        let host = SessionsView::new(&self.clients, conn);
+                        let limit = self.engine.state.config.output_buffer_limits.pubsub;
+                        let mut host = SessionsView::new(
+                            &mut self.clients,
+                            Some(conn),
+                            &mut self.touched,
+                            limit,
+                        );
                         self.engine
-                            .execute(state, output, request, Mode::Client, &host)
+                            .execute(state, output, request, Mode::Client, &mut host)
                     });
                     drop(argv);
                     conn.big_arguments.clear();
@@ -426,10 +538,16 @@ impl Server {
                 Parse::Inline(words, used) => {
                     let argv: SmallVec<[&[u8]; 8]> = words.iter().map(|w| w.as_slice()).collect();
                     let outcome = (!argv.is_empty()).then(|| {
-                        let host = SessionsView::new(&self.clients, conn);
+                        let limit = self.engine.state.config.output_buffer_limits.pubsub;
+                        let mut host = SessionsView::new(
+                            &mut self.clients,
+                            Some(conn),
+                            &mut self.touched,
+                            limit,
+                        );
                         let request = Request::plain(&argv);
                         self.engine
-                            .execute(state, output, request, Mode::Client, &host)
+                            .execute(state, output, request, Mode::Client, &mut host)
                     });
                     consumed_total += used;
                     outcome
@@ -442,7 +560,11 @@ impl Server {
                 }
             }
             if self.engine.state.blocked.has_ready() {
+                // Back in the table meanwhile, so that what the served commands publish
+                // reaches this client too.
+                self.clients.put_back(token, client);
                 self.serve_blocked();
+                client = self.clients.take(token).expect("put back above");
             }
             if shutdown.is_some() {
                 break;

@@ -5,6 +5,7 @@
 pub mod crash_points;
 pub mod dirs;
 pub mod in_process;
+pub mod keyspace_events;
 pub mod knobs;
 pub mod model;
 pub mod skip;

@@ -2,7 +2,7 @@
 //! ZSCORE, ZMSCORE, ZRANK and ZREVRANK read them.
 
 use super::{exists, lower, peek};
-use crate::commands::{Action, Args, Ctx, SYNTAX_ERROR, picks};
+use crate::commands::{Action, Args, Ctx, EventClass, SYNTAX_ERROR, picks};
 use crate::types::ZSet;
 use crate::types::score;
 
@@ -136,6 +136,8 @@ pub(super) fn zadd(ctx: &mut Ctx, args: &Args) -> Action {
     }
     ctx.remove_if_empty(key);
     if added + changed > 0 {
+        let event = if flags.incr { "zincr" } else { "zadd" };
+        ctx.notify(EventClass::ZSet, event, key);
         ctx.propagate(args);
     }
     if flags.incr {
@@ -165,6 +167,10 @@ pub(super) fn zincrby(ctx: &mut Ctx, args: &Args) -> Action {
     let (mut added, mut changed) = (0, 0);
     match add_one(zset, args[3], increment, &flags, &mut added, &mut changed) {
         Ok(Some(score)) => {
+            // An increment that leaves the score as it was is no change to Redis.
+            if added + changed > 0 {
+                ctx.notify(EventClass::ZSet, "zincr", args[1]);
+            }
             ctx.propagate(args);
             ctx.out.double(score);
         }

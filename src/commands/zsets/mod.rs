@@ -12,6 +12,12 @@
 //! - `pops`: ZPOPMIN, ZPOPMAX, ZMPOP (and what BZPOP* / BZMPOP share with them);
 //! - `unordered_reads`: ZRANDMEMBER, ZSCAN;
 //! - `set_operations`: ZUNION, ZINTER, ZDIFF, their STORE forms, ZINTERCARD.
+//!
+//! Keyspace events, as Redis 7.0 raises them: `zadd` / `zincr` (ZADD when something was
+//! added or changed, ZINCRBY), `zrem`, `zremrangebyrank` / `zremrangebyscore` /
+//! `zremrangebylex`, `zpopmin` / `zpopmax` (ZMPOP too), `zunionstore` / `zinterstore` /
+//! `zdiffstore` / `zrangestore` (or `del` when an empty result deletes the destination),
+//! `del` when a sorted set is emptied, `new` when one is created.
 
 mod members;
 mod pops;
@@ -21,7 +27,7 @@ mod unordered_reads;
 
 pub(crate) use pops::{parse_mpop, pop_elements, reply_popped_with_key};
 
-use super::{AlreadyReplied, Args, Ctx, flags};
+use super::{AlreadyReplied, Args, Ctx, EventClass, flags};
 use crate::command;
 use crate::keyspace::{Entry, Keyspace, NO_EXPIRY, Value};
 use crate::types::ZSet;
@@ -362,22 +368,36 @@ fn reply_elements(ctx: &mut Ctx, elements: &[(Vec<u8>, f64)], with_scores: bool)
     }
 }
 
-/// Replaces `destination` with `elements` (deleting it when empty), logs `logged`, and
-/// replies the count.
-fn store_result(ctx: &mut Ctx, destination: &[u8], elements: Vec<(Vec<u8>, f64)>, logged: &Args) {
+/// Replaces `destination` with `elements` (deleting it when empty), raises `event`
+/// (or `del`), logs `logged`, and replies the count.
+fn store_result(
+    ctx: &mut Ctx,
+    destination: &[u8],
+    elements: Vec<(Vec<u8>, f64)>,
+    event: &str,
+    logged: &Args,
+) {
     ctx.expire_if_needed(destination);
     let count = elements.len();
     // An empty result deletes the destination; if there was none, nothing changed and
     // nothing is logged (so a WATCH on it is not touched, as in Redis).
     let changed = if count == 0 {
-        ctx.db().remove(destination).is_some()
+        let deleted = ctx.db().remove(destination).is_some();
+        if deleted {
+            ctx.notify(EventClass::Generic, "del", destination);
+        }
+        deleted
     } else {
         let zset = ZSet::from_elements(elements);
-        ctx.db().insert(Entry {
+        let previous = ctx.db().insert(Entry {
             key: crate::keyspace::Key::from(destination),
             value: Value::ZSet(Arc::new(zset)),
             expire_at_ms: NO_EXPIRY,
         });
+        if previous.is_none() {
+            ctx.notify(EventClass::New, "new", destination);
+        }
+        ctx.notify(EventClass::ZSet, event, destination);
         true
     };
     if changed {

@@ -2,7 +2,9 @@
 //! BZPOPMAX, BZMPOP in `commands::blocking`) share with them.
 
 use super::{Elements, lower, reply_elements};
-use crate::commands::{Action, AlreadyReplied, Args, Ctx, SYNTAX_ERROR, optional_count};
+use crate::commands::{
+    Action, AlreadyReplied, Args, Ctx, EventClass, SYNTAX_ERROR, optional_count,
+};
 use crate::types::ZSet;
 
 /// Pops up to `count` elements from `key` (lowest scores first unless `max`), logging
@@ -26,8 +28,13 @@ pub(crate) fn pop_elements(ctx: &mut Ctx, key: &[u8], max: bool, count: usize) -
     for (member, _) in &popped {
         zset.remove(member);
     }
-    ctx.remove_if_empty(key);
+    let emptied = ctx.remove_if_empty(key);
     if !popped.is_empty() {
+        let event = if max { "zpopmax" } else { "zpopmin" };
+        ctx.notify(EventClass::ZSet, event, key);
+        if emptied {
+            ctx.notify(EventClass::Generic, "del", key);
+        }
         let count_text = itoa::Buffer::new().format(popped.len()).to_owned();
         let name: &[u8] = if max { b"ZPOPMAX" } else { b"ZPOPMIN" };
         ctx.propagate(&[name, key, count_text.as_bytes()]);

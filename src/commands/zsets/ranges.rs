@@ -4,7 +4,7 @@
 //! ZREVRANGE and Z[REV]RANGEBY{SCORE,LEX}, ZCOUNT, ZLEXCOUNT and ZREMRANGEBY*.
 
 use super::{Elements, exists, lower, peek, reply_elements, store_result};
-use crate::commands::{Action, Args, Ctx, NOT_INTEGER, SYNTAX_ERROR};
+use crate::commands::{Action, Args, Ctx, EventClass, NOT_INTEGER, SYNTAX_ERROR};
 use crate::types::ZSet;
 use crate::types::score;
 
@@ -279,7 +279,8 @@ pub(super) fn zrange(ctx: &mut Ctx, args: &Args) -> Action {
     let Some(range) = parse_kind(ctx, kind, min, max) else {
         return Action::None;
     };
-    let Ok(found) = exists(ctx, source) else {
+    // A read lookup, for ZRANGESTORE too (Redis's).
+    let Ok(found) = ctx.reading(|ctx| exists(ctx, source)) else {
         return Action::None;
     };
     let elements = found
@@ -288,7 +289,7 @@ pub(super) fn zrange(ctx: &mut Ctx, args: &Args) -> Action {
         .map(|z| select(z, &range, reverse, limit))
         .unwrap_or_default();
     if store {
-        store_result(ctx, args[1], elements, args);
+        store_result(ctx, args[1], elements, "zrangestore", args);
     } else {
         reply_elements(ctx, &elements, with_scores);
     }
@@ -335,8 +336,13 @@ pub(super) fn zremrange(ctx: &mut Ctx, args: &Args) -> Action {
     for (member, _) in &doomed {
         zset.remove(member);
     }
-    ctx.remove_if_empty(args[1]);
+    let emptied = ctx.remove_if_empty(args[1]);
     if !doomed.is_empty() {
+        let event = format!("zremrangeby{kind}");
+        ctx.notify(EventClass::ZSet, &event, args[1]);
+        if emptied {
+            ctx.notify(EventClass::Generic, "del", args[1]);
+        }
         ctx.propagate(args);
     }
     ctx.out.integer(doomed.len() as i64);

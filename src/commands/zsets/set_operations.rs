@@ -20,8 +20,7 @@ enum Aggregate {
 fn inputs(ctx: &mut Ctx, keys: &[&[u8]]) -> Option<Vec<Option<Elements>>> {
     let mut all = Vec::with_capacity(keys.len());
     for key in keys {
-        ctx.expire_if_needed(key);
-        let value = ctx.keyspace.dbs[ctx.client.db].get(key).map(|e| &e.value);
+        let value = ctx.lookup_read(key).map(|e| &e.value);
         all.push(match value {
             None => None,
             Some(Value::ZSet(z)) => Some(z.iter().map(|(m, s)| (m.into_owned(), s)).collect()),
@@ -156,7 +155,8 @@ pub(super) fn zsetop(ctx: &mut Ctx, args: &Args) -> Action {
     }
     let keys = &args[numkeys_at + 1..numkeys_at + 1 + numkeys];
     // Redis reads (and type-checks) the inputs before it parses the options.
-    let Some(sources) = inputs(ctx, keys) else {
+    // Read lookups, for the STORE forms too (Redis's).
+    let Some(sources) = ctx.reading(|ctx| inputs(ctx, keys)) else {
         return Action::None;
     };
     let mut weights = vec![1.0; numkeys];
@@ -198,7 +198,8 @@ pub(super) fn zsetop(ctx: &mut Ctx, args: &Args) -> Action {
     }
     let elements = combine(sources, op, &weights, how, 0);
     if store {
-        store_result(ctx, args[1], elements, args);
+        // The command's name is its event: zunionstore, zinterstore, zdiffstore.
+        store_result(ctx, args[1], elements, &name, args);
     } else {
         reply_elements(ctx, &elements, with_scores);
     }
