@@ -29,6 +29,7 @@ pub mod process;
 pub mod rdb;
 pub mod recovery;
 pub mod resp;
+pub mod scripting;
 pub mod server;
 pub mod snapshot;
 pub mod stats;

@@ -65,6 +65,7 @@ SUBCOMMANDS = {
     "config": ["get", "set", "resetstat", "help"],
     "object": ["encoding", "freq", "idletime", "refcount", "help"],
     "command": ["count", "info", "docs", "list", "help"],
+    "script": ["load", "exists", "flush", "kill", "help"],
 }
 
 # Entries Redis 7.0 does not have, in the shape Redis replies with. CLIENT SETINFO came in
@@ -102,10 +103,12 @@ def fail(message):
 
 def tessera_commands():
     names = []
-    for file in sorted(os.listdir(COMMANDS_DIR)):
-        if file.endswith(".rs"):
-            with open(os.path.join(COMMANDS_DIR, file), encoding="utf-8") as f:
-                names.extend(COMMAND_ROW.findall(f.read()))
+    # Modules may be folders (commands/zsets/): walk them all.
+    for folder, _, files in sorted(os.walk(COMMANDS_DIR)):
+        for file in sorted(files):
+            if file.endswith(".rs"):
+                with open(os.path.join(folder, file), encoding="utf-8") as f:
+                    names.extend(COMMAND_ROW.findall(f.read()))
     if not names:
         fail(f"no command!(\"name\", ...) rows found in {COMMANDS_DIR}")
     return sorted(set(n.lower() for n in names))

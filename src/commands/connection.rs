@@ -33,7 +33,7 @@ pub fn commands() -> Vec<CommandSpec> {
         command!(
             "quit",
             -1,
-            NO_AUTH | LOADING | STALE | FAST,
+            NO_AUTH | LOADING | STALE | FAST | NO_SCRIPT,
             (0, 0, 0),
             "connection",
             "Closes the connection.",
@@ -42,7 +42,7 @@ pub fn commands() -> Vec<CommandSpec> {
         command!(
             "hello",
             -1,
-            NO_AUTH | LOADING | STALE | FAST,
+            NO_AUTH | LOADING | STALE | FAST | NO_SCRIPT,
             (0, 0, 0),
             "connection",
             "Handshakes with the Redis server.",
@@ -51,7 +51,7 @@ pub fn commands() -> Vec<CommandSpec> {
         command!(
             "auth",
             -2,
-            NO_AUTH | LOADING | STALE | FAST,
+            NO_AUTH | LOADING | STALE | FAST | NO_SCRIPT,
             (0, 0, 0),
             "connection",
             "Authenticates the connection.",

@@ -17,6 +17,7 @@ mod keys;
 mod lists;
 mod object;
 mod picks;
+mod scripting;
 mod server;
 mod sets;
 mod state;
@@ -52,6 +53,8 @@ pub mod flags {
     pub const NO_MULTI: u32 = 1 << 9;
     /// May block the client (BLPOP…).
     pub const BLOCKING: u32 = 1 << 10;
+    /// Not allowed from scripts (`redis.call`): MULTI, EVAL, blocking pops…
+    pub const NO_SCRIPT: u32 = 1 << 11;
 
     pub const NAMES: &[(u32, &str)] = &[
         (WRITE, "write"),
@@ -65,6 +68,7 @@ pub mod flags {
         (MOVABLEKEYS, "movablekeys"),
         (NO_MULTI, "no_multi"),
         (BLOCKING, "blocking"),
+        (NO_SCRIPT, "noscript"),
     ];
 }
 
@@ -91,6 +95,8 @@ pub enum Action {
     StartJob(Job),
     /// A blocking command found nothing: park the client (no reply written).
     Block(blocking::Blocked),
+    /// EVAL and its kin: the engine runs the script now (`crate::scripting::run`).
+    RunScript(Box<crate::scripting::run::ScriptCall>),
 }
 
 /// Whether SHUTDOWN writes `dbfilename` first.
@@ -484,6 +490,7 @@ pub fn table() -> Vec<CommandSpec> {
     all.extend(transactions::commands());
     all.extend(object::commands());
     all.extend(blocking::commands());
+    all.extend(scripting::commands());
     all
 }
 

@@ -70,6 +70,8 @@ pub struct ServerState {
     pub watches: transactions::Watches,
     /// Clients blocked on keys, and the keys that became ready.
     pub blocked: blocking::BlockedKeys,
+    /// The Lua interpreter and the script cache.
+    pub scripting: crate::scripting::Scripting,
 }
 
 impl ServerState {
@@ -99,6 +101,7 @@ impl ServerState {
             storage,
             watches: transactions::Watches::default(),
             blocked: blocking::BlockedKeys::default(),
+            scripting: crate::scripting::Scripting::new(),
             config,
         }
     }

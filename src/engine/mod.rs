@@ -9,9 +9,9 @@
 //! a job, close, shut down — comes back as an `Outcome`.
 //!
 //! Who calls says so with a `Mode`: a client's request, a blocked client's command run
-//! again for a key that became ready, or the start-up replay of the log. Scripts'
-//! `redis.call` and a replica's stream of writes will be two more modes of the same
-//! call. Every write's effects go to the effects stream (`crate::effects`) from here,
+//! again for a key that became ready, a script's `redis.call` (`crate::scripting`), or
+//! the start-up replay of the log. A replica's stream of writes will be one more mode of
+//! the same call. Every write's effects go to the effects stream (`crate::effects`) from here,
 //! whoever called.
 //!
 //! The engine owns the dataset (`Keyspace`), the state commands see (`ServerState`) and
@@ -78,6 +78,10 @@ pub enum Mode {
     /// The start-up replay of the log: only the command's existence and arity are
     /// checked; nothing expires, nothing is logged, the reply is discarded.
     Replay,
+    /// A script's `redis.call` / `redis.pcall`: refused with Redis's script texts
+    /// (commands flagged `noscript`, writes in a read-only script), never blocks, and runs
+    /// at the script's clock.
+    Script(crate::scripting::run::ScriptMode),
 }
 
 /// What the caller must do once the engine is done (the reply, if any, is written).
@@ -111,6 +115,14 @@ pub enum Refusal {
     Loading,
     /// The MULTI queue would exceed `client-query-buffer-limit`: it is dropped.
     TransactionTooLarge,
+    /// From a script: no such command.
+    ScriptUnknownCommand,
+    /// From a script: the wrong number of arguments.
+    ScriptWrongArity,
+    /// From a script: a command scripts may not run (`noscript`).
+    NotFromScript,
+    /// From a read-only script (EVAL_RO, `no-writes`): a write command.
+    WriteInReadOnlyScript,
 }
 
 impl fmt::Display for Refusal {
@@ -131,6 +143,18 @@ impl fmt::Display for Refusal {
             Refusal::TransactionTooLarge => f.write_str(
                 "ERR Transaction discarded: the queued commands exceed client-query-buffer-limit",
             ),
+            Refusal::ScriptUnknownCommand => {
+                f.write_str("ERR Unknown Redis command called from script")
+            }
+            Refusal::ScriptWrongArity => {
+                f.write_str("ERR Wrong number of args calling Redis command from script")
+            }
+            Refusal::NotFromScript => {
+                f.write_str("ERR This Redis command is not allowed from script")
+            }
+            Refusal::WriteInReadOnlyScript => {
+                f.write_str("ERR Write commands are not allowed from read-only scripts.")
+            }
         }
     }
 }
@@ -191,15 +215,17 @@ impl Engine {
         let spec = match self.registry.get(argv[0]) {
             Some(spec) => spec,
             None => {
-                let refusal = Refusal::UnknownCommand(crate::commands::unknown_command_error(argv));
+                let refusal = match mode {
+                    Mode::Script(_) => Refusal::ScriptUnknownCommand,
+                    _ => Refusal::UnknownCommand(crate::commands::unknown_command_error(argv)),
+                };
                 return self.refuse(session, reply, refusal);
             }
         };
-        let refusal = match mode {
+        let refusal = match &mode {
             Mode::Replay => (!spec.arity_ok(argv.len())).then_some(Refusal::WrongArity(spec.name)),
-            Mode::Client | Mode::Exec | Mode::ServeBlocked(_) => {
-                self.refusal(session, spec, argv.len())
-            }
+            Mode::Client | Mode::Exec | Mode::ServeBlocked(_) => self.refusal(session, spec, argv),
+            Mode::Script(script) => self.script_refusal(spec, argv, script),
         };
         if let Some(refusal) = refusal {
             return self.refuse(session, reply, refusal);
@@ -214,14 +240,9 @@ impl Engine {
                 Err(refusal) => self.refuse(session, reply, refusal),
             };
         }
-        let replay = mode == Mode::Replay;
-        let block_mode = match mode {
-            Mode::Client => BlockMode::Normal,
-            Mode::ServeBlocked(key) => BlockMode::Serving(key),
-            Mode::Exec | Mode::Replay => BlockMode::Never,
-        };
-        let action = self.run(session, reply, spec, request, block_mode, replay);
-        self.after(session, reply, action, host)
+        let in_exec = mode == Mode::Exec;
+        let action = self.run(session, reply, spec, request, mode);
+        self.after(session, reply, action, host, in_exec)
     }
 
     /// Runs the handler of `spec` in a context built here (the only place one is built).
@@ -231,16 +252,25 @@ impl Engine {
         reply: &mut Vec<u8>,
         spec: &'static CommandSpec,
         request: Request<'_>,
-        block_mode: BlockMode,
-        replay: bool,
+        mode: Mode,
     ) -> Action {
+        let replay = mode == Mode::Replay;
+        let now_ms = match &mode {
+            Mode::Script(script) => script.now_ms,
+            _ => crate::clock::unix_ms(),
+        };
+        let block_mode = match mode {
+            Mode::Client => BlockMode::Normal,
+            Mode::ServeBlocked(key) => BlockMode::Serving(key),
+            Mode::Exec | Mode::Replay | Mode::Script(_) => BlockMode::Never,
+        };
         let mut ctx = Ctx {
             keyspace: &mut self.keyspace,
             out: ReplyWriter::new(reply, session.resp3),
             client: session,
             server: &mut self.state,
             effects: &mut self.effects,
-            now_ms: crate::clock::unix_ms(),
+            now_ms,
             loading: replay,
             block_mode,
             big_arguments: request.big_arguments,
@@ -266,17 +296,24 @@ impl Engine {
     }
 
     /// Acts on what a handler asked that the engine can do itself; hands the rest back.
+    /// `in_exec`: the command was part of an EXEC's queue.
     fn after(
         &mut self,
         session: &mut SessionState,
         reply: &mut Vec<u8>,
         action: Action,
         host: &dyn Host,
+        in_exec: bool,
     ) -> Outcome {
         match action {
             Action::None => Outcome::Done,
             Action::Exec(queued) => {
                 transaction::exec(self, session, reply, queued, host);
+                Outcome::Done
+            }
+            Action::RunScript(call) => {
+                // Inside EXEC the script's records are already inside EXEC's own block.
+                crate::scripting::run::run(self, session, reply, *call, !in_exec);
                 Outcome::Done
             }
             Action::ClientList { only_self, ids } => {
@@ -310,17 +347,50 @@ impl Engine {
 
     /// Why a client's command may not run now, if it may not (Redis's `processCommand`
     /// order of checks).
-    fn refusal(&self, session: &SessionState, spec: &CommandSpec, argc: usize) -> Option<Refusal> {
-        if !spec.arity_ok(argc) {
+    fn refusal(
+        &self,
+        session: &SessionState,
+        spec: &CommandSpec,
+        argv: &[&[u8]],
+    ) -> Option<Refusal> {
+        if !spec.arity_ok(argv.len()) {
             Some(Refusal::WrongArity(spec.name))
         } else if self.auth_required(session) && !spec.has(flags::NO_AUTH) {
             Some(Refusal::NoAuth)
-        } else if spec.has(flags::WRITE)
-            && let Some(error) = &self.state.log_error
+        } else if let Some(error) = &self.state.log_error
+            && (spec.has(flags::WRITE)
+                || crate::scripting::declares_writes(&self.state.scripting, spec, argv))
         {
             Some(Refusal::LogFailing(error.clone()))
         } else if session.multi.is_some() && spec.has(flags::NO_MULTI) {
             Some(Refusal::NotInTransaction)
+        } else if self.state.persistence.loading.is_some() && !spec.has(flags::LOADING) {
+            Some(Refusal::Loading)
+        } else {
+            None
+        }
+    }
+
+    /// Why a script's command may not run (Redis's `scriptCall` checks, in its order).
+    fn script_refusal(
+        &self,
+        spec: &CommandSpec,
+        argv: &[&[u8]],
+        script: &crate::scripting::run::ScriptMode,
+    ) -> Option<Refusal> {
+        let writes = spec.has(flags::WRITE);
+        if !spec.arity_ok(argv.len()) {
+            Some(Refusal::ScriptWrongArity)
+        } else if spec.has(flags::NO_SCRIPT) || crate::scripting::subcommand_not_allowed(spec, argv)
+        {
+            Some(Refusal::NotFromScript)
+        } else if script.read_only && writes {
+            Some(Refusal::WriteInReadOnlyScript)
+        } else if writes
+            && !script.wrote
+            && let Some(error) = &self.state.log_error
+        {
+            Some(Refusal::LogFailing(error.clone()))
         } else if self.state.persistence.loading.is_some() && !spec.has(flags::LOADING) {
             Some(Refusal::Loading)
         } else {

@@ -1,0 +1,237 @@
+//! Lua scripting (EVAL, EVALSHA, SCRIPT): the Lua 5.1 interpreter, the script cache and
+//! Redis's Lua API, with Redis 7.0's semantics.
+//!
+//! What lives here: the interpreter and its sandbox (`sandbox`: the libraries a script may
+//! use, the protected globals, the `redis` table, Redis's error handler), the script cache
+//! (SHA1 → compiled function and shebang flags, `shebang`), the conversions between
+//! replies and Lua values (`reply`), the libraries Redis bundles (`libs`: cjson,
+//! cmsgpack, bit, struct) and Redis's `math.random` (`rand`). `run` runs one script: its
+//! `redis.call` / `redis.pcall` hand each command to the engine's one `execute`, in
+//! `Mode::Script`, as any client's command — there is no second dispatcher — and parse the
+//! reply back into Lua, as Redis parses its fake client's output.
+//!
+//! A script is logged by its effects: the records its commands propagate, wrapped in
+//! `MULTI … EXEC` by the same code that wraps an EXEC's queue (`engine::transaction`), never
+//! the script text. So replay needs no interpreter, and whatever a script did with
+//! `math.random`, TIME or SPOP replays to the same dataset.
+
+mod libs;
+mod rand;
+pub mod reply;
+pub mod run;
+mod sandbox;
+pub mod shebang;
+
+use bytes::Bytes;
+use hashbrown::HashMap;
+use mlua::Lua;
+
+pub use shebang::ScriptFlags;
+
+/// Bytes of memory the interpreter may hold. Redis sets no bound (only `maxmemory`); a
+/// script that builds a huge string or table gets Lua's "not enough memory" error here
+/// instead of taking the server's memory.
+pub const LUA_MEMORY_BYTES_MAX: usize = 1024 * 1024 * 1024;
+
+/// A cached script: its text, its shebang flags and its compiled function.
+pub struct Script {
+    pub body: Bytes,
+    pub flags: ScriptFlags,
+    function: mlua::Function,
+}
+
+/// Why a script could not be added to the cache (Redis's reply texts via `Display`).
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("{0}")]
+    Shebang(#[from] shebang::ShebangError),
+    #[error("Error compiling script (new function): {0}")]
+    Compile(String),
+    #[error("Error creating the script interpreter: {0}")]
+    Interpreter(String),
+}
+
+/// The interpreter, the script cache and the state scripts share (Redis's `lctx`).
+pub struct Scripting {
+    sandbox: Option<sandbox::Sandbox>,
+    scripts: HashMap<[u8; 40], Script>,
+}
+
+impl Default for Scripting {
+    fn default() -> Self {
+        Scripting::new()
+    }
+}
+
+impl Scripting {
+    pub fn new() -> Scripting {
+        Scripting {
+            sandbox: None,
+            scripts: HashMap::new(),
+        }
+    }
+
+    /// The interpreter, created on first use (a server that runs no script pays nothing).
+    fn sandbox(&mut self) -> Result<&sandbox::Sandbox, LoadError> {
+        if self.sandbox.is_none() {
+            let created =
+                sandbox::Sandbox::new().map_err(|e| LoadError::Interpreter(e.to_string()))?;
+            self.sandbox = Some(created);
+        }
+        Ok(self.sandbox.as_ref().expect("created above"))
+    }
+
+    /// Adds `body` to the cache (compiling it) unless it is there; returns its SHA1.
+    pub fn load(&mut self, body: &[u8]) -> Result<[u8; 40], LoadError> {
+        let sha = sha1_hex(body);
+        if self.scripts.contains_key(&sha) {
+            return Ok(sha);
+        }
+        let (flags, shebang_len) = shebang::parse(body)?;
+        // The shebang line is skipped but its line feed kept, so line numbers stay right.
+        let function = self.sandbox()?.compile(&body[shebang_len..])?;
+        self.scripts.insert(
+            sha,
+            Script {
+                body: Bytes::copy_from_slice(body),
+                flags,
+                function,
+            },
+        );
+        Ok(sha)
+    }
+
+    /// The cached script with this SHA1 (any letter case, as Redis's cache compares).
+    pub fn get(&self, sha: &[u8]) -> Option<&Script> {
+        let key: [u8; 40] = sha.try_into().ok()?;
+        self.scripts.get(&key.map(|b| b.to_ascii_lowercase()))
+    }
+
+    pub fn exists(&self, sha: &[u8]) -> bool {
+        self.get(sha).is_some()
+    }
+
+    pub fn len(&self) -> usize {
+        self.scripts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.scripts.is_empty()
+    }
+
+    /// SCRIPT FLUSH: forgets every script and starts a new interpreter (as Redis's
+    /// `scriptingReset`), so nothing a script left in Lua's memory survives.
+    pub fn flush(&mut self) {
+        self.scripts.clear();
+        // `math.random` goes on where it was, as Redis's generator lives outside Lua.
+        let random = self
+            .sandbox
+            .take()
+            .and_then(|old| old.lua.remove_app_data::<rand::Lrand48>());
+        if let (Some(random), Ok(sandbox)) = (random, self.sandbox()) {
+            sandbox.lua.set_app_data(random);
+        }
+    }
+
+    /// Bytes the interpreter uses (INFO `used_memory_lua`).
+    pub fn memory_bytes(&self) -> usize {
+        self.sandbox.as_ref().map_or(0, |s| s.lua.used_memory())
+    }
+
+    /// The interpreter and a script's function, for `run`.
+    fn prepare(&self, sha: &[u8; 40]) -> Option<(Lua, mlua::Function, sandbox::Internals)> {
+        let sandbox = self.sandbox.as_ref()?;
+        let script = self.scripts.get(sha)?;
+        Some((
+            sandbox.lua.clone(),
+            script.function.clone(),
+            sandbox.internals.clone(),
+        ))
+    }
+}
+
+/// Whether `argv` (EVAL, EVALSHA and their _RO forms) runs a cached script whose shebang
+/// declares that it may write: the engine refuses it up front while the log is failing,
+/// as it refuses a write command (Redis's `evalGetCommandFlags`).
+pub fn declares_writes(
+    scripting: &Scripting,
+    spec: &crate::commands::CommandSpec,
+    argv: &[&[u8]],
+) -> bool {
+    let sha = match spec.name {
+        "evalsha" | "evalsha_ro" => argv.get(1).map(|sha| sha.to_vec()),
+        "eval" | "eval_ro" => argv.get(1).map(|body| sha1_hex(body).to_vec()),
+        _ => None,
+    };
+    sha.and_then(|sha| {
+        scripting
+            .get(&sha)
+            .map(|script| script.flags.declares_writes())
+    })
+    .unwrap_or(false)
+}
+
+/// Subcommands of containers that scripts may not run (Redis flags them `noscript`, while
+/// Tessera's table has one row per container): every CLIENT and CONFIG subcommand but HELP.
+pub fn subcommand_not_allowed(spec: &crate::commands::CommandSpec, argv: &[&[u8]]) -> bool {
+    matches!(spec.name, "client" | "config")
+        && !argv
+            .get(1)
+            .is_some_and(|sub| sub.eq_ignore_ascii_case(b"help"))
+}
+
+/// Lower-case hexadecimal SHA1 of `data` (script names, `redis.sha1hex`).
+pub fn sha1_hex(data: &[u8]) -> [u8; 40] {
+    let digest = sha1_smol::Sha1::from(data).digest().bytes();
+    let mut hex = [0u8; 40];
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for (i, byte) in digest.iter().enumerate() {
+        hex[2 * i] = DIGITS[(byte >> 4) as usize];
+        hex[2 * i + 1] = DIGITS[(byte & 15) as usize];
+    }
+    hex
+}
+
+/// C's `snprintf(buf, size, "%.<precision>g", value)`, which Redis and its Lua libraries
+/// use to print numbers (`%.17g` for command arguments, `%.14g` in cjson).
+pub(crate) fn format_g(value: f64, precision: u8) -> String {
+    let mut buf = [0u8; 64];
+    let format: &[u8] = match precision {
+        14 => b"%.14g\0",
+        16 => b"%.16g\0",
+        _ => b"%.17g\0",
+    };
+    // SAFETY: `buf` is 64 bytes and its size is passed, so snprintf writes at most that
+    // (a %g of a double is at most about 25 bytes); the format is NUL-terminated and takes
+    // exactly one double.
+    let len = unsafe {
+        libc::snprintf(
+            buf.as_mut_ptr() as *mut libc::c_char,
+            buf.len(),
+            format.as_ptr() as *const libc::c_char,
+            value,
+        )
+    };
+    String::from_utf8_lossy(&buf[..(len.max(0) as usize).min(buf.len() - 1)]).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sha1_hex_is_redis_script_name() {
+        assert_eq!(
+            &sha1_hex(b"return 1"),
+            b"e0e1f9fabfc9d4800c877a703b823ac0578ff8db"
+        );
+    }
+
+    #[test]
+    fn format_g_matches_c() {
+        assert_eq!(format_g(0.1, 17), "0.10000000000000001");
+        assert_eq!(format_g(0.1, 14), "0.1");
+        assert_eq!(format_g(3.0, 17), "3");
+        assert_eq!(format_g(1e300, 14), "1e+300");
+    }
+}

@@ -1,0 +1,271 @@
+//! Running one script (the engine's side of EVAL): KEYS and ARGV, `redis.call` through the
+//! engine, the reply, and the script's effects as one unit in the log.
+//!
+//! A script's commands run as the engine's `Mode::Script` on a session of their own (the
+//! script's "client": the caller's database, RESP2 until `redis.setresp(3)`, never in
+//! MULTI), so every check, handler and propagation is the one a client's command gets;
+//! only the refusals speak as Redis speaks to scripts. The reply of each command is
+//! parsed back into Lua (`reply::to_lua`).
+
+use super::reply;
+use crate::commands::{SessionState, flags, global_registry};
+use crate::engine::{Engine, Mode, NoSessions, Outcome, Request};
+use crate::resp::ReplyWriter;
+use mlua::{Lua, MultiValue, Value};
+use smallvec::SmallVec;
+use std::cell::RefCell;
+
+/// An EVAL the handler has checked: the engine runs it (`Action::RunScript`).
+#[derive(Debug, PartialEq, Eq)]
+pub struct ScriptCall {
+    pub sha: [u8; 40],
+    pub keys: Vec<Vec<u8>>,
+    pub args: Vec<Vec<u8>>,
+    /// EVAL_RO / EVALSHA_RO, or a script declaring `no-writes`: write commands are refused.
+    pub read_only: bool,
+}
+
+/// What the engine checks for a command a script runs (`Mode::Script`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScriptMode {
+    pub read_only: bool,
+    /// The script has written: later writes are no longer refused for the state of the
+    /// server (MISCONF), since a script cannot be stopped half done (Redis's
+    /// SCRIPT_WRITE_DIRTY).
+    pub wrote: bool,
+    /// The script's start, the clock of all its commands (Redis's `scriptTimeSnapshot`):
+    /// a key does not expire in the middle of a script.
+    pub now_ms: i64,
+}
+
+/// The state of one run that the Lua callbacks share.
+struct RunState {
+    session: SessionState,
+    mode: ScriptMode,
+}
+
+/// Runs `call` for `session`, writing the EVAL reply to `reply`. `wrap_effects`: wrap the
+/// script's records in MULTI … EXEC when there are several (not inside EXEC, whose own
+/// block already holds them).
+pub fn run(
+    engine: &mut Engine,
+    session: &mut SessionState,
+    reply: &mut Vec<u8>,
+    call: ScriptCall,
+    wrap_effects: bool,
+) {
+    let mut out = ReplyWriter::new(reply, session.resp3);
+    let Some((lua, function, internals)) = engine.state.scripting.prepare(&call.sha) else {
+        out.error("NOSCRIPT No matching script. Please use EVAL.");
+        engine.state.stats.total_error_replies += 1;
+        return;
+    };
+    let mark = engine.effects.mark();
+    let state = RefCell::new(RunState {
+        session: SessionState {
+            id: u64::MAX,
+            db: session.db,
+            authenticated: true,
+            ..SessionState::default()
+        },
+        mode: ScriptMode {
+            read_only: call.read_only,
+            wrote: false,
+            now_ms: crate::clock::unix_ms(),
+        },
+    });
+    let result = lua.scope(|scope| {
+        let globals = &internals.real_globals;
+        globals.raw_set(
+            "KEYS",
+            lua.create_sequence_from(strings(&lua, &call.keys)?)?,
+        )?;
+        globals.raw_set(
+            "ARGV",
+            lua.create_sequence_from(strings(&lua, &call.args)?)?,
+        )?;
+        let command = scope.create_function_mut(|lua, args: MultiValue| {
+            let mut state = state.borrow_mut();
+            script_command(lua, engine, &mut state, args)
+        })?;
+        let setresp = scope.create_function(|lua, args: MultiValue| {
+            let mut out = MultiValue::new();
+            let version = match args.front() {
+                Some(Value::Integer(n)) => Some(*n as f64),
+                Some(Value::Number(n)) => Some(*n),
+                _ => None,
+            };
+            if args.len() != 1 {
+                out.push_back(Value::Boolean(false));
+                let err = reply::error_table(lua, b"redis.setresp() requires one argument.")?;
+                out.push_back(Value::Table(err));
+            } else if version.map(|v| v as i64) == Some(2) || version.map(|v| v as i64) == Some(3) {
+                state.borrow_mut().session.resp3 = version.map(|v| v as i64) == Some(3);
+                out.push_back(Value::Boolean(true));
+            } else {
+                out.push_back(Value::Boolean(false));
+                let err = reply::error_table(lua, b"RESP version must be 2 or 3.")?;
+                out.push_back(Value::Table(err));
+            }
+            Ok(out)
+        })?;
+        internals.table.raw_set("command", command)?;
+        internals.table.raw_set("setresp", setresp)?;
+        let outcome = internals.run.call::<MultiValue>(function);
+        internals.table.raw_set("command", Value::Nil)?;
+        internals.table.raw_set("setresp", Value::Nil)?;
+        outcome
+    });
+    let state = state.into_inner();
+    // The script's commands revealed what they read and wrote: the EVAL reply waits for
+    // the log as long as theirs would have.
+    session.reply_shows = session.reply_shows.max(state.session.reply_shows);
+    if wrap_effects {
+        engine.effects.wrap_since(mark);
+    }
+    let errors_before = out.errors;
+    let counted = match result {
+        Ok(values) => write_result(&mut out, &values, state.session.resp3, &call.sha),
+        Err(error) => {
+            out.error(&format!(
+                "ERR Error running script {}, {:.100}",
+                String::from_utf8_lossy(&call.sha),
+                error.to_string()
+            ));
+            Ok(true)
+        }
+    };
+    let counted = counted.unwrap_or_else(|error| {
+        out.error(&format!("ERR Error running script: {error}"));
+        true
+    });
+    if counted {
+        engine.state.stats.total_error_replies += out.errors - errors_before;
+    }
+}
+
+fn strings(lua: &Lua, items: &[Vec<u8>]) -> mlua::Result<Vec<mlua::LuaString>> {
+    items.iter().map(|item| lua.create_string(item)).collect()
+}
+
+/// The result of `internal.run`: `true, value` or `false, error table`. Returns whether an
+/// error it wrote counts in the error statistics (not when a command's error was already
+/// counted, Redis's `ignore_error_stats_update`).
+fn write_result(
+    out: &mut ReplyWriter,
+    values: &MultiValue,
+    script_resp3: bool,
+    sha: &[u8; 40],
+) -> mlua::Result<bool> {
+    let ok = matches!(values.front(), Some(Value::Boolean(true)));
+    let value = values.get(1).cloned().unwrap_or(Value::Nil);
+    if ok {
+        reply::write_lua(out, &value, script_resp3)?;
+        return Ok(true);
+    }
+    let Value::Table(error) = value else {
+        out.error(&format!(
+            "ERR Error running script {}, execution failure",
+            String::from_utf8_lossy(sha)
+        ));
+        return Ok(true);
+    };
+    let message = match error.get::<Value>("err")? {
+        Value::String(s) => s.to_string_lossy(),
+        Value::Integer(n) => n.to_string(),
+        Value::Number(n) => super::format_g(n, 14),
+        // Redis 7.0 crashes on `error({})`; an error without a message is reported so.
+        _ => "ERR unknown error".to_string(),
+    };
+    let mut text = message;
+    let source = error
+        .get::<Option<mlua::LuaString>>("source")
+        .ok()
+        .flatten();
+    let line = error.get::<Value>("line")?;
+    let line = match line {
+        Value::Integer(n) => Some(n.to_string()),
+        Value::Number(n) => Some((n as i64).to_string()),
+        Value::String(s) => Some(s.to_string_lossy()),
+        _ => None,
+    };
+    if let (Some(source), Some(line)) = (source, line) {
+        text.push_str(&format!(
+            " script: {}, on {}:{}.",
+            String::from_utf8_lossy(sha),
+            source.to_string_lossy(),
+            line
+        ));
+    }
+    out.error(&text);
+    let ignore = matches!(
+        error.get::<Value>("ignore_error_stats_update")?,
+        Value::Boolean(true)
+    );
+    Ok(!ignore)
+}
+
+/// `redis.call` / `redis.pcall`: returns the reply as a Lua value and whether it is an
+/// error (which `redis.call` raises).
+fn script_command(
+    lua: &Lua,
+    engine: &mut Engine,
+    state: &mut RunState,
+    args: MultiValue,
+) -> mlua::Result<(Value, bool)> {
+    let argv = match arguments(lua, &args)? {
+        Ok(argv) => argv,
+        Err(message) => {
+            let err = reply::error_table(lua, message.as_bytes())?;
+            return Ok((Value::Table(err), true));
+        }
+    };
+    let argv: SmallVec<[&[u8]; 8]> = argv.iter().map(Vec::as_slice).collect();
+    let writes = global_registry()
+        .get(argv[0])
+        .is_some_and(|spec| spec.has(flags::WRITE));
+    let mut buffer = Vec::new();
+    let mode = Mode::Script(state.mode.clone());
+    let outcome = engine.execute(
+        &mut state.session,
+        &mut buffer,
+        Request::plain(&argv),
+        mode,
+        &NoSessions,
+    );
+    if writes && !matches!(outcome, Outcome::Refused(_)) {
+        state.mode.wrote = true;
+    }
+    match reply::to_lua(lua, &buffer)? {
+        Ok(parsed) => Ok(parsed),
+        Err(reply::Malformed) => {
+            let err = reply::error_table(lua, b"reply of the command could not be read")?;
+            Ok((Value::Table(err), true))
+        }
+    }
+}
+
+/// Redis's `luaArgsToRedisArgv`: strings as they are, numbers as "%.17g"; anything else
+/// is refused with Redis's message.
+fn arguments(lua: &Lua, args: &MultiValue) -> mlua::Result<Result<Vec<Vec<u8>>, String>> {
+    let _ = lua;
+    if args.is_empty() {
+        return Ok(Err(
+            "Please specify at least one argument for this redis lib call".into(),
+        ));
+    }
+    let mut argv = Vec::with_capacity(args.len());
+    for arg in args.iter() {
+        match arg {
+            Value::String(s) => argv.push(s.as_bytes().to_vec()),
+            Value::Number(n) => argv.push(super::format_g(*n, 17).into_bytes()),
+            Value::Integer(n) => argv.push(super::format_g(*n as f64, 17).into_bytes()),
+            _ => {
+                return Ok(Err(
+                    "Lua redis lib command arguments must be strings or integers".into(),
+                ));
+            }
+        }
+    }
+    Ok(Ok(argv))
+}
