@@ -163,12 +163,19 @@ pub fn declares_writes(
         "eval" | "eval_ro" => argv.get(1).map(|body| sha1_hex(body).to_vec()),
         _ => None,
     };
-    sha.and_then(|sha| {
-        scripting
-            .get(&sha)
-            .map(|script| script.flags.declares_writes())
-    })
-    .unwrap_or(false)
+    let Some(sha) = sha else {
+        return false;
+    };
+    match scripting.get(&sha) {
+        Some(script) => script.flags.declares_writes(),
+        // An EVAL of a script not cached yet: its shebang says (Redis's
+        // `evalGetCommandFlags` parses it too).
+        None if matches!(spec.name, "eval" | "eval_ro") => argv
+            .get(1)
+            .and_then(|body| shebang::parse(body).ok())
+            .is_some_and(|(flags, _)| flags.declares_writes()),
+        None => false,
+    }
 }
 
 /// Subcommands of containers that scripts may not run (Redis flags them `noscript`, while
@@ -178,6 +185,14 @@ pub fn subcommand_not_allowed(spec: &crate::commands::CommandSpec, argv: &[&[u8]
         && !argv
             .get(1)
             .is_some_and(|sub| sub.eq_ignore_ascii_case(b"help"))
+}
+
+/// Runs one level of a recursion over script data (a reply, JSON, MessagePack) on a stack
+/// that grows on the heap when little is left: their depth is bounded (1000 levels), but
+/// a level's frames are large in a debug build and the event loop runs on the main
+/// thread's stack.
+pub(crate) fn deep<R>(f: impl FnOnce() -> R) -> R {
+    stacker::maybe_grow(64 * 1024, 1024 * 1024, f)
 }
 
 /// Lower-case hexadecimal SHA1 of `data` (script names, `redis.sha1hex`).

@@ -245,6 +245,15 @@ fn write_value(
     script_resp3: bool,
     depth: usize,
 ) -> mlua::Result<()> {
+    super::deep(|| write_value_here(out, value, script_resp3, depth))
+}
+
+fn write_value_here(
+    out: &mut ReplyWriter,
+    value: &Value,
+    script_resp3: bool,
+    depth: usize,
+) -> mlua::Result<()> {
     if depth > NESTING_MAX {
         out.error("ERR reached lua stack limit");
         return Ok(());

@@ -164,8 +164,14 @@ fn write_result(
         return Ok(true);
     }
     let Value::Table(error) = value else {
+        // Not a table: the error handler did not run (Lua's "not enough memory").
+        let message = match &value {
+            Value::String(s) => s.to_string_lossy(),
+            _ => "execution failure".to_string(),
+        };
+        let message: String = message.chars().take(100).collect();
         out.error(&format!(
-            "ERR Error running script {}, execution failure",
+            "ERR Error running script {}, {message}",
             String::from_utf8_lossy(sha)
         ));
         return Ok(true);

@@ -84,6 +84,15 @@ fn cannot(value: &Value, reason: &str) -> String {
 }
 
 fn append(config: &Config, out: &mut Vec<u8>, value: &Value, depth: usize) -> Result<(), String> {
+    crate::scripting::deep(|| append_here(config, out, value, depth))
+}
+
+fn append_here(
+    config: &Config,
+    out: &mut Vec<u8>,
+    value: &Value,
+    depth: usize,
+) -> Result<(), String> {
     match value {
         Value::String(s) => append_string(out, &s.as_bytes()),
         Value::Integer(n) => append_number(config, out, *n as f64, value)?,
@@ -464,6 +473,10 @@ impl Parser<'_> {
     }
 
     fn value(&mut self, token: Token, index: usize) -> Result<Value, String> {
+        crate::scripting::deep(|| self.value_here(token, index))
+    }
+
+    fn value_here(&mut self, token: Token, index: usize) -> Result<Value, String> {
         let lua = self.lua;
         Ok(match token {
             Token::String(text) => {

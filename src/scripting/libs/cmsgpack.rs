@@ -41,6 +41,10 @@ fn pack(lua: &Lua, args: MultiValue) -> Result<MultiValue, String> {
 }
 
 fn encode(out: &mut Vec<u8>, value: &Value, level: usize) -> Result<(), String> {
+    crate::scripting::deep(|| encode_here(out, value, level))
+}
+
+fn encode_here(out: &mut Vec<u8>, value: &Value, level: usize) -> Result<(), String> {
     match value {
         Value::String(s) => encode_bytes(out, &s.as_bytes()),
         Value::Boolean(b) => out.push(if *b { 0xc3 } else { 0xc2 }),
@@ -222,6 +226,10 @@ impl Cursor<'_> {
     }
 
     fn value(&mut self, depth: usize) -> Result<Value, DecodeError> {
+        crate::scripting::deep(|| self.value_here(depth))
+    }
+
+    fn value_here(&mut self, depth: usize) -> Result<Value, DecodeError> {
         if depth > UNPACK_NESTING_MAX {
             return Err(DecodeError::Lua(
                 "stack overflow (in function mp_decode_to_lua_array)".into(),
