@@ -57,6 +57,15 @@ impl Effects {
         }
     }
 
+    /// Drops the records since `mark` (a script stopped by SHUTDOWN NOSAVE: none of its
+    /// effects may reach the log).
+    pub fn discard_since(&mut self, mark: Mark) {
+        self.buffer.truncate(mark.start);
+        self.records = mark.records;
+        // A SELECT may have gone with them.
+        self.selected_db = None;
+    }
+
     /// Wraps the records since `mark` in `MULTI … EXEC` when there is more than one, so
     /// that replay applies them all or none (a file torn inside the block is cut at its
     /// MULTI).

@@ -585,3 +585,92 @@ fn redis_py_lock_works_end_to_end() {
         output.status
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// Busy scripts.
+
+/// Sends PING on fresh connections until the answer is -BUSY (the script has passed the
+/// threshold); returns that answer.
+fn wait_for_busy(port: u16) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let reply = call(&mut connect(port), &["PING"]);
+        if reply.starts_with("-BUSY") {
+            return reply;
+        }
+        assert!(Instant::now() < deadline, "never busy: {reply}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Runs `script` on a connection of its own; its reply when it ends.
+fn eval_in_background(port: u16, script: &'static str) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut stream = connect(port);
+        stream
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        call(&mut stream, &["EVAL", script, "0"])
+    })
+}
+
+#[test]
+fn a_busy_script_answers_busy_and_script_kill_stops_it() {
+    let dir = temp_dir();
+    let server = start_server(dir.path(), &["--busy-reply-threshold", "50"]);
+    for script in [
+        "local i = 0 while true do i = i + 1 end",
+        // A script that catches errors cannot catch its way past SCRIPT KILL.
+        "while true do pcall(function() while true do end end) end",
+        "while true do xpcall(function() while true do end end, function(e) return e end) end",
+    ] {
+        let running = eval_in_background(server.port, script);
+        let busy = wait_for_busy(server.port);
+        assert_eq!(
+            busy,
+            "-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n"
+        );
+        // Pipelined requests are each answered; errors Redis checks first come first.
+        let mut other = connect(server.port);
+        assert!(call(&mut other, &["GET", "k"]).starts_with("-BUSY"));
+        assert!(call(&mut other, &["NOSUCH"]).starts_with("-ERR unknown command"));
+        assert_eq!(call(&mut other, &["SCRIPT", "KILL"]), "+OK\r\n");
+        let reply = running.join().unwrap();
+        assert!(
+            reply.starts_with("-ERR Script killed by user with SCRIPT KILL... script: ")
+                && reply.ends_with(", on @user_script:1.\r\n"),
+            "{script}: {reply}"
+        );
+        assert_eq!(call(&mut other, &["PING"]), "+PONG\r\n");
+    }
+}
+
+#[test]
+fn a_busy_script_that_wrote_is_unkillable_and_shutdown_nosave_drops_its_writes() {
+    let dir = temp_dir();
+    let args = ["--busy-reply-threshold", "50", "--appendfsync", "always"];
+    let mut server = start_server(dir.path(), &args);
+    let mut conn = connect(server.port);
+    assert_eq!(call(&mut conn, &["SET", "before", "1"]), "+OK\r\n");
+    let running = eval_in_background(
+        server.port,
+        "redis.call('set', 'half', 'done') while true do end",
+    );
+    wait_for_busy(server.port);
+    let mut other = connect(server.port);
+    assert!(call(&mut other, &["SCRIPT", "KILL"]).starts_with("-UNKILLABLE Sorry the script"));
+    // The script's write is not in the log yet: it would be a half of the script.
+    other.write_all(&encode(&[b"SHUTDOWN", b"NOSAVE"])).unwrap();
+    let reply = running.join().unwrap();
+    assert!(reply.starts_with("-ERR Script killed"), "{reply}");
+    let child = server.child.as_mut().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the server did not shut down");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let server = start_server(dir.path(), &args);
+    let mut conn = connect(server.port);
+    assert_eq!(call(&mut conn, &["GET", "before"]), "$1\r\n1\r\n");
+    assert_eq!(call(&mut conn, &["GET", "half"]), "$-1\r\n");
+}

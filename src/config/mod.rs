@@ -81,6 +81,9 @@ pub struct Config {
     pub key_load_delay_us: u64,
     /// `rdbcompression`: LZF for long strings in snapshots.
     pub rdbcompression: bool,
+    /// `busy-reply-threshold` (alias `lua-time-limit`): milliseconds a script runs before
+    /// other clients are answered -BUSY and SCRIPT KILL can stop it; 0: never.
+    pub busy_reply_threshold_ms: u64,
 }
 
 impl Config {
@@ -251,6 +254,7 @@ impl Default for Config {
             save_points_explicit: false,
             rdb_key_save_delay_us: 0,
             key_load_delay_us: 0,
+            busy_reply_threshold_ms: 5000,
             rdbcompression: true,
         }
     }
@@ -502,6 +506,18 @@ pub static DIRECTIVES: &[Directive] = &[
             return Err(ValueError::RdbPreambleRequired);
         }
     }),
+    directive!(
+        "busy-reply-threshold",
+        true,
+        |c| c.busy_reply_threshold_ms.to_string(),
+        |c, a| c.busy_reply_threshold_ms = parse_int_in(a, 0, i64::MAX)? as u64
+    ),
+    directive!(
+        "lua-time-limit",
+        true,
+        |c| c.busy_reply_threshold_ms.to_string(),
+        |c, a| c.busy_reply_threshold_ms = parse_int_in(a, 0, i64::MAX)? as u64
+    ),
     directive!(
         "key-load-delay",
         true,

@@ -173,6 +173,15 @@ pub trait Host {
         only_self: bool,
         ids: Option<&[u64]>,
     ) -> String;
+
+    /// A script has run past `busy-reply-threshold`: answer the other clients now (-BUSY;
+    /// SCRIPT KILL, FUNCTION KILL, SHUTDOWN NOSAVE) and say what they asked of the script.
+    fn serve_while_busy(
+        &self,
+        _busy: &crate::scripting::busy::Busy,
+    ) -> crate::scripting::busy::BusyRequest {
+        crate::scripting::busy::BusyRequest::Continue
+    }
 }
 
 /// The host of a replay: no sessions.
@@ -313,8 +322,12 @@ impl Engine {
             }
             Action::RunScript(call) => {
                 // Inside EXEC the script's records are already inside EXEC's own block.
-                crate::scripting::run::run(self, session, reply, *call, !in_exec);
-                Outcome::Done
+                match crate::scripting::run::run(self, session, reply, *call, !in_exec, host) {
+                    crate::scripting::run::ScriptEnd::Done => Outcome::Done,
+                    crate::scripting::run::ScriptEnd::ShutdownNoSave => {
+                        Outcome::Shutdown(ShutdownSave::NoSave)
+                    }
+                }
             }
             Action::ClientList { only_self, ids } => {
                 let output = (reply.len(), reply.capacity());

@@ -15,6 +15,7 @@
 //! the script text. So replay needs no interpreter, and whatever a script did with
 //! `math.random`, TIME or SPOP replays to the same dataset.
 
+pub mod busy;
 mod libs;
 mod rand;
 pub mod reply;

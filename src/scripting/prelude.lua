@@ -104,6 +104,9 @@ local function pcall_result(ok, ...)
     return true, ...
   end
   local err = ...
+  if internal.killed then
+    error(err, 0) -- a stopped script may not catch its way on
+  end
   if type(err) == 'table' then
     local message = err.err
     if type(message) == 'string' or type(message) == 'number' then
@@ -114,6 +117,21 @@ local function pcall_result(ok, ...)
 end
 real.pcall = function(f, ...)
   return pcall_result(lua_pcall(f, ...))
+end
+-- xpcall and coroutine.resume catch errors too: not once the script is to stop.
+local function unless_killed(ok, ...)
+  if not ok and internal.killed then
+    error((...), 0)
+  end
+  return ok, ...
+end
+local lua_xpcall = xpcall
+real.xpcall = function(f, handler)
+  return unless_killed(lua_xpcall(f, handler))
+end
+local lua_resume = coroutine.resume
+coroutine.resume = function(co, ...)
+  return unless_killed(lua_resume(co, ...))
 end
 
 -- What Redis's Lua does not have.
@@ -126,11 +144,14 @@ real.module, real.require, real.package, real.os, real.io = nil, nil, nil, nil, 
 local function error_handler(err)
   local level = 2
   local info = dbg.getinfo(level, 'nSl')
-  while info and (info.what == 'C' or info.source == '=tessera') do
+  while info and (info.what == 'C' or info.what == 'tail' or info.source == '=tessera') do
     level = level + 1
     info = dbg.getinfo(level, 'nSl')
   end
-  if type(err) ~= 'table' then
+  if internal.killed then
+    -- Stopped by SCRIPT KILL: the hook's error reaches here as an opaque value.
+    err = { err = internal.killed_message }
+  elseif type(err) ~= 'table' then
     err = { err = 'ERR ' .. tostring(err) }
   end
   if info then

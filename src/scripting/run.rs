@@ -7,9 +7,10 @@
 //! only the refusals speak as Redis speaks to scripts. The reply of each command is
 //! parsed back into Lua (`reply::to_lua`).
 
+use super::busy::{Busy, BusyRequest, HOOK_INSTRUCTIONS, KILLED};
 use super::reply;
 use crate::commands::{SessionState, flags, global_registry};
-use crate::engine::{Engine, Mode, NoSessions, Outcome, Request};
+use crate::engine::{Engine, Host, Mode, NoSessions, Outcome, Request};
 use crate::resp::ReplyWriter;
 use mlua::{Lua, MultiValue, Value};
 use smallvec::SmallVec;
@@ -42,24 +43,48 @@ pub struct ScriptMode {
 struct RunState {
     session: SessionState,
     mode: ScriptMode,
+    /// What the clients served while the script was busy asked for.
+    busy_request: BusyRequest,
+}
+
+/// How a script's run ended, for the engine.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ScriptEnd {
+    Done,
+    /// SHUTDOWN NOSAVE arrived while it ran: it was stopped and its effects dropped.
+    ShutdownNoSave,
 }
 
 /// Runs `call` for `session`, writing the EVAL reply to `reply`. `wrap_effects`: wrap the
 /// script's records in MULTI … EXEC when there are several (not inside EXEC, whose own
-/// block already holds them).
+/// block already holds them). `host` answers the other clients if the script runs past
+/// `busy-reply-threshold`.
 pub fn run(
     engine: &mut Engine,
     session: &mut SessionState,
     reply: &mut Vec<u8>,
     call: ScriptCall,
     wrap_effects: bool,
-) {
+    host: &dyn Host,
+) -> ScriptEnd {
     let mut out = ReplyWriter::new(reply, session.resp3);
     let Some((lua, function, internals)) = engine.state.scripting.prepare(&call.sha) else {
         out.error("NOSCRIPT No matching script. Please use EVAL.");
         engine.state.stats.total_error_replies += 1;
-        return;
+        return ScriptEnd::Done;
     };
+    let config = &engine.state.config;
+    let busy_template = Busy {
+        wrote: false,
+        eval: true,
+        may_shutdown: wrap_effects,
+        bulk_bytes_max: config.bulk_bytes_max,
+        query_buffer_bytes_max: config.query_buffer_bytes_max,
+        auth_required: config.requirepass.is_some(),
+        clients_max: config.clients_max,
+        protected_mode: config.protected_mode,
+    };
+    let threshold_ms = config.busy_reply_threshold_ms;
     let mark = engine.effects.mark();
     let state = RefCell::new(RunState {
         session: SessionState {
@@ -73,6 +98,7 @@ pub fn run(
             wrote: false,
             now_ms: crate::clock::unix_ms(),
         },
+        busy_request: BusyRequest::Continue,
     });
     let result = lua.scope(|scope| {
         let globals = &internals.real_globals;
@@ -109,18 +135,43 @@ pub fn run(
             }
             Ok(out)
         })?;
+        // Called by the hook once the script is past the threshold: the host serves the
+        // other clients; true when they asked for the script to stop.
+        let busy = scope.create_function(|_, ()| {
+            let busy = Busy {
+                wrote: state.borrow().mode.wrote,
+                ..busy_template.clone()
+            };
+            let request = host.serve_while_busy(&busy);
+            let stop = request != BusyRequest::Continue;
+            if stop {
+                state.borrow_mut().busy_request = request;
+            }
+            Ok(stop)
+        })?;
         internals.table.raw_set("command", command)?;
         internals.table.raw_set("setresp", setresp)?;
+        internals.table.raw_set("busy", busy)?;
+        if threshold_ms > 0 {
+            set_busy_hook(&lua, &internals.table, threshold_ms)?;
+        }
         let outcome = internals.run.call::<MultiValue>(function);
-        internals.table.raw_set("command", Value::Nil)?;
-        internals.table.raw_set("setresp", Value::Nil)?;
+        lua.remove_hook();
+        for name in ["command", "setresp", "busy", "killed"] {
+            internals.table.raw_set(name, Value::Nil)?;
+        }
         outcome
     });
     let state = state.into_inner();
+    let shutdown = state.busy_request == BusyRequest::ShutdownNoSave;
+    if shutdown {
+        // None of a stopped script's effects may reach the log: they would replay a half.
+        engine.effects.discard_since(mark);
+    }
     // The script's commands revealed what they read and wrote: the EVAL reply waits for
     // the log as long as theirs would have.
     session.reply_shows = session.reply_shows.max(state.session.reply_shows);
-    if wrap_effects {
+    if wrap_effects && !shutdown {
         engine.effects.wrap_since(mark);
     }
     let errors_before = out.errors;
@@ -142,6 +193,37 @@ pub fn run(
     if counted {
         engine.state.stats.total_error_replies += out.errors - errors_before;
     }
+    if shutdown {
+        ScriptEnd::ShutdownNoSave
+    } else {
+        ScriptEnd::Done
+    }
+}
+
+/// Looks at the clock every `HOOK_INSTRUCTIONS` instructions; past the threshold, lets the
+/// host serve the other clients (`internal.busy`). Once the script is to stop, every later
+/// look raises again (and the prelude's pcall rethrows), so a script cannot catch its way
+/// past SCRIPT KILL.
+fn set_busy_hook(lua: &Lua, internal: &mlua::Table, threshold_ms: u64) -> mlua::Result<()> {
+    let started = std::time::Instant::now();
+    let threshold = std::time::Duration::from_millis(threshold_ms);
+    let internal = internal.clone();
+    lua.set_hook(
+        mlua::HookTriggers::new().every_nth_instruction(HOOK_INSTRUCTIONS),
+        move |_, _| {
+            let killed = matches!(internal.raw_get::<Value>("killed")?, Value::Boolean(true));
+            if !killed && started.elapsed() >= threshold {
+                let busy: mlua::Function = internal.raw_get("busy")?;
+                if busy.call::<bool>(())? {
+                    internal.raw_set("killed", true)?;
+                }
+            }
+            if matches!(internal.raw_get::<Value>("killed")?, Value::Boolean(true)) {
+                return Err(mlua::Error::runtime(KILLED));
+            }
+            Ok(mlua::VmState::Continue)
+        },
+    )
 }
 
 fn strings(lua: &Lua, items: &[Vec<u8>]) -> mlua::Result<Vec<mlua::LuaString>> {

@@ -121,6 +121,7 @@ impl Sandbox {
             "raising",
             lua.create_function(|lua, f: Function| raise_from_c(lua, f, Raise::AsIs))?,
         )?;
+        internal.set("killed_message", super::busy::KILLED)?;
         internal.set("version", REDIS_VERSION)?;
         internal.set("version_num", REDIS_VERSION_NUM)?;
         internal.set("libraries", super::libs::tables(&lua)?)?;

@@ -50,7 +50,7 @@ impl Server {
                         }
                     };
                     let argv: SmallVec<[&[u8]; 8]> = command.iter().map(Vec::as_slice).collect();
-                    let host = super::session::SessionsView::new(&self.clients, &client.conn);
+                    let host = super::session::SessionsView::new(&mut self.clients, &client.conn);
                     let outcome = self.engine.execute(
                         &mut client.state,
                         &mut client.output,

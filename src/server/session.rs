@@ -175,6 +175,13 @@ impl Sessions {
         self.count
     }
 
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (usize, &mut Client)> {
+        self.slots
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(t, c)| c.as_mut().map(|c| (t, c)))
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = (usize, &Client)> {
         self.slots
             .iter()
@@ -190,14 +197,34 @@ impl Sessions {
 /// The engine's view of the sessions while one of them (taken out of the table) runs a
 /// command: CLIENT LIST sees the others and the current one.
 pub(super) struct SessionsView<'a> {
-    others: &'a Sessions,
+    /// Mutable only while a busy script lets the others be served (`server::busy`).
+    others: std::cell::RefCell<&'a mut Sessions>,
     current: &'a Connection,
+    /// New connections are admitted while a script is busy (a client's SCRIPT KILL often
+    /// comes on one); what was admitted is counted for INFO afterwards.
+    pub(super) admission: Option<std::cell::RefCell<super::Admission<'a>>>,
+    pub(super) admitted: std::cell::Cell<super::AdmissionCounts>,
 }
 
 impl<'a> SessionsView<'a> {
     /// The view for the session whose connection is `current`, taken out of `others`.
-    pub fn new(others: &'a Sessions, current: &'a Connection) -> SessionsView<'a> {
-        SessionsView { others, current }
+    pub fn new(others: &'a mut Sessions, current: &'a Connection) -> SessionsView<'a> {
+        SessionsView {
+            others: std::cell::RefCell::new(others),
+            current,
+            admission: None,
+            admitted: Default::default(),
+        }
+    }
+
+    /// The view that also admits new connections while a script is busy.
+    pub fn admitting(mut self, admission: super::Admission<'a>) -> SessionsView<'a> {
+        self.admission = Some(std::cell::RefCell::new(admission));
+        self
+    }
+
+    pub fn others_mut(&self) -> std::cell::RefMut<'_, &'a mut Sessions> {
+        self.others.borrow_mut()
     }
 }
 
@@ -245,8 +272,8 @@ impl Host for SessionsView<'_> {
         if only_self {
             return me("client|info");
         }
-        let mut lines: Vec<(u64, String)> = self
-            .others
+        let others = self.others.borrow();
+        let mut lines: Vec<(u64, String)> = others
             .values()
             .filter(|c| ids.is_none_or(|ids| ids.contains(&c.state.id)))
             .map(|c| {
@@ -260,6 +287,13 @@ impl Host for SessionsView<'_> {
         }
         lines.sort_by_key(|(id, _)| *id);
         lines.into_iter().map(|(_, line)| line).collect()
+    }
+
+    fn serve_while_busy(
+        &self,
+        busy: &crate::scripting::busy::Busy,
+    ) -> crate::scripting::busy::BusyRequest {
+        self.serve_busy(busy)
     }
 }
 
@@ -414,9 +448,17 @@ impl Server {
                             argv: &argv,
                             big_arguments: big.complete(),
                         };
-                        let host = SessionsView::new(&self.clients, conn);
-                        self.engine
-                            .execute(state, output, request, Mode::Client, &host)
+                        let host = SessionsView::new(&mut self.clients, conn).admitting(
+                            super::Admission {
+                                listeners: &mut self.listeners,
+                                registry: self.poll.registry(),
+                                next_client_id: &mut self.next_client_id,
+                            },
+                        );
+                        let outcome =
+                            self.engine
+                                .execute(state, output, request, Mode::Client, &host);
+                        (outcome, host.admitted.get())
                     });
                     drop(argv);
                     conn.big_arguments.clear();
@@ -426,16 +468,28 @@ impl Server {
                 Parse::Inline(words, used) => {
                     let argv: SmallVec<[&[u8]; 8]> = words.iter().map(|w| w.as_slice()).collect();
                     let outcome = (!argv.is_empty()).then(|| {
-                        let host = SessionsView::new(&self.clients, conn);
+                        let host = SessionsView::new(&mut self.clients, conn).admitting(
+                            super::Admission {
+                                listeners: &mut self.listeners,
+                                registry: self.poll.registry(),
+                                next_client_id: &mut self.next_client_id,
+                            },
+                        );
                         let request = Request::plain(&argv);
-                        self.engine
-                            .execute(state, output, request, Mode::Client, &host)
+                        let outcome =
+                            self.engine
+                                .execute(state, output, request, Mode::Client, &host);
+                        (outcome, host.admitted.get())
                     });
                     consumed_total += used;
                     outcome
                 }
             };
-            if let Some(outcome) = outcome {
+            if let Some((outcome, admitted)) = outcome {
+                if admitted.received + admitted.rejected > 0 {
+                    admitted.add_to(&mut self.engine.state);
+                    self.engine.state.connected_clients = self.clients.len();
+                }
                 produced_output = true;
                 if let Some(request) = self.apply_outcome(token, &mut client, outcome) {
                     shutdown = Some(request);
