@@ -162,6 +162,8 @@ pub fn run(
         }
         outcome
     });
+    // Also when the scope failed before the call (the hook must not outlive the run).
+    lua.remove_hook();
     let state = state.into_inner();
     let shutdown = state.busy_request == BusyRequest::ShutdownNoSave;
     if shutdown {
