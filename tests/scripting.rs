@@ -674,3 +674,134 @@ fn a_busy_script_that_wrote_is_unkillable_and_shutdown_nosave_drops_its_writes()
     assert_eq!(call(&mut conn, &["GET", "before"]), "$1\r\n1\r\n");
     assert_eq!(call(&mut conn, &["GET", "half"]), "$-1\r\n");
 }
+
+// ---------------------------------------------------------------------------------------
+// Functions: commands against Redis, and libraries as data.
+
+const LIBRARY: &str = "#!lua name=counters\n\
+    redis.register_function('bump', function(keys, args) return redis.call('incrby', keys[1], args[1]) end)\n\
+    redis.register_function{function_name='peek', callback=function(keys) return redis.call('get', keys[1]) end, flags={'no-writes'}, description='reads'}";
+
+fn wait_for_jobs(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let info = call(&mut connect(port), &["INFO", "persistence"]);
+        if info.contains("aof_rewrite_in_progress:0") && info.contains("aof_rewrite_scheduled:0") {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the rewrite did not end");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn functions_survive_kill9_compaction_and_restart() {
+    let dir = temp_dir();
+    let args = ["--appendfsync", "always"];
+    let mut server = start_server(dir.path(), &args);
+    let mut conn = connect(server.port);
+    assert_eq!(
+        call(&mut conn, &["FUNCTION", "LOAD", LIBRARY]),
+        "$8\r\ncounters\r\n"
+    );
+    assert_eq!(call(&mut conn, &["FCALL", "bump", "1", "n", "5"]), ":5\r\n");
+    server.kill9();
+
+    // From the log's records.
+    let mut server = start_server(dir.path(), &args);
+    let mut conn = connect(server.port);
+    assert_eq!(
+        call(&mut conn, &["FCALL_RO", "peek", "1", "n"]),
+        "$1\r\n5\r\n"
+    );
+    // From the compaction's base (Redis's function opcode), then records after it.
+    call(&mut conn, &["BGREWRITEAOF"]);
+    wait_for_jobs(server.port);
+    call(
+        &mut conn,
+        &[
+            "FUNCTION",
+            "LOAD",
+            "#!lua name=other\nredis.register_function('two', function() return 2 end)",
+        ],
+    );
+    server.kill9();
+    let mut server = start_server(dir.path(), &args);
+    let mut conn = connect(server.port);
+    assert_eq!(call(&mut conn, &["FCALL", "bump", "1", "n", "1"]), ":6\r\n");
+    assert_eq!(call(&mut conn, &["FCALL", "two", "0"]), ":2\r\n");
+    // Deleting and flushing are logged too.
+    assert_eq!(call(&mut conn, &["FUNCTION", "DELETE", "other"]), "+OK\r\n");
+    call(&mut conn, &["BGREWRITEAOF"]);
+    wait_for_jobs(server.port);
+    server.kill9();
+    let mut server = start_server(dir.path(), &args);
+    let mut conn = connect(server.port);
+    assert_eq!(
+        call(&mut conn, &["FCALL", "two", "0"]),
+        "-ERR Function not found\r\n"
+    );
+    assert_eq!(call(&mut conn, &["FCALL", "bump", "1", "n", "1"]), ":7\r\n");
+    assert_eq!(call(&mut conn, &["FUNCTION", "FLUSH"]), "+OK\r\n");
+    server.kill9();
+    let server = start_server(dir.path(), &args);
+    let mut conn = connect(server.port);
+    assert_eq!(call(&mut conn, &["FUNCTION", "LIST"]), "*0\r\n");
+    assert_eq!(call(&mut conn, &["GET", "n"]), "$1\r\n7\r\n");
+}
+
+#[test]
+fn redis_and_tessera_load_each_others_functions() {
+    let Some(redis_binary) = common::require_redis_or_skip(common::WHOLE_TEST) else {
+        return;
+    };
+    // Tessera writes, Redis 7.0 reads (one base part: Redis's own layout).
+    let dir = temp_dir();
+    {
+        let mut server = start_server(dir.path(), &["--aof-rewrite-threads", "1"]);
+        let mut conn = connect(server.port);
+        call(&mut conn, &["FUNCTION", "LOAD", LIBRARY]);
+        call(&mut conn, &["FCALL", "bump", "1", "n", "3"]);
+        call(&mut conn, &["BGREWRITEAOF"]);
+        wait_for_jobs(server.port);
+        server.shutdown();
+    }
+    {
+        let oracle =
+            common::RedisOracle::start_with(&redis_binary, dir.path(), &["--appendonly", "yes"]);
+        let mut redis = connect(oracle.port);
+        assert_eq!(
+            call(&mut redis, &["FCALL", "bump", "1", "n", "1"]),
+            ":4\r\n"
+        );
+        // Redis adds one in its own log, and compacts with its own base.
+        call(
+            &mut redis,
+            &[
+                "FUNCTION",
+                "LOAD",
+                "#!lua name=redis_made\nredis.register_function('three', function() return 3 end)",
+            ],
+        );
+        call(&mut redis, &["BGREWRITEAOF"]);
+        wait_for_jobs(oracle.port);
+        call(
+            &mut redis,
+            &[
+                "FUNCTION",
+                "LOAD",
+                "#!lua name=later\nredis.register_function('four', function() return 4 end)",
+            ],
+        );
+        // The connection closes as Redis exits: no reply to read.
+        redis.write_all(&encode(&[b"SHUTDOWN", b"NOSAVE"])).unwrap();
+        let mut rest = Vec::new();
+        let _ = redis.read_to_end(&mut rest);
+    }
+    // And Tessera reads what Redis wrote.
+    let server = start_server(dir.path(), &[]);
+    let mut conn = connect(server.port);
+    assert_eq!(call(&mut conn, &["FCALL", "bump", "1", "n", "1"]), ":5\r\n");
+    assert_eq!(call(&mut conn, &["FCALL", "three", "0"]), ":3\r\n");
+    assert_eq!(call(&mut conn, &["FCALL", "four", "0"]), ":4\r\n");
+}

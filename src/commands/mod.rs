@@ -12,6 +12,7 @@
 
 pub mod blocking;
 mod connection;
+mod functions;
 mod hashes;
 mod keys;
 mod lists;
@@ -491,6 +492,7 @@ pub fn table() -> Vec<CommandSpec> {
     all.extend(object::commands());
     all.extend(blocking::commands());
     all.extend(scripting::commands());
+    all.extend(functions::commands());
     all
 }
 

@@ -7,7 +7,7 @@
 
 use super::{Action, Args, Ctx, flags, lossy, unknown_subcommand, wrong_arity};
 use crate::command;
-use crate::scripting::run::ScriptCall;
+use crate::scripting::run::{ScriptCall, Target};
 
 pub fn commands() -> Vec<super::CommandSpec> {
     use flags::*;
@@ -137,7 +137,7 @@ fn eval_generic(ctx: &mut Ctx, args: &Args, by_sha: bool, read_only_command: boo
     let keys = args[3..3 + numkeys].iter().map(|k| k.to_vec()).collect();
     let arguments = args[3 + numkeys..].iter().map(|a| a.to_vec()).collect();
     Action::RunScript(Box::new(ScriptCall {
-        sha,
+        target: Target::Script(sha),
         keys,
         args: arguments,
         read_only: read_only_command || (!script_flags.compat && script_flags.no_writes),

@@ -165,6 +165,7 @@ fn save(ctx: &mut Ctx, _args: &Args) -> Action {
         &config.dbfilename,
         compression,
         config.rdb_save_incremental_fsync,
+        &ctx.server.scripting.library_codes(),
     ) {
         Ok(size) => {
             tracing::info!("DB saved on disk ({size} bytes)");

@@ -70,6 +70,9 @@ pub struct RdbWriterOptions {
     pub compression: bool,
     /// Further aux fields, written after the standard ones.
     pub extra_aux: Vec<(Bytes, Bytes)>,
+    /// Function libraries (their code), written after the aux fields as Redis 7.0's
+    /// function opcode, as Redis writes them.
+    pub functions: Vec<Bytes>,
 }
 
 impl Default for RdbWriterOptions {
@@ -80,6 +83,7 @@ impl Default for RdbWriterOptions {
             aof_base: false,
             compression: true,
             extra_aux: Vec::new(),
+            functions: Vec::new(),
         }
     }
 }
@@ -137,6 +141,10 @@ impl<W: Write> RdbWriter<W> {
         writer.write_aux(b"aof-base", if options.aof_base { b"1" } else { b"0" })?;
         for (key, value) in &options.extra_aux {
             writer.write_aux(key, value)?;
+        }
+        for code in &options.functions {
+            writer.put(&[super::opcode::FUNCTION2])?;
+            writer.write_string(code)?;
         }
         Ok(writer)
     }

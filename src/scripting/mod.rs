@@ -16,6 +16,7 @@
 //! `math.random`, TIME or SPOP replays to the same dataset.
 
 pub mod busy;
+pub mod functions;
 mod libs;
 mod rand;
 pub mod reply;
@@ -52,10 +53,16 @@ pub enum LoadError {
     Interpreter(String),
 }
 
-/// The interpreter, the script cache and the state scripts share (Redis's `lctx`).
+/// The interpreters, the script cache and the function libraries.
 pub struct Scripting {
     sandbox: Option<sandbox::Sandbox>,
     scripts: HashMap<[u8; 40], Script>,
+    /// Functions live in an interpreter of their own, as in Redis: SCRIPT FLUSH leaves
+    /// them alone, FUNCTION FLUSH starts it anew.
+    function_sandbox: Option<sandbox::Sandbox>,
+    libraries: std::collections::BTreeMap<String, functions::Library>,
+    /// Function name → its library's name.
+    function_index: HashMap<String, String>,
 }
 
 impl Default for Scripting {
@@ -69,6 +76,9 @@ impl Scripting {
         Scripting {
             sandbox: None,
             scripts: HashMap::new(),
+            function_sandbox: None,
+            libraries: Default::default(),
+            function_index: HashMap::new(),
         }
     }
 
@@ -134,6 +144,92 @@ impl Scripting {
         }
     }
 
+    /// FUNCTION LOAD [REPLACE]: runs the library's code and adds its functions; returns
+    /// the library's name. A library that fails leaves everything as it was.
+    pub fn load_library(
+        &mut self,
+        code: &[u8],
+        replace: bool,
+        timeout: bool,
+    ) -> Result<String, functions::LibraryError> {
+        use functions::LibraryError;
+        let name = functions::metadata(code)?;
+        if self.libraries.contains_key(&name) && !replace {
+            return Err(LibraryError::Exists(name));
+        }
+        if self.function_sandbox.is_none() {
+            let created = sandbox::Sandbox::new().map_err(|e| LibraryError::Code(e.to_string()))?;
+            self.function_sandbox = Some(created);
+        }
+        let sandbox = self.function_sandbox.as_ref().expect("created above");
+        // The first line is left out but its line feed kept: line numbers stay right.
+        let line_len = code.iter().position(|&b| b == b'\n').unwrap_or(code.len());
+        let mut library = functions::load(
+            &sandbox.lua,
+            &sandbox.internals.table,
+            &name,
+            &code[line_len..],
+            timeout,
+        )?;
+        library.code = bytes::Bytes::copy_from_slice(code);
+        for function in library.functions.keys() {
+            if let Some(owner) = self.function_index.get(function)
+                && *owner != name
+            {
+                return Err(LibraryError::FunctionExists(function.clone()));
+            }
+        }
+        self.delete_library(&name);
+        for function in library.functions.keys() {
+            self.function_index.insert(function.clone(), name.clone());
+        }
+        self.libraries.insert(name.clone(), library);
+        Ok(name)
+    }
+
+    /// FUNCTION DELETE: whether there was such a library.
+    pub fn delete_library(&mut self, name: &str) -> bool {
+        let Some(library) = self.libraries.remove(name) else {
+            return false;
+        };
+        for function in library.functions.keys() {
+            self.function_index.remove(function);
+        }
+        true
+    }
+
+    /// FUNCTION FLUSH: every library, and the functions' interpreter.
+    pub fn flush_functions(&mut self) {
+        self.libraries.clear();
+        self.function_index.clear();
+        self.function_sandbox = None;
+    }
+
+    pub fn libraries(&self) -> impl Iterator<Item = &functions::Library> {
+        self.libraries.values()
+    }
+
+    /// The libraries' code, for snapshots and for the engine that takes over the dataset.
+    pub fn library_codes(&self) -> Vec<bytes::Bytes> {
+        self.libraries.values().map(|l| l.code.clone()).collect()
+    }
+
+    pub fn function(&self, name: &str) -> Option<&functions::FunctionEntry> {
+        let library = self.function_index.get(name)?;
+        self.libraries.get(library)?.functions.get(name)
+    }
+
+    /// The functions' interpreter, a function's callback and the sandbox's table.
+    fn prepare_function(&self, name: &str) -> Option<(Lua, mlua::Function, sandbox::Internals)> {
+        let sandbox = self.function_sandbox.as_ref()?;
+        let function = self.function(name)?;
+        Some((
+            sandbox.lua.clone(),
+            function.callback.clone(),
+            sandbox.internals.clone(),
+        ))
+    }
+
     /// Bytes the interpreter uses (INFO `used_memory_lua`).
     pub fn memory_bytes(&self) -> usize {
         self.sandbox.as_ref().map_or(0, |s| s.lua.used_memory())
@@ -159,6 +255,12 @@ pub fn declares_writes(
     spec: &crate::commands::CommandSpec,
     argv: &[&[u8]],
 ) -> bool {
+    if matches!(spec.name, "fcall" | "fcall_ro") {
+        let name = argv.get(1).map(|n| String::from_utf8_lossy(n).into_owned());
+        return name
+            .and_then(|n| scripting.function(&n).map(|f| !f.flags.no_writes))
+            .unwrap_or(false);
+    }
     let sha = match spec.name {
         "evalsha" | "evalsha_ro" => argv.get(1).map(|sha| sha.to_vec()),
         "eval" | "eval_ro" => argv.get(1).map(|body| sha1_hex(body).to_vec()),

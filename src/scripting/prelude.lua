@@ -227,3 +227,69 @@ function internal.compile(body)
   setfenv(f, globals)
   return f
 end
+
+-- Function libraries (FUNCTION LOAD). A library's code runs once, when it is loaded, with
+-- only a small `redis` (register_function, log, the versions) and nothing else, as in
+-- Redis; the functions it registers run later with the globals scripts have. Both come
+-- through one environment whose lookups depend on which of the two is happening.
+local library_redis = {
+  register_function = raising(function(...)
+    local register = internal.register
+    if not register then
+      return false, { err = 'ERR redis.register_function can only be called on FUNCTION LOAD command' }
+    end
+    return register(...)
+  end),
+  log = redis.log,
+  LOG_DEBUG = 0, LOG_VERBOSE = 1, LOG_NOTICE = 2, LOG_WARNING = 3,
+  REDIS_VERSION = internal.version,
+  REDIS_VERSION_NUM = internal.version_num,
+}
+local library_redis_proxy = proxy(library_redis, function(_, name)
+  local value = rawget(library_redis, name)
+  if value == nil then
+    error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
+  end
+  return value
+end)
+local library_api = { redis = library_redis_proxy }
+local library_env = proxy(library_api, function(_, name)
+  local value
+  if internal.loading_library then
+    value = rawget(library_api, name)
+  else
+    value = rawget(real, name)
+  end
+  if value == nil then
+    error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
+  end
+  return value
+end)
+
+-- Compiles and runs a library's code: true, or false and Redis's message.
+function internal.load_library(body)
+  local f, message = loadstring(body, '@user_function')
+  if not f then
+    return false, 'Error compiling function: ' .. message
+  end
+  setfenv(f, library_env)
+  internal.loading_library = true
+  local ok, err = lua_pcall(f)
+  internal.loading_library = nil
+  if ok then
+    return true
+  end
+  if internal.load_timed_out then
+    err = { err = 'ERR FUNCTION LOAD timeout' }
+  elseif type(err) ~= 'table' then
+    err = { err = 'ERR ' .. tostring(err) }
+  end
+  return false, 'Error registering functions: ' .. tostring(err.err)
+end
+
+-- Runs a registered function with its keys and arguments under the error handler.
+function internal.run_function(callback, keys, args)
+  return xpcall(function()
+    return callback(keys, args)
+  end, error_handler)
+end

@@ -16,10 +16,27 @@ use mlua::{Lua, MultiValue, Value};
 use smallvec::SmallVec;
 use std::cell::RefCell;
 
-/// An EVAL the handler has checked: the engine runs it (`Action::RunScript`).
+/// What runs: a cached script (EVAL, EVALSHA) or a library's function (FCALL).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Target {
+    Script([u8; 40]),
+    Function(String),
+}
+
+impl Target {
+    /// How errors name it ("script: <name>").
+    fn name(&self) -> String {
+        match self {
+            Target::Script(sha) => String::from_utf8_lossy(sha).into_owned(),
+            Target::Function(name) => name.clone(),
+        }
+    }
+}
+
+/// An EVAL or FCALL the handler has checked: the engine runs it (`Action::RunScript`).
 #[derive(Debug, PartialEq, Eq)]
 pub struct ScriptCall {
-    pub sha: [u8; 40],
+    pub target: Target,
     pub keys: Vec<Vec<u8>>,
     pub args: Vec<Vec<u8>>,
     /// EVAL_RO / EVALSHA_RO, or a script declaring `no-writes`: write commands are refused.
@@ -68,15 +85,25 @@ pub fn run(
     host: &dyn Host,
 ) -> ScriptEnd {
     let mut out = ReplyWriter::new(reply, session.resp3);
-    let Some((lua, function, internals)) = engine.state.scripting.prepare(&call.sha) else {
-        out.error("NOSCRIPT No matching script. Please use EVAL.");
+    let scripting = &engine.state.scripting;
+    let prepared = match &call.target {
+        Target::Script(sha) => scripting.prepare(sha),
+        Target::Function(name) => scripting.prepare_function(name),
+    };
+    let Some((lua, function, internals)) = prepared else {
+        out.error(match call.target {
+            Target::Script(_) => "NOSCRIPT No matching script. Please use EVAL.",
+            Target::Function(_) => "ERR Function not found",
+        });
         engine.state.stats.total_error_replies += 1;
         return ScriptEnd::Done;
     };
+    let is_eval = matches!(call.target, Target::Script(_));
+    let name = call.target.name();
     let config = &engine.state.config;
     let busy_template = Busy {
         wrote: false,
-        eval: true,
+        eval: is_eval,
         may_shutdown: wrap_effects,
         bulk_bytes_max: config.bulk_bytes_max,
         query_buffer_bytes_max: config.query_buffer_bytes_max,
@@ -101,15 +128,14 @@ pub fn run(
         busy_request: BusyRequest::Continue,
     });
     let result = lua.scope(|scope| {
-        let globals = &internals.real_globals;
-        globals.raw_set(
-            "KEYS",
-            lua.create_sequence_from(strings(&lua, &call.keys)?)?,
-        )?;
-        globals.raw_set(
-            "ARGV",
-            lua.create_sequence_from(strings(&lua, &call.args)?)?,
-        )?;
+        let keys = lua.create_sequence_from(strings(&lua, &call.keys)?)?;
+        let args = lua.create_sequence_from(strings(&lua, &call.args)?)?;
+        if is_eval {
+            // EVAL's are globals; a function gets them as arguments.
+            let globals = &internals.real_globals;
+            globals.raw_set("KEYS", keys.clone())?;
+            globals.raw_set("ARGV", args.clone())?;
+        }
         let command = scope.create_function_mut(|lua, args: MultiValue| {
             let mut state = state.borrow_mut();
             script_command(lua, engine, &mut state, args)
@@ -155,7 +181,12 @@ pub fn run(
         if threshold_ms > 0 {
             set_busy_hook(&lua, &internals.table, threshold_ms)?;
         }
-        let outcome = internals.run.call::<MultiValue>(function);
+        let outcome = if is_eval {
+            internals.run.call::<MultiValue>(function)
+        } else {
+            let run_function: mlua::Function = internals.table.raw_get("run_function")?;
+            run_function.call::<MultiValue>((function, keys, args))
+        };
         lua.remove_hook();
         for name in ["command", "setresp", "busy", "killed"] {
             internals.table.raw_set(name, Value::Nil)?;
@@ -178,11 +209,10 @@ pub fn run(
     }
     let errors_before = out.errors;
     let counted = match result {
-        Ok(values) => write_result(&mut out, &values, state.session.resp3, &call.sha),
+        Ok(values) => write_result(&mut out, &values, state.session.resp3, &name),
         Err(error) => {
             out.error(&format!(
-                "ERR Error running script {}, {:.100}",
-                String::from_utf8_lossy(&call.sha),
+                "ERR Error running script {name}, {:.100}",
                 error.to_string()
             ));
             Ok(true)
@@ -239,7 +269,7 @@ fn write_result(
     out: &mut ReplyWriter,
     values: &MultiValue,
     script_resp3: bool,
-    sha: &[u8; 40],
+    name: &str,
 ) -> mlua::Result<bool> {
     let ok = matches!(values.front(), Some(Value::Boolean(true)));
     let value = values.get(1).cloned().unwrap_or(Value::Nil);
@@ -254,10 +284,7 @@ fn write_result(
             _ => "execution failure".to_string(),
         };
         let message: String = message.chars().take(100).collect();
-        out.error(&format!(
-            "ERR Error running script {}, {message}",
-            String::from_utf8_lossy(sha)
-        ));
+        out.error(&format!("ERR Error running script {name}, {message}"));
         return Ok(true);
     };
     let message = match error.get::<Value>("err")? {
@@ -281,8 +308,7 @@ fn write_result(
     };
     if let (Some(source), Some(line)) = (source, line) {
         text.push_str(&format!(
-            " script: {}, on {}:{}.",
-            String::from_utf8_lossy(sha),
+            " script: {name}, on {}:{}.",
             source.to_string_lossy(),
             line
         ));

@@ -197,6 +197,13 @@ impl Server {
             .map_err(|_| ServerError::LoadPanicked)?
             .map_err(ServerError::Load)?;
         self.engine.keyspace = loaded.keyspace;
+        // The libraries the loading engine built: loaded again into this engine's
+        // interpreter (they loaded once already, so this does not fail but for memory).
+        for code in &loaded.functions {
+            if let Err(error) = self.engine.state.scripting.load_library(code, true, false) {
+                tracing::warn!("a function library could not be loaded again: {error}");
+            }
+        }
         if let Some(manifest) = loaded.manifest {
             let paths = LogPaths::from_config(&self.engine.state.config);
             let writer = log::open_writer(
@@ -574,6 +581,7 @@ impl Server {
                 &config.dbfilename,
                 config.rdbcompression,
                 config.rdb_save_incremental_fsync,
+                &self.engine.state.scripting.library_codes(),
             )
             .map_err(ServerError::FinalSnapshot)?;
         }

@@ -445,4 +445,175 @@ B')"#,
     ],
     &[r#"eval"#, r#"return {err='-CODE x'}"#, r#"0"#],
     &[r#"eval"#, r#"return redis.call('echo', '\0bin')"#, r#"0"#],
+    // Functions (FUNCTION LIST only where the order is defined: Redis lists from a hash
+    // table).
+    &[r#"function"#, r#"flush"#],
+    &[
+        r#"function"#,
+        r#"load"#,
+        r#"#!lua name=mylib
+redis.register_function('f1', function(keys, args) return redis.call('set', keys[1], args[1]) end)
+redis.register_function{function_name='f2', callback=function(keys, args) return #keys end, flags={'no-writes'}, description='desc'}"#,
+    ],
+    &[
+        r#"function"#,
+        r#"load"#,
+        r#"#!lua name=mylib
+return 1"#,
+    ],
+    &[r#"function"#, r#"load"#, r#"return 1"#],
+    &[
+        r#"function"#,
+        r#"load"#,
+        r#"#!lua name=x
+return 1"#,
+    ],
+    &[
+        r#"function"#,
+        r#"load"#,
+        r#"#!lua name=x
+redis.register_function('f1', function() return 1 end)"#,
+    ],
+    &[
+        r#"function"#,
+        r#"load"#,
+        r#"#!lua name=y
+redis.call('set','a','b')"#,
+    ],
+    &[
+        r#"function"#,
+        r#"load"#,
+        r#"#!lua name=y
+redis.register_function('bad-name', function() return 1 end)"#,
+    ],
+    &[
+        r#"function"#,
+        r#"load"#,
+        r#"#!lua name=y flags=x
+redis.register_function('g', function() return 1 end)"#,
+    ],
+    &[
+        r#"function"#,
+        r#"load"#,
+        r#"#!lua name=bad-lib
+redis.register_function('g', function() return 1 end)"#,
+    ],
+    &[
+        r#"function"#,
+        r#"load"#,
+        r#"#!lua name=z
+redis.register_function('g', function() return 1 end)
+redis.register_function('g', function() return 1 end)"#,
+    ],
+    &[
+        r#"function"#,
+        r#"load"#,
+        r#"#!lua name=z
+redis.register_function('g')"#,
+    ],
+    &[
+        r#"function"#,
+        r#"load"#,
+        r#"#!lua name=z
+redis.register_function({function_name='g'})"#,
+    ],
+    &[
+        r#"function"#,
+        r#"load"#,
+        r#"#!lua name=z
+redis.register_function({function_name='g', callback=function() end, flags={'bogus'}})"#,
+    ],
+    &[
+        r#"function"#,
+        r#"load"#,
+        r#"#!lua name=z
+redis.register_function({function_name='g', callback=function() end, other=1})"#,
+    ],
+    &[
+        r#"function"#,
+        r#"load"#,
+        r#"#!lua name=z
+return string.len('x')"#,
+    ],
+    &[
+        r#"function"#,
+        r#"load"#,
+        r#"#!lua name=z
+local x = (
+"#,
+    ],
+    &[
+        r#"function"#,
+        r#"load"#,
+        r#"#!lua name=z
+redis.log(redis.LOG_NOTICE, 'hi') redis.register_function('g', function() return redis.REDIS_VERSION end)"#,
+    ],
+    &[
+        r#"function"#,
+        r#"load"#,
+        r#"#!lua name=z
+redis.register_function('g2', function() return 2 end)"#,
+    ],
+    &[
+        r#"function"#,
+        r#"load"#,
+        r#"replace"#,
+        r#"#!lua name=z
+redis.register_function('g2', function() return 2 end)"#,
+    ],
+    &[
+        r#"function"#,
+        r#"load"#,
+        r#"replace"#,
+        r#"#!lua name=z
+redis.register_function('f1', function() return 2 end)"#,
+    ],
+    &[
+        r#"function"#,
+        r#"load"#,
+        r#"bogus"#,
+        r#"#!lua name=z
+redis.register_function('g2', function() return 2 end)"#,
+    ],
+    &[r#"function"#, r#"load"#, r#"replace"#],
+    &[r#"fcall"#, r#"f1"#, r#"1"#, r#"k"#, r#"v"#],
+    &[r#"fcall"#, r#"f2"#, r#"2"#, r#"a"#, r#"b"#],
+    &[r#"fcall_ro"#, r#"f1"#, r#"1"#, r#"k"#, r#"v"#],
+    &[r#"fcall_ro"#, r#"f2"#, r#"0"#],
+    &[r#"fcall"#, r#"nosuch"#, r#"0"#],
+    &[r#"fcall"#, r#"f1"#, r#"5"#, r#"k"#],
+    &[r#"fcall"#, r#"f1"#, r#"x"#, r#"k"#],
+    &[r#"fcall"#, r#"f1"#, r#"-1"#, r#"k"#],
+    &[r#"fcall"#, r#"g2"#, r#"0"#],
+    &[r#"fcall"#, r#"g"#, r#"0"#],
+    &[
+        r#"function"#,
+        r#"load"#,
+        r#"#!lua name=e
+redis.register_function('err1', function(keys, args) error('boom') end)
+redis.register_function('err2', function(keys, args) return redis.call('incr', 'k') end)
+redis.register_function('err3', function(keys, args) return KEYS end)
+redis.register_function('err4', function(keys, args) return {keys[1], args[1], #args} end)"#,
+    ],
+    &[r#"fcall"#, r#"err1"#, r#"0"#],
+    &[r#"fcall"#, r#"err2"#, r#"0"#],
+    &[r#"fcall"#, r#"err3"#, r#"0"#],
+    &[r#"fcall"#, r#"err4"#, r#"1"#, r#"kk"#, r#"aa"#, r#"bb"#],
+    &[r#"function"#, r#"list"#, r#"libraryname"#, r#"nomatch*"#],
+    &[
+        r#"function"#,
+        r#"list"#,
+        r#"withcode"#,
+        r#"libraryname"#,
+        r#"y"#,
+    ],
+    &[r#"function"#, r#"list"#, r#"libraryname"#],
+    &[r#"function"#, r#"list"#, r#"bogus"#],
+    &[r#"function"#, r#"stats"#],
+    &[r#"function"#, r#"delete"#, r#"nosuch"#],
+    &[r#"function"#, r#"delete"#, r#"e"#],
+    &[r#"function"#, r#"kill"#],
+    &[r#"function"#, r#"bogus"#],
+    &[r#"function"#, r#"delete"#],
+    &[r#"fcall"#, r#"err1"#, r#"0"#],
 ];
