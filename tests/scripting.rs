@@ -742,12 +742,27 @@ fn functions_survive_kill9_compaction_and_restart() {
         "-ERR Function not found\r\n"
     );
     assert_eq!(call(&mut conn, &["FCALL", "bump", "1", "n", "1"]), ":7\r\n");
+    let dump = exchange(&mut conn, &[b"FUNCTION", b"DUMP"]);
     assert_eq!(call(&mut conn, &["FUNCTION", "FLUSH"]), "+OK\r\n");
     server.kill9();
-    let server = start_server(dir.path(), &args);
+    let mut server = start_server(dir.path(), &args);
     let mut conn = connect(server.port);
     assert_eq!(call(&mut conn, &["FUNCTION", "LIST"]), "*0\r\n");
     assert_eq!(call(&mut conn, &["GET", "n"]), "$1\r\n7\r\n");
+    // RESTORE is logged too.
+    let payload = bulk_of(&dump);
+    let restored = exchange(&mut conn, &[b"FUNCTION", b"RESTORE", &payload]);
+    assert_eq!(restored, b"+OK\r\n");
+    server.kill9();
+    let server = start_server(dir.path(), &args);
+    let mut conn = connect(server.port);
+    assert_eq!(call(&mut conn, &["FCALL", "bump", "1", "n", "1"]), ":8\r\n");
+}
+
+/// The data of a bulk string reply.
+fn bulk_of(reply: &[u8]) -> Vec<u8> {
+    let start = reply.windows(2).position(|w| w == b"\r\n").unwrap() + 2;
+    reply[start..reply.len() - 2].to_vec()
 }
 
 #[test]
@@ -773,6 +788,21 @@ fn redis_and_tessera_load_each_others_functions() {
         assert_eq!(
             call(&mut redis, &["FCALL", "bump", "1", "n", "1"]),
             ":4\r\n"
+        );
+        // FUNCTION DUMP payloads go both ways too.
+        let theirs = bulk_of(&exchange(&mut redis, &[b"FUNCTION", b"DUMP"]));
+        let other = temp_dir();
+        let server = start_server(other.path(), &[]);
+        let mut ours = connect(server.port);
+        assert_eq!(
+            exchange(&mut ours, &[b"FUNCTION", b"RESTORE", &theirs]),
+            b"+OK\r\n"
+        );
+        assert_eq!(call(&mut ours, &["FCALL", "bump", "1", "m", "2"]), ":2\r\n");
+        let mine = bulk_of(&exchange(&mut ours, &[b"FUNCTION", b"DUMP"]));
+        assert_eq!(
+            exchange(&mut redis, &[b"FUNCTION", b"RESTORE", &mine, b"REPLACE"]),
+            b"+OK\r\n"
         );
         // Redis adds one in its own log, and compacts with its own base.
         call(

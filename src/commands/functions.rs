@@ -133,7 +133,8 @@ const FUNCTION_HELP: &[&str] = &[
 fn function(ctx: &mut Ctx, args: &Args) -> Action {
     let sub = lossy(args[1]).to_ascii_lowercase();
     let arity_ok = match sub.as_str() {
-        "help" | "kill" | "stats" => args.len() == 2,
+        "help" | "kill" | "stats" | "dump" => args.len() == 2,
+        "restore" => args.len() == 3 || args.len() == 4,
         "delete" => args.len() == 3,
         "load" => args.len() >= 3,
         "list" | "flush" => args.len() >= 2,
@@ -146,7 +147,7 @@ fn function(ctx: &mut Ctx, args: &Args) -> Action {
         wrong_arity(ctx, &format!("function|{sub}"));
         return Action::None;
     }
-    let writes = matches!(sub.as_str(), "load" | "delete" | "flush");
+    let writes = matches!(sub.as_str(), "load" | "delete" | "flush" | "restore");
     if writes && let Some(error) = &ctx.server.log_error {
         let message = format!("MISCONF Errors writing to the AOF file: {error}");
         ctx.out.error(&message);
@@ -161,6 +162,11 @@ fn function(ctx: &mut Ctx, args: &Args) -> Action {
         }
         "kill" => ctx.out.error("NOTBUSY No scripts in execution right now."),
         "stats" => stats(ctx),
+        "dump" => {
+            let codes = ctx.server.scripting.library_codes();
+            ctx.out.bulk(&crate::rdb::payload::encode_functions(&codes));
+        }
+        "restore" => restore(ctx, args),
         "list" => {
             list(ctx, &args[2..]);
         }
@@ -227,6 +233,39 @@ fn load(ctx: &mut Ctx, args: &Args) -> Action {
         Err(error) => ctx.out.error(&format!("ERR {error}")),
     }
     Action::None
+}
+
+/// FUNCTION RESTORE payload [FLUSH|APPEND|REPLACE].
+fn restore(ctx: &mut Ctx, args: &Args) {
+    use crate::scripting::functions::RestorePolicy;
+    let policy = match args.get(3) {
+        None => RestorePolicy::Append,
+        Some(p) if eq_ignore_case(p, "append") => RestorePolicy::Append,
+        Some(p) if eq_ignore_case(p, "replace") => RestorePolicy::Replace,
+        Some(p) if eq_ignore_case(p, "flush") => RestorePolicy::Flush,
+        Some(_) => {
+            ctx.out.error(
+                "ERR Wrong restore policy given, value should be either FLUSH, APPEND or REPLACE.",
+            );
+            return;
+        }
+    };
+    let codes = match crate::rdb::payload::decode_functions(args[2]) {
+        Ok(codes) => codes,
+        Err(error) => {
+            ctx.out.error(&format!("ERR {error}"));
+            return;
+        }
+    };
+    match ctx.server.scripting.restore_libraries(&codes, policy) {
+        Ok(()) => {
+            // Logged as given: the payload replays to the same libraries.
+            ctx.propagate(args);
+            ctx.client.reply_shows = ReplyShows::Writes;
+            ctx.out.ok();
+        }
+        Err(error) => ctx.out.error(&format!("ERR {error}")),
+    }
 }
 
 fn list(ctx: &mut Ctx, options: &Args) -> Action {

@@ -143,10 +143,36 @@ impl<W: Write> RdbWriter<W> {
             writer.write_aux(key, value)?;
         }
         for code in &options.functions {
-            writer.put(&[super::opcode::FUNCTION2])?;
-            writer.write_string(code)?;
+            writer.put_function(code)?;
         }
         Ok(writer)
+    }
+
+    /// A writer with no header (a DUMP payload's body).
+    pub(super) fn bare(output: W, options: &RdbWriterOptions) -> Self {
+        RdbWriter {
+            output,
+            staging: Vec::with_capacity(STAGING_BYTES),
+            digest: CRC64.digest(),
+            bytes_written: 0,
+            current_db: None,
+            compression: options.compression,
+            compressor: LzfCompressor::default(),
+            compressed: Vec::new(),
+            backoff: CompressionBackoff::default(),
+        }
+    }
+
+    /// A function library: the opcode and its code.
+    pub(super) fn put_function(&mut self, code: &[u8]) -> Result<(), RdbError> {
+        self.put(&[super::opcode::FUNCTION2])?;
+        self.write_string(code)
+    }
+
+    /// The output, with everything staged written to it (no EOF, no checksum).
+    pub(super) fn into_output(mut self) -> Result<W, RdbError> {
+        self.flush_staging()?;
+        Ok(self.output)
     }
 
     /// One aux field. Redis reads them anywhere in the file; Redis writes them first.

@@ -55,6 +55,9 @@ pub enum LibraryError {
     NoFunctions,
     #[error("Function {0} already exists")]
     FunctionExists(String),
+    /// FUNCTION RESTORE APPEND of a library that is there (Redis's text has no quotes).
+    #[error("Library {0} already exists")]
+    RestoredExists(String),
     /// Compiling or running the code failed; the message is Redis's whole text.
     #[error("{0}")]
     Code(String),
@@ -99,6 +102,17 @@ pub fn metadata(code: &[u8]) -> Result<String, LibraryError> {
         ));
     }
     Ok(name)
+}
+
+/// What FUNCTION RESTORE does with the libraries there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RestorePolicy {
+    /// Refuse if any library is there already (the default).
+    Append,
+    /// Replace the libraries of the same names.
+    Replace,
+    /// Drop every library first.
+    Flush,
 }
 
 /// Letters, digits and underscores, at least one.

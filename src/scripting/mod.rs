@@ -187,6 +187,43 @@ impl Scripting {
         Ok(name)
     }
 
+    /// FUNCTION RESTORE: all of the libraries or, on an error, none (the previous ones
+    /// are loaded again).
+    pub fn restore_libraries(
+        &mut self,
+        codes: &[bytes::Bytes],
+        policy: functions::RestorePolicy,
+    ) -> Result<(), functions::LibraryError> {
+        use functions::{LibraryError, RestorePolicy};
+        let saved = self.library_codes();
+        let mut apply = || -> Result<(), LibraryError> {
+            match policy {
+                RestorePolicy::Flush => self.flush_functions(),
+                RestorePolicy::Append => {
+                    for code in codes {
+                        let name = functions::metadata(code)?;
+                        if self.libraries.contains_key(&name) {
+                            return Err(LibraryError::RestoredExists(name));
+                        }
+                    }
+                }
+                RestorePolicy::Replace => {}
+            }
+            for code in codes {
+                self.load_library(code, policy == RestorePolicy::Replace, false)?;
+            }
+            Ok(())
+        };
+        let result = apply();
+        if result.is_err() {
+            self.flush_functions();
+            for code in &saved {
+                let _ = self.load_library(code, true, false);
+            }
+        }
+        result
+    }
+
     /// FUNCTION DELETE: whether there was such a library.
     pub fn delete_library(&mut self, name: &str) -> bool {
         let Some(library) = self.libraries.remove(name) else {

@@ -616,4 +616,10 @@ redis.register_function('err4', function(keys, args) return {keys[1], args[1], #
     &[r#"function"#, r#"bogus"#],
     &[r#"function"#, r#"delete"#],
     &[r#"fcall"#, r#"err1"#, r#"0"#],
+    &[r#"function"#, r#"flush"#],
+    &[r#"function"#, r#"dump"#],
+    &[r#"function"#, r#"restore"#, r#"abc"#],
+    &[r#"function"#, r#"restore"#, r#"abc"#, r#"bogus"#],
+    &[r#"function"#, r#"restore"#],
+    &[r#"function"#, r#"dump"#, r#"x"#],
 ];
