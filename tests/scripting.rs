@@ -835,3 +835,34 @@ fn redis_and_tessera_load_each_others_functions() {
     assert_eq!(call(&mut conn, &["FCALL", "three", "0"]), ":3\r\n");
     assert_eq!(call(&mut conn, &["FCALL", "four", "0"]), ":4\r\n");
 }
+
+#[test]
+fn a_busy_function_answers_busy_and_function_kill_stops_it() {
+    let dir = temp_dir();
+    let server = start_server(dir.path(), &["--busy-reply-threshold", "50"]);
+    let mut conn = connect(server.port);
+    call(
+        &mut conn,
+        &[
+            "FUNCTION",
+            "LOAD",
+            "#!lua name=spin\nredis.register_function('spin', function() while true do end end)",
+        ],
+    );
+    let running = std::thread::spawn(move || call(&mut conn, &["FCALL", "spin", "0"]));
+    let function_busy = "-BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.\r\n";
+    assert_eq!(wait_for_busy(server.port), function_busy);
+    let mut other = connect(server.port);
+    // SCRIPT KILL is for EVAL: Redis answers so.
+    assert_eq!(call(&mut other, &["SCRIPT", "KILL"]), function_busy);
+    assert_eq!(call(&mut other, &["FUNCTION", "KILL"]), "+OK\r\n");
+    let reply = running.join().unwrap();
+    assert_eq!(
+        reply,
+        "-ERR Script killed by user with SCRIPT KILL... script: spin, on @user_function:2.\r\n"
+    );
+    assert_eq!(
+        call(&mut other, &["FCALL_RO", "spin", "0"]),
+        "-ERR Can not execute a script with write flag using *_ro command.\r\n"
+    );
+}
