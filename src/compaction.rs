@@ -87,6 +87,8 @@ pub struct Settings {
     /// `rdbcompression`.
     pub compression: bool,
     pub pacing: crate::snapshot::Pacing,
+    /// The function libraries' code, as they are when the compaction starts.
+    pub functions: Vec<Bytes>,
 }
 
 /// A compaction in progress, as the event loop sees it.
@@ -124,6 +126,7 @@ impl Compaction {
             key_delay_us,
             compression,
             pacing,
+            functions,
         } = settings;
         let parts = parts.clamp(1, crate::keyspace::SLOT_COUNT);
         let incr_seq = manifest.last_incremental().map_or(1, |e| e.seq + 1);
@@ -182,6 +185,7 @@ impl Compaction {
                 options: RdbWriterOptions {
                     aof_base: true,
                     compression,
+                    functions,
                     ..RdbWriterOptions::default()
                 },
                 part_aux: (0..parts)

@@ -12,6 +12,13 @@
 //! MONITOR's feed of effects are the next, taking the same bytes, so that command
 //! handlers never know who listens. Replay at start-up runs with the stream disabled.
 
+/// Where a unit's records (an EXEC's queue, a script) start in the stream, to wrap them.
+#[derive(Clone, Copy, Debug)]
+pub struct Mark {
+    start: usize,
+    records: u64,
+}
+
 /// The effects of the writes run so far, in log form, not yet taken by their consumers.
 #[derive(Default)]
 pub struct Effects {
@@ -40,5 +47,34 @@ impl Effects {
         }
         crate::resp::encode_command(&mut self.buffer, args);
         self.records += 1;
+    }
+
+    /// Marks the start of a unit whose records must replay all or none (EXEC, a script).
+    pub fn mark(&self) -> Mark {
+        Mark {
+            start: self.buffer.len(),
+            records: self.records,
+        }
+    }
+
+    /// Drops the records since `mark` (a script stopped by SHUTDOWN NOSAVE: none of its
+    /// effects may reach the log).
+    pub fn discard_since(&mut self, mark: Mark) {
+        self.buffer.truncate(mark.start);
+        self.records = mark.records;
+        // A SELECT may have gone with them.
+        self.selected_db = None;
+    }
+
+    /// Wraps the records since `mark` in `MULTI … EXEC` when there is more than one, so
+    /// that replay applies them all or none (a file torn inside the block is cut at its
+    /// MULTI).
+    pub fn wrap_since(&mut self, mark: Mark) {
+        if self.records - mark.records > 1 {
+            let mut multi = Vec::new();
+            crate::resp::encode_command(&mut multi, &[b"MULTI" as &[u8]]);
+            self.buffer.splice(mark.start..mark.start, multi);
+            crate::resp::encode_command(&mut self.buffer, &[b"EXEC" as &[u8]]);
+        }
     }
 }

@@ -31,6 +31,7 @@ pub mod pubsub;
 pub mod rdb;
 pub mod recovery;
 pub mod resp;
+pub mod scripting;
 pub mod server;
 pub mod snapshot;
 pub mod stats;

@@ -303,7 +303,16 @@ pub fn is_local_peer(peer: &SocketAddr) -> bool {
 /// Redis 7.0's protected mode: on, and the default user has no password, then a peer that
 /// is not local is refused (with `DENIED`), whatever addresses the server listens on.
 pub fn protected_mode_denies(config: &Config, peer: &SocketAddr) -> bool {
-    config.protected_mode && config.requirepass.is_none() && !is_local_peer(peer)
+    protected_mode_denies_with(config.protected_mode, config.requirepass.is_some(), peer)
+}
+
+/// `protected_mode_denies` from the two settings it reads.
+pub fn protected_mode_denies_with(
+    protected_mode: bool,
+    password_set: bool,
+    peer: &SocketAddr,
+) -> bool {
+    protected_mode && !password_set && !is_local_peer(peer)
 }
 
 /// What one call of `Listeners::accept` produced.

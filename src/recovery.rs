@@ -30,6 +30,9 @@ pub enum LoadError {
     /// The log directory is refused as it is (`log::startup`).
     #[error(transparent)]
     Open(#[from] OpenError),
+    /// A function library of a snapshot could not be loaded.
+    #[error("a function library of the snapshot could not be loaded: {reason}")]
+    Function { reason: String },
     /// `dbfilename` or a base part can't be read, or is damaged.
     #[error(transparent)]
     Snapshot(#[from] SnapshotError),
@@ -104,6 +107,8 @@ pub enum LoadError {
 /// The dataset loaded at start-up, and the manifest in force (when the log is on).
 pub struct Loaded {
     pub keyspace: Keyspace,
+    /// The function libraries (their code): the server's engine loads them.
+    pub functions: Vec<bytes::Bytes>,
     pub manifest: Option<Manifest>,
     pub keys: u64,
     pub seconds: f64,
@@ -122,9 +127,10 @@ pub fn load_dataset(
         // With the log off, the dataset is the last snapshot, as in Redis.
         let path = config.dir.join(&config.dbfilename);
         let mut keys = 0;
+        let mut functions = Vec::new();
         if let Ok(size) = storage.len(&path) {
             progress.total_bytes.store(size, Ordering::Relaxed);
-            keys = crate::snapshot::load(&*storage, &mut keyspace, &path)?;
+            (keys, functions) = crate::snapshot::load(&*storage, &mut keyspace, &path)?;
             progress.loaded_bytes.store(size, Ordering::Relaxed);
             let seconds = started.elapsed().as_secs_f64();
             tracing::info!(
@@ -135,6 +141,7 @@ pub fn load_dataset(
         }
         return Ok(Loaded {
             keyspace,
+            functions,
             manifest: None,
             keys,
             seconds: started.elapsed().as_secs_f64(),
@@ -155,6 +162,7 @@ pub fn load_dataset(
     let mut engine = Engine::new(config.clone(), String::new(), storage.clone());
     engine.keyspace = keyspace;
     let report = replay_log(&*storage, &paths, &manifest, &mut engine, progress)?;
+    let functions = engine.state.scripting.library_codes();
     let keyspace = engine.keyspace;
     let keys = keyspace.total_keys();
     tracing::info!(
@@ -166,6 +174,7 @@ pub fn load_dataset(
     Ok(Loaded {
         keys: keyspace.total_keys() as u64,
         keyspace,
+        functions,
         manifest: Some(manifest),
         seconds: started.elapsed().as_secs_f64(),
     })
@@ -205,7 +214,18 @@ pub fn replay_log(
     let bases: Vec<_> = manifest.base().collect();
     if !bases.is_empty() {
         let delay = engine.state.config.key_load_delay_us;
-        let (keys, bytes) = load_base_parts(storage, paths, &bases, &mut engine.keyspace, delay)?;
+        let (keys, bytes, functions) =
+            load_base_parts(storage, paths, &bases, &mut engine.keyspace, delay)?;
+        // The base's libraries first: the records after it may replace or delete them.
+        for code in functions {
+            engine
+                .state
+                .scripting
+                .load_library(&code, true, false)
+                .map_err(|error| LoadError::Function {
+                    reason: error.to_string(),
+                })?;
+        }
         report.files += bases.len();
         report.bytes += bytes;
         report.records += keys;
@@ -461,6 +481,7 @@ struct LoadedPart {
     dbs: Vec<crate::keyspace::Db>,
     keys: u64,
     bytes: u64,
+    functions: Vec<bytes::Bytes>,
     seconds: f64,
 }
 
@@ -474,7 +495,7 @@ fn load_base_parts(
     bases: &[&crate::log::manifest::ManifestEntry],
     keyspace: &mut Keyspace,
     key_delay_us: u64,
-) -> Result<(u64, u64), LoadError> {
+) -> Result<(u64, u64, Vec<bytes::Bytes>), LoadError> {
     let databases = keyspace.dbs.len();
     let parts: Vec<Result<LoadedPart, LoadError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = bases
@@ -490,13 +511,16 @@ fn load_base_parts(
             .collect()
     });
     let (mut keys, mut bytes) = (0u64, 0u64);
+    let mut functions = Vec::new();
     for (base, part) in bases.iter().zip(parts) {
         let LoadedPart {
             dbs,
             keys: part_keys,
             bytes: part_bytes,
+            functions: part_functions,
             seconds,
         } = part?;
+        functions.extend(part_functions);
         tracing::info!(
             "loaded {}: {}",
             base.name,
@@ -508,7 +532,7 @@ fn load_base_parts(
             target.absorb(db);
         }
     }
-    Ok((keys, bytes))
+    Ok((keys, bytes, functions))
 }
 
 fn load_base_part(
@@ -524,12 +548,12 @@ fn load_base_part(
         });
     }
     let expired = crate::snapshot::ExpiredKeys::Keep;
-    let (dbs, keys, bytes) =
-        crate::snapshot::read_into_dbs(storage, path, databases, key_delay_us, expired)?;
+    let read = crate::snapshot::read_into_dbs(storage, path, databases, key_delay_us, expired)?;
     Ok(LoadedPart {
-        dbs,
-        keys,
-        bytes,
+        dbs: read.dbs,
+        keys: read.keys,
+        bytes: read.bytes,
+        functions: read.functions,
         seconds: started.elapsed().as_secs_f64(),
     })
 }

@@ -90,16 +90,18 @@ pub fn save(
     file_name: &str,
     compression: bool,
     incremental_fsync: bool,
+    functions: &[bytes::Bytes],
 ) -> Result<u64, SnapshotError> {
     let temp = dir.join(format!("temp-{}.rdb", std::process::id()));
     let pacing = Pacing {
         incremental_fsync,
         rate: None,
     };
-    let result = write_rdb(storage, keyspace, &temp, compression, &pacing).and_then(|size| {
-        install_file(storage, &temp, dir, file_name)?;
-        Ok(size)
-    });
+    let result =
+        write_rdb(storage, keyspace, &temp, compression, functions, &pacing).and_then(|size| {
+            install_file(storage, &temp, dir, file_name)?;
+            Ok(size)
+        });
     if result.is_err() {
         let _ = storage.remove_file(&temp);
     }
@@ -190,11 +192,13 @@ fn write_rdb(
     keyspace: &Keyspace,
     path: &Path,
     compression: bool,
+    functions: &[bytes::Bytes],
     pacing: &Pacing,
 ) -> Result<u64, SnapshotError> {
     let describe = write_error(path);
     let options = RdbWriterOptions {
         compression,
+        functions: functions.to_vec(),
         ..RdbWriterOptions::default()
     };
     let mut writer = create_part(storage, path, &options, pacing)?;
@@ -234,20 +238,46 @@ pub enum ExpiredKeys {
 /// Reads the keys of an RDB file into databases of its own (keys already expired are
 /// dropped or kept as `expired` says). Returns them, the keys kept and the bytes read.
 /// `key_delay_us` is `key-load-delay` (tests only).
+/// What one RDB file held: its databases, keys loaded, bytes read, and function
+/// libraries (their code).
+pub struct ReadFile {
+    pub dbs: Vec<Db>,
+    pub keys: u64,
+    pub bytes: u64,
+    pub functions: Vec<bytes::Bytes>,
+}
+
+/// Collects the keys of an RDB file into databases, and its function libraries.
+struct FileVisitor<F> {
+    entries: F,
+    functions: Vec<bytes::Bytes>,
+}
+
+impl<F: FnMut(u32, Entry) -> Result<(), Refusal>> crate::rdb::RdbVisitor for FileVisitor<F> {
+    fn entry(&mut self, db: u32, entry: Entry) -> Result<(), Refusal> {
+        (self.entries)(db, entry)
+    }
+
+    fn function(&mut self, code: bytes::Bytes) -> Result<(), Refusal> {
+        self.functions.push(code);
+        Ok(())
+    }
+}
+
 pub fn read_into_dbs(
     storage: &dyn Storage,
     path: &Path,
     databases: usize,
     key_delay_us: u64,
     expired: ExpiredKeys,
-) -> Result<(Vec<Db>, u64, u64), SnapshotError> {
+) -> Result<ReadFile, SnapshotError> {
     let file = storage
         .open_read(path)
         .map_err(io_error(FileAction::Open, path))?;
     let now_ms = crate::clock::unix_ms();
     let mut dbs: Vec<Db> = (0..databases).map(|_| Db::default()).collect();
     let mut keys = 0u64;
-    let mut visitor = |db: u32, entry: Entry| {
+    let entries = |db: u32, entry: Entry| {
         let Some(target) = dbs.get_mut(db as usize) else {
             return Err(Refusal::DatabaseOutOfRange { db, databases });
         };
@@ -260,26 +290,37 @@ pub fn read_into_dbs(
         }
         Ok(())
     };
+    let mut visitor = FileVisitor {
+        entries,
+        functions: Vec::new(),
+    };
     let reader = std::io::BufReader::with_capacity(1 << 20, StorageReader::new(file));
     let summary =
         crate::rdb::load(reader, &mut visitor).map_err(|source| SnapshotError::BadFile {
             path: path.to_path_buf(),
             source,
         })?;
-    Ok((dbs, keys, summary.bytes))
+    let functions = visitor.functions;
+    Ok(ReadFile {
+        dbs,
+        keys,
+        bytes: summary.bytes,
+        functions,
+    })
 }
 
-/// Loads an RDB file into `keyspace` (start-up with the log off); returns the keys loaded.
+/// Loads an RDB file into `keyspace` (start-up with the log off); returns the keys loaded
+/// and the file's function libraries.
 pub fn load(
     storage: &dyn Storage,
     keyspace: &mut Keyspace,
     path: &Path,
-) -> Result<u64, SnapshotError> {
-    let (dbs, keys, _) = read_into_dbs(storage, path, keyspace.dbs.len(), 0, ExpiredKeys::Drop)?;
-    for (target, db) in keyspace.dbs.iter_mut().zip(dbs) {
+) -> Result<(u64, Vec<bytes::Bytes>), SnapshotError> {
+    let read = read_into_dbs(storage, path, keyspace.dbs.len(), 0, ExpiredKeys::Drop)?;
+    for (target, db) in keyspace.dbs.iter_mut().zip(read.dbs) {
         target.absorb(db);
     }
-    Ok(keys)
+    Ok((read.keys, read.functions))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -636,6 +677,10 @@ fn run_job<E: From<SnapshotError>>(
             .map(|(part, (path, hints))| {
                 let shared = &shared;
                 let mut options = spec.options.clone();
+                if part > 0 {
+                    // The libraries go into the first part only (Redis loads them once).
+                    options.functions.clear();
+                }
                 if let Some(aux) = spec.part_aux.get(part) {
                     options.extra_aux.extend(aux.iter().cloned());
                 }

@@ -1,7 +1,9 @@
 //! Differential test: one seeded random stream of commands goes to Tessera and to a real
 //! redis-server 7.0, and every reply must be identical (up to clock skew for TTLs and
 //! ordering for unordered replies); random picks (SPOP, SRANDMEMBER, HRANDFIELD,
-//! ZRANDMEMBER) are checked against the key instead (`differential/picks.rs`).
+//! ZRANDMEMBER) are checked against the key instead (`differential/picks.rs`); scripts
+//! (EVAL, EVALSHA, EVAL_RO over the same keys) are one more family
+//! (`differential/scripting.rs`).
 //!
 //! Seeds come from `TESSERA_DIFF_SEEDS` (comma-separated) and the number of commands per
 //! seed from `TESSERA_DIFF_OPS`. A failure names the seed and the op index, so
@@ -34,6 +36,8 @@ mod lists;
 mod picks;
 #[path = "differential/pubsub.rs"]
 mod pubsub;
+#[path = "differential/scripting.rs"]
+mod scripting;
 #[path = "differential/sets.rs"]
 mod sets;
 #[path = "differential/transactions.rs"]
@@ -319,6 +323,9 @@ impl Gen {
         }
         if self.chance(0.02) {
             return self.pubsub_step();
+        }
+        if self.chance(0.04) {
+            return self.scripting_step();
         }
         match self.rng.random_range(0..100) {
             0..12 => self.list_step(),

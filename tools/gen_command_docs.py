@@ -67,6 +67,8 @@ SUBCOMMANDS = {
     "object": ["encoding", "freq", "idletime", "refcount", "help"],
     "command": ["count", "info", "docs", "list", "help"],
     "pubsub": ["channels", "numpat", "numsub", "shardchannels", "shardnumsub", "help"],
+    "script": ["load", "exists", "flush", "kill", "help"],
+    "function": ["load", "delete", "list", "flush", "stats", "kill", "help"],
 }
 
 # Entries Redis 7.0 does not have, in the shape Redis replies with. CLIENT SETINFO came in

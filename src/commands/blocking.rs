@@ -23,7 +23,7 @@ pub fn commands() -> Vec<super::CommandSpec> {
         command!(
             "blpop",
             -3,
-            WRITE | BLOCKING,
+            WRITE | BLOCKING | NO_SCRIPT,
             (1, -2, 1),
             "list",
             "Remove and get the first element in a list, or block until one is available",
@@ -32,7 +32,7 @@ pub fn commands() -> Vec<super::CommandSpec> {
         command!(
             "brpop",
             -3,
-            WRITE | BLOCKING,
+            WRITE | BLOCKING | NO_SCRIPT,
             (1, -2, 1),
             "list",
             "Remove and get the last element in a list, or block until one is available",
@@ -41,7 +41,7 @@ pub fn commands() -> Vec<super::CommandSpec> {
         command!(
             "blmove",
             6,
-            WRITE | DENYOOM | BLOCKING,
+            WRITE | DENYOOM | BLOCKING | NO_SCRIPT,
             (1, 2, 1),
             "list",
             "Pop an element from a list, push it to another list and return it; or block until one is available",
@@ -50,7 +50,7 @@ pub fn commands() -> Vec<super::CommandSpec> {
         command!(
             "brpoplpush",
             4,
-            WRITE | DENYOOM | BLOCKING,
+            WRITE | DENYOOM | BLOCKING | NO_SCRIPT,
             (1, 2, 1),
             "list",
             "Pop an element from a list, push it to another list and return it; or block until one is available",
@@ -68,7 +68,7 @@ pub fn commands() -> Vec<super::CommandSpec> {
         command!(
             "bzpopmin",
             -3,
-            WRITE | FAST | BLOCKING,
+            WRITE | FAST | BLOCKING | NO_SCRIPT,
             (1, -2, 1),
             "sorted_set",
             "Remove and return the member with the lowest score from one or more sorted sets, or block until one is available",
@@ -77,7 +77,7 @@ pub fn commands() -> Vec<super::CommandSpec> {
         command!(
             "bzpopmax",
             -3,
-            WRITE | FAST | BLOCKING,
+            WRITE | FAST | BLOCKING | NO_SCRIPT,
             (1, -2, 1),
             "sorted_set",
             "Remove and return the member with the highest score from one or more sorted sets, or block until one is available",

@@ -34,7 +34,7 @@ pub fn commands() -> Vec<CommandSpec> {
         command!(
             "quit",
             -1,
-            NO_AUTH | LOADING | STALE | FAST,
+            NO_AUTH | LOADING | STALE | FAST | NO_SCRIPT,
             (0, 0, 0),
             "connection",
             "Closes the connection.",
@@ -43,7 +43,7 @@ pub fn commands() -> Vec<CommandSpec> {
         command!(
             "reset",
             1,
-            NO_AUTH | LOADING | STALE | FAST,
+            NO_AUTH | NO_SCRIPT | LOADING | STALE | FAST,
             (0, 0, 0),
             "connection",
             "Reset the connection",
@@ -52,7 +52,7 @@ pub fn commands() -> Vec<CommandSpec> {
         command!(
             "hello",
             -1,
-            NO_AUTH | LOADING | STALE | FAST,
+            NO_AUTH | LOADING | STALE | FAST | NO_SCRIPT,
             (0, 0, 0),
             "connection",
             "Handshakes with the Redis server.",
@@ -61,7 +61,7 @@ pub fn commands() -> Vec<CommandSpec> {
         command!(
             "auth",
             -2,
-            NO_AUTH | LOADING | STALE | FAST,
+            NO_AUTH | LOADING | STALE | FAST | NO_SCRIPT,
             (0, 0, 0),
             "connection",
             "Authenticates the connection.",

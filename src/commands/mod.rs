@@ -12,12 +12,14 @@
 
 pub mod blocking;
 mod connection;
+mod functions;
 mod hashes;
 mod keys;
 mod lists;
 mod object;
 mod picks;
 mod pubsub;
+mod scripting;
 mod server;
 mod sets;
 mod state;
@@ -54,8 +56,10 @@ pub mod flags {
     pub const NO_MULTI: u32 = 1 << 9;
     /// May block the client (BLPOP…).
     pub const BLOCKING: u32 = 1 << 10;
+    /// Not allowed from scripts (`redis.call`): MULTI, EVAL, blocking pops…
+    pub const NO_SCRIPT: u32 = 1 << 11;
     /// A pub/sub command (COMMAND INFO's `pubsub`).
-    pub const PUBSUB: u32 = 1 << 16;
+    pub const PUBSUB: u32 = 1 << 12;
 
     pub const NAMES: &[(u32, &str)] = &[
         (WRITE, "write"),
@@ -69,6 +73,7 @@ pub mod flags {
         (MOVABLEKEYS, "movablekeys"),
         (NO_MULTI, "no_multi"),
         (BLOCKING, "blocking"),
+        (NO_SCRIPT, "noscript"),
         (PUBSUB, "pubsub"),
     ];
 }
@@ -97,6 +102,8 @@ pub enum Action {
     StartJob(Job),
     /// A blocking command found nothing: park the client (no reply written).
     Block(blocking::Blocked),
+    /// EVAL and its kin: the engine runs the script now (`crate::scripting::run`).
+    RunScript(Box<crate::scripting::run::ScriptCall>),
 }
 
 /// The classes of client Tessera has (CLIENT LIST TYPE; Redis's `getClientType`): a
@@ -608,6 +615,8 @@ pub fn table() -> Vec<CommandSpec> {
     all.extend(object::commands());
     all.extend(blocking::commands());
     all.extend(pubsub::commands());
+    all.extend(scripting::commands());
+    all.extend(functions::commands());
     all
 }
 

@@ -17,7 +17,7 @@ pub fn commands() -> Vec<CommandSpec> {
         command!(
             "subscribe",
             -2,
-            PUBSUB | LOADING | STALE,
+            PUBSUB | NO_SCRIPT | LOADING | STALE,
             (0, 0, 0),
             "pubsub",
             "Listen for messages published to the given channels",
@@ -26,7 +26,7 @@ pub fn commands() -> Vec<CommandSpec> {
         command!(
             "unsubscribe",
             -1,
-            PUBSUB | LOADING | STALE,
+            PUBSUB | NO_SCRIPT | LOADING | STALE,
             (0, 0, 0),
             "pubsub",
             "Stop listening for messages posted to the given channels",
@@ -35,7 +35,7 @@ pub fn commands() -> Vec<CommandSpec> {
         command!(
             "psubscribe",
             -2,
-            PUBSUB | LOADING | STALE,
+            PUBSUB | NO_SCRIPT | LOADING | STALE,
             (0, 0, 0),
             "pubsub",
             "Listen for messages published to channels matching the given patterns",
@@ -44,7 +44,7 @@ pub fn commands() -> Vec<CommandSpec> {
         command!(
             "punsubscribe",
             -1,
-            PUBSUB | LOADING | STALE,
+            PUBSUB | NO_SCRIPT | LOADING | STALE,
             (0, 0, 0),
             "pubsub",
             "Stop listening for messages posted to channels matching the given patterns",
@@ -53,7 +53,7 @@ pub fn commands() -> Vec<CommandSpec> {
         command!(
             "ssubscribe",
             -2,
-            PUBSUB | LOADING | STALE,
+            PUBSUB | NO_SCRIPT | LOADING | STALE,
             (1, -1, 1),
             "pubsub",
             "Listen for messages published to the given shard channels",
@@ -62,7 +62,7 @@ pub fn commands() -> Vec<CommandSpec> {
         command!(
             "sunsubscribe",
             -1,
-            PUBSUB | LOADING | STALE,
+            PUBSUB | NO_SCRIPT | LOADING | STALE,
             (1, -1, 1),
             "pubsub",
             "Stop listening for messages posted to the given shard channels",

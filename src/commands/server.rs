@@ -62,7 +62,7 @@ pub fn commands() -> Vec<CommandSpec> {
         command!(
             "shutdown",
             -1,
-            ADMIN | LOADING | STALE | NO_MULTI,
+            ADMIN | LOADING | STALE | NO_MULTI | NO_SCRIPT,
             (0, 0, 0),
             "server",
             "Synchronously saves the database(s) to disk and shuts down the Redis server.",
@@ -71,7 +71,7 @@ pub fn commands() -> Vec<CommandSpec> {
         command!(
             "save",
             1,
-            ADMIN | NO_MULTI,
+            ADMIN | NO_MULTI | NO_SCRIPT,
             (0, 0, 0),
             "server",
             "Synchronously saves the database(s) to disk.",
@@ -80,7 +80,7 @@ pub fn commands() -> Vec<CommandSpec> {
         command!(
             "bgrewriteaof",
             1,
-            ADMIN,
+            ADMIN | NO_SCRIPT,
             (0, 0, 0),
             "server",
             "Asynchronously rewrites the append-only file to disk.",
@@ -89,7 +89,7 @@ pub fn commands() -> Vec<CommandSpec> {
         command!(
             "bgsave",
             -1,
-            ADMIN,
+            ADMIN | NO_SCRIPT,
             (0, 0, 0),
             "server",
             "Asynchronously saves the database(s) to disk.",
@@ -165,6 +165,7 @@ fn save(ctx: &mut Ctx, _args: &Args) -> Action {
         &config.dbfilename,
         compression,
         config.rdb_save_incremental_fsync,
+        &ctx.server.scripting.library_codes(),
     ) {
         Ok(size) => {
             tracing::info!("DB saved on disk ({size} bytes)");

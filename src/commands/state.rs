@@ -74,6 +74,8 @@ pub struct ServerState {
     pub blocked: blocking::BlockedKeys,
     /// Who is subscribed to which channels and patterns.
     pub pubsub: crate::pubsub::PubSub,
+    /// The Lua interpreter and the script cache.
+    pub scripting: crate::scripting::Scripting,
 }
 
 impl ServerState {
@@ -104,6 +106,7 @@ impl ServerState {
             watches: transactions::Watches::default(),
             blocked: blocking::BlockedKeys::default(),
             pubsub: crate::pubsub::PubSub::default(),
+            scripting: crate::scripting::Scripting::new(),
             config,
         }
     }

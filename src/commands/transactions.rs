@@ -23,7 +23,7 @@ pub fn commands() -> Vec<super::CommandSpec> {
         command!(
             "multi",
             1,
-            FAST | LOADING | STALE,
+            FAST | LOADING | STALE | NO_SCRIPT,
             (0, 0, 0),
             "transactions",
             "Start a transaction block",
@@ -32,7 +32,7 @@ pub fn commands() -> Vec<super::CommandSpec> {
         command!(
             "exec",
             1,
-            LOADING | STALE,
+            LOADING | STALE | NO_SCRIPT,
             (0, 0, 0),
             "transactions",
             "Execute all commands issued after MULTI",
@@ -41,7 +41,7 @@ pub fn commands() -> Vec<super::CommandSpec> {
         command!(
             "discard",
             1,
-            FAST | LOADING | STALE,
+            FAST | LOADING | STALE | NO_SCRIPT,
             (0, 0, 0),
             "transactions",
             "Discard all commands issued after MULTI",
@@ -50,7 +50,7 @@ pub fn commands() -> Vec<super::CommandSpec> {
         command!(
             "watch",
             -2,
-            FAST | LOADING | STALE,
+            FAST | LOADING | STALE | NO_SCRIPT,
             (1, -1, 1),
             "transactions",
             "Watch the given keys to determine execution of the MULTI/EXEC block",
@@ -59,7 +59,7 @@ pub fn commands() -> Vec<super::CommandSpec> {
         command!(
             "unwatch",
             1,
-            FAST | LOADING | STALE,
+            FAST | LOADING | STALE | NO_SCRIPT,
             (0, 0, 0),
             "transactions",
             "Forget about all watched keys",

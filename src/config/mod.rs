@@ -89,6 +89,9 @@ pub struct Config {
     pub rdbcompression: bool,
     /// `notify-keyspace-events`: which keyspace notifications are published.
     pub notify_keyspace_events: crate::notify::KeyspaceEvents,
+    /// `busy-reply-threshold` (alias `lua-time-limit`): milliseconds a script runs before
+    /// other clients are answered -BUSY and SCRIPT KILL can stop it; 0: never.
+    pub busy_reply_threshold_ms: u64,
 }
 
 impl Config {
@@ -260,6 +263,7 @@ impl Default for Config {
             save_points_explicit: false,
             rdb_key_save_delay_us: 0,
             key_load_delay_us: 0,
+            busy_reply_threshold_ms: 5000,
             rdbcompression: true,
             notify_keyspace_events: crate::notify::KeyspaceEvents::default(),
         }
@@ -512,6 +516,18 @@ pub static DIRECTIVES: &[Directive] = &[
             return Err(ValueError::RdbPreambleRequired);
         }
     }),
+    directive!(
+        "busy-reply-threshold",
+        true,
+        |c| c.busy_reply_threshold_ms.to_string(),
+        |c, a| c.busy_reply_threshold_ms = parse_int_in(a, 0, i64::MAX)? as u64
+    ),
+    directive!(
+        "lua-time-limit",
+        true,
+        |c| c.busy_reply_threshold_ms.to_string(),
+        |c, a| c.busy_reply_threshold_ms = parse_int_in(a, 0, i64::MAX)? as u64
+    ),
     directive!(
         "key-load-delay",
         true,

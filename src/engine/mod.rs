@@ -9,9 +9,9 @@
 //! a job, close, shut down — comes back as an `Outcome`.
 //!
 //! Who calls says so with a `Mode`: a client's request, a blocked client's command run
-//! again for a key that became ready, or the start-up replay of the log. Scripts'
-//! `redis.call` and a replica's stream of writes will be two more modes of the same
-//! call. Every write's effects go to the effects stream (`crate::effects`) from here,
+//! again for a key that became ready, a script's `redis.call` (`crate::scripting`), or
+//! the start-up replay of the log. A replica's stream of writes will be one more mode of
+//! the same call. Every write's effects go to the effects stream (`crate::effects`) from here,
 //! whoever called.
 //!
 //! The engine owns the dataset (`Keyspace`), the state commands see (`ServerState`) and
@@ -79,6 +79,10 @@ pub enum Mode {
     /// The start-up replay of the log: only the command's existence and arity are
     /// checked; nothing expires, nothing is logged, the reply is discarded.
     Replay,
+    /// A script's `redis.call` / `redis.pcall`: refused with Redis's script texts
+    /// (commands flagged `noscript`, writes in a read-only script), never blocks, and runs
+    /// at the script's clock.
+    Script(crate::scripting::run::ScriptMode),
 }
 
 /// What the caller must do once the engine is done (the reply, if any, is written).
@@ -115,6 +119,14 @@ pub enum Refusal {
     /// A RESP2 subscriber sent a command other than the subscription commands, PING, QUIT
     /// and RESET (`pubsub::Context`); the command's full name (`config|get`).
     SubscribedContext(String),
+    /// From a script: no such command.
+    ScriptUnknownCommand,
+    /// From a script: the wrong number of arguments.
+    ScriptWrongArity,
+    /// From a script: a command scripts may not run (`noscript`).
+    NotFromScript,
+    /// From a read-only script (EVAL_RO, `no-writes`): a write command.
+    WriteInReadOnlyScript,
 }
 
 impl fmt::Display for Refusal {
@@ -139,6 +151,18 @@ impl fmt::Display for Refusal {
                 f,
                 "ERR Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
             ),
+            Refusal::ScriptUnknownCommand => {
+                f.write_str("ERR Unknown Redis command called from script")
+            }
+            Refusal::ScriptWrongArity => {
+                f.write_str("ERR Wrong number of args calling Redis command from script")
+            }
+            Refusal::NotFromScript => {
+                f.write_str("ERR This Redis command is not allowed from script")
+            }
+            Refusal::WriteInReadOnlyScript => {
+                f.write_str("ERR Write commands are not allowed from read-only scripts.")
+            }
         }
     }
 }
@@ -165,6 +189,15 @@ pub trait Host {
     /// (never the calling session's: the engine writes its copy into its reply). A client
     /// that is gone, or over its output limit, gets nothing.
     fn deliver(&mut self, id: u64, message: &crate::pubsub::Message<'_>);
+
+    /// A script has run past `busy-reply-threshold`: answer the other clients now (-BUSY;
+    /// SCRIPT KILL, FUNCTION KILL, SHUTDOWN NOSAVE) and say what they asked of the script.
+    fn serve_while_busy(
+        &mut self,
+        _busy: &crate::scripting::busy::Busy,
+    ) -> crate::scripting::busy::BusyRequest {
+        crate::scripting::busy::BusyRequest::Continue
+    }
 }
 
 /// The host of a replay: no sessions.
@@ -210,15 +243,19 @@ impl Engine {
         let spec = match self.registry.get(argv[0]) {
             Some(spec) => spec,
             None => {
-                let refusal = Refusal::UnknownCommand(crate::commands::unknown_command_error(argv));
+                let refusal = match mode {
+                    Mode::Script(_) => Refusal::ScriptUnknownCommand,
+                    _ => Refusal::UnknownCommand(crate::commands::unknown_command_error(argv)),
+                };
                 return self.refuse(session, reply, refusal);
             }
         };
-        let refusal = match mode {
+        let refusal = match &mode {
             Mode::Replay => (!spec.arity_ok(argv.len())).then_some(Refusal::WrongArity(spec.name)),
             Mode::Client | Mode::Exec | Mode::ServeBlocked(_) => {
                 self.refusal(session, spec, argv, &mode)
             }
+            Mode::Script(script) => self.script_refusal(spec, argv, script),
         };
         if let Some(refusal) = refusal {
             return self.refuse(session, reply, refusal);
@@ -233,8 +270,9 @@ impl Engine {
                 Err(refusal) => self.refuse(session, reply, refusal),
             };
         }
+        let in_exec = mode == Mode::Exec;
         let action = self.run(session, reply, spec, request, mode, host);
-        self.after(session, reply, action, host)
+        self.after(session, reply, action, host, in_exec)
     }
 
     /// Runs the handler of `spec` in a context built here (the only place one is built).
@@ -248,10 +286,14 @@ impl Engine {
         host: &mut dyn Host,
     ) -> Action {
         let replay = mode == Mode::Replay;
+        let now_ms = match &mode {
+            Mode::Script(script) => script.now_ms,
+            _ => crate::clock::unix_ms(),
+        };
         let block_mode = match mode {
             Mode::Client => BlockMode::Normal,
             Mode::ServeBlocked(key) => BlockMode::Serving(key),
-            Mode::Exec | Mode::Replay => BlockMode::Never,
+            Mode::Exec | Mode::Replay | Mode::Script(_) => BlockMode::Never,
         };
         let mut ctx = Ctx {
             keyspace: &mut self.keyspace,
@@ -259,7 +301,7 @@ impl Engine {
             client: session,
             server: &mut self.state,
             effects: &mut self.effects,
-            now_ms: crate::clock::unix_ms(),
+            now_ms,
             loading: replay,
             block_mode,
             big_arguments: request.big_arguments,
@@ -287,18 +329,29 @@ impl Engine {
     }
 
     /// Acts on what a handler asked that the engine can do itself; hands the rest back.
+    /// `in_exec`: the command was part of an EXEC's queue.
     fn after(
         &mut self,
         session: &mut SessionState,
         reply: &mut Vec<u8>,
         action: Action,
         host: &mut dyn Host,
+        in_exec: bool,
     ) -> Outcome {
         match action {
             Action::None => Outcome::Done,
             Action::Exec(queued) => {
                 transaction::exec(self, session, reply, queued, host);
                 Outcome::Done
+            }
+            Action::RunScript(call) => {
+                // Inside EXEC the script's records are already inside EXEC's own block.
+                match crate::scripting::run::run(self, session, reply, *call, !in_exec, host) {
+                    crate::scripting::run::ScriptEnd::Done => Outcome::Done,
+                    crate::scripting::run::ScriptEnd::ShutdownNoSave => {
+                        Outcome::Shutdown(ShutdownSave::NoSave)
+                    }
+                }
             }
             Action::ClientList {
                 only_self,
@@ -347,8 +400,9 @@ impl Engine {
             Some(Refusal::WrongArity(spec.name))
         } else if self.auth_required(session) && !spec.has(flags::NO_AUTH) {
             Some(Refusal::NoAuth)
-        } else if spec.has(flags::WRITE)
-            && let Some(error) = &self.state.log_error
+        } else if let Some(error) = &self.state.log_error
+            && (spec.has(flags::WRITE)
+                || crate::scripting::declares_writes(&self.state.scripting, spec, argv))
         {
             Some(Refusal::LogFailing(error.clone()))
         } else if session.multi.is_some() && spec.has(flags::NO_MULTI) {
@@ -357,6 +411,33 @@ impl Engine {
             && !crate::pubsub::Context::of(session.resp3, &session.subscriptions).allows(spec.name)
         {
             Some(Refusal::SubscribedContext(full_name(spec, argv)))
+        } else if self.state.persistence.loading.is_some() && !spec.has(flags::LOADING) {
+            Some(Refusal::Loading)
+        } else {
+            None
+        }
+    }
+
+    /// Why a script's command may not run (Redis's `scriptCall` checks, in its order).
+    fn script_refusal(
+        &self,
+        spec: &CommandSpec,
+        argv: &[&[u8]],
+        script: &crate::scripting::run::ScriptMode,
+    ) -> Option<Refusal> {
+        let writes = spec.has(flags::WRITE);
+        if !spec.arity_ok(argv.len()) {
+            Some(Refusal::ScriptWrongArity)
+        } else if spec.has(flags::NO_SCRIPT) || crate::scripting::subcommand_not_allowed(spec, argv)
+        {
+            Some(Refusal::NotFromScript)
+        } else if script.read_only && writes {
+            Some(Refusal::WriteInReadOnlyScript)
+        } else if writes
+            && !script.wrote
+            && let Some(error) = &self.state.log_error
+        {
+            Some(Refusal::LogFailing(error.clone()))
         } else if self.state.persistence.loading.is_some() && !spec.has(flags::LOADING) {
             Some(Refusal::Loading)
         } else {

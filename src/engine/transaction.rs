@@ -55,8 +55,7 @@ pub(super) fn exec(
     queued: Vec<Vec<Vec<u8>>>,
     host: &mut dyn Host,
 ) {
-    let log_start = engine.effects.buffer.len();
-    let records_before = engine.effects.records;
+    let mark = engine.effects.mark();
     ReplyWriter::new(reply, session.resp3).array(queued.len());
     for command in &queued {
         let argv: SmallVec<[&[u8]; 8]> = command.iter().map(Vec::as_slice).collect();
@@ -69,10 +68,5 @@ pub(super) fn exec(
             "{outcome:?} inside EXEC"
         );
     }
-    if engine.effects.records - records_before > 1 {
-        let mut multi = Vec::new();
-        crate::resp::encode_command(&mut multi, &[b"MULTI" as &[u8]]);
-        engine.effects.buffer.splice(log_start..log_start, multi);
-        crate::resp::encode_command(&mut engine.effects.buffer, &[b"EXEC" as &[u8]]);
-    }
+    engine.effects.wrap_since(mark);
 }

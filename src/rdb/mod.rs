@@ -32,6 +32,7 @@
 //! intset bytes, constructors from them and iterators, and `values` does the rest.
 
 mod lzf;
+pub mod payload;
 mod reader;
 mod values;
 mod writer;

@@ -214,6 +214,21 @@ impl<R: Read> RdbReader<R> {
         self.version
     }
 
+    /// A reader of bytes with no header (a DUMP payload's body).
+    pub(super) fn bare(reader: R) -> Self {
+        RdbReader {
+            input: Input::new(reader),
+            version: super::RDB_VERSION,
+            db: 0,
+            item_offset: 0,
+            finished: false,
+        }
+    }
+
+    pub(super) fn read_opcode(&mut self) -> Result<u8, RdbError> {
+        self.input.read_u8()
+    }
+
     /// Bytes consumed so far.
     pub fn offset(&self) -> u64 {
         self.input.offset()

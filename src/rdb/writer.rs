@@ -70,6 +70,9 @@ pub struct RdbWriterOptions {
     pub compression: bool,
     /// Further aux fields, written after the standard ones.
     pub extra_aux: Vec<(Bytes, Bytes)>,
+    /// Function libraries (their code), written after the aux fields as Redis 7.0's
+    /// function opcode, as Redis writes them.
+    pub functions: Vec<Bytes>,
 }
 
 impl Default for RdbWriterOptions {
@@ -80,6 +83,7 @@ impl Default for RdbWriterOptions {
             aof_base: false,
             compression: true,
             extra_aux: Vec::new(),
+            functions: Vec::new(),
         }
     }
 }
@@ -142,11 +146,15 @@ impl<W: Write> RdbWriter<W> {
         for (key, value) in &options.extra_aux {
             writer.write_aux(key, value)?;
         }
+        for code in &options.functions {
+            writer.put_function(code)?;
+        }
         Ok(writer)
     }
 
-    /// A writer with nothing written yet: `new` adds the header, `encode_entry` none.
-    fn headless(output: W, compression: bool) -> Self {
+    /// A writer with nothing written yet: `new` adds the header; `encode_entry` and a
+    /// DUMP payload's body have none.
+    pub(super) fn headless(output: W, compression: bool) -> Self {
         RdbWriter {
             output,
             staging: Vec::with_capacity(STAGING_BYTES),
@@ -167,6 +175,18 @@ impl<W: Write> RdbWriter<W> {
             self.select_db(db, 0, 0)?;
         }
         self.put(record)
+    }
+
+    /// A function library: the opcode and its code.
+    pub(super) fn put_function(&mut self, code: &[u8]) -> Result<(), RdbError> {
+        self.put(&[super::opcode::FUNCTION2])?;
+        self.write_string(code)
+    }
+
+    /// The output, with everything staged written to it (no EOF, no checksum).
+    pub(super) fn into_output(mut self) -> Result<W, RdbError> {
+        self.flush_staging()?;
+        Ok(self.output)
     }
 
     /// One aux field. Redis reads them anywhere in the file; Redis writes them first.

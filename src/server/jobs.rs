@@ -176,6 +176,7 @@ impl Server {
                 key_delay_us: config.rdb_key_save_delay_us,
                 compression: config.rdbcompression,
                 pacing: self.jobs.pacing(config.aof_rewrite_incremental_fsync),
+                functions: engine.state.scripting.library_codes(),
             },
             notify,
         );
@@ -263,6 +264,7 @@ impl Server {
             part_paths: vec![temp],
             options: crate::rdb::RdbWriterOptions {
                 compression: config.rdbcompression,
+                functions: self.engine.state.scripting.library_codes(),
                 ..crate::rdb::RdbWriterOptions::default()
             },
             part_aux: Vec::new(),

@@ -14,6 +14,7 @@
 //! shutting down; nothing here knows a command.
 
 mod blocked;
+mod busy;
 mod cron;
 mod error;
 mod jobs;
@@ -203,6 +204,13 @@ impl Server {
             .map_err(|_| ServerError::LoadPanicked)?
             .map_err(ServerError::Load)?;
         self.engine.keyspace = loaded.keyspace;
+        // The libraries the loading engine built: loaded again into this engine's
+        // interpreter (they loaded once already, so this does not fail but for memory).
+        for code in &loaded.functions {
+            if let Err(error) = self.engine.state.scripting.load_library(code, true, false) {
+                tracing::warn!("a function library could not be loaded again: {error}");
+            }
+        }
         if let Some(manifest) = loaded.manifest {
             let paths = LogPaths::from_config(&self.engine.state.config);
             let writer = log::open_writer(
@@ -362,50 +370,20 @@ impl Server {
     }
 
     fn accept(&mut self, index: usize) {
-        loop {
-            let (mut stream, peer) = match self.listeners.accept(index) {
-                crate::net::Accepted::Connection(stream, peer) => (stream, peer),
-                crate::net::Accepted::Refused => {
-                    self.engine.state.stats.rejected_connections += 1;
-                    continue;
-                }
-                crate::net::Accepted::Done => return,
-            };
-            // Redis's order: the client limit, then protected mode; only admitted
-            // connections count in total_connections_received.
-            if self.clients.len() >= self.engine.state.config.clients_max {
-                crate::net::refuse(&mut stream, crate::net::MAX_CLIENTS_REACHED);
-                self.engine.state.stats.rejected_connections += 1;
-                continue;
-            }
-            if crate::net::protected_mode_denies(&self.engine.state.config, &peer) {
-                crate::net::refuse(&mut stream, crate::net::DENIED);
-                self.engine.state.stats.rejected_connections += 1;
-                continue;
-            }
-            self.engine.state.stats.total_connections_received += 1;
-            let _ = stream.set_nodelay(true);
-            let id = self.next_client_id;
-            self.next_client_id += 1;
-            let state = SessionState {
-                id,
-                authenticated: self.engine.state.config.requirepass.is_none(),
-                last_command: "NULL",
-                ..SessionState::default()
-            };
-            let token = self.clients.insert(Client::new(stream, peer, state));
-            let client = self.clients.get_mut(&token).expect("just inserted");
-            if let Err(e) = self.poll.registry().register(
-                &mut client.conn.stream,
-                Token(token),
-                Interest::READABLE | Interest::WRITABLE,
-            ) {
-                tracing::warn!("can't register a client: {e}");
-                self.clients.remove(&token);
-                continue;
-            }
-            self.engine.state.connected_clients = self.clients.len();
-        }
+        let config = &self.engine.state.config;
+        let rules = AdmissionRules {
+            clients_max: config.clients_max,
+            protected_mode: config.protected_mode,
+            password_set: config.requirepass.is_some(),
+        };
+        let mut admission = Admission {
+            listeners: &mut self.listeners,
+            registry: self.poll.registry(),
+            next_client_id: &mut self.next_client_id,
+        };
+        let counts = admission.admit(&mut self.clients, &rules, Some(index));
+        counts.add_to(&mut self.engine.state);
+        self.engine.state.connected_clients = self.clients.len();
     }
 
     /// Closes the clients of this turn whose unsent replies went over their limits,
@@ -626,6 +604,7 @@ impl Server {
                 &config.dbfilename,
                 config.rdbcompression,
                 config.rdb_save_incremental_fsync,
+                &self.engine.state.scripting.library_codes(),
             )
             .map_err(ServerError::FinalSnapshot)?;
         }
@@ -642,5 +621,104 @@ impl Server {
         }
         tracing::info!("Tessera is now ready to exit, bye bye...");
         Ok(())
+    }
+}
+
+/// What admitting a connection checks, copied out of the configuration (a busy script
+/// holds the engine while connections are admitted: `server::busy`).
+pub(super) struct AdmissionRules {
+    pub clients_max: usize,
+    pub protected_mode: bool,
+    pub password_set: bool,
+}
+
+/// The parts of the server that admitting a connection needs.
+pub(super) struct Admission<'a> {
+    pub listeners: &'a mut crate::net::Listeners,
+    pub registry: &'a mio::Registry,
+    pub next_client_id: &'a mut u64,
+}
+
+/// Connections admitted and refused, for INFO.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct AdmissionCounts {
+    pub received: u64,
+    pub rejected: u64,
+}
+
+impl AdmissionCounts {
+    fn add_to(self, state: &mut crate::commands::ServerState) {
+        state.stats.total_connections_received += self.received;
+        state.stats.rejected_connections += self.rejected;
+    }
+
+    fn add(&mut self, other: AdmissionCounts) {
+        self.received += other.received;
+        self.rejected += other.rejected;
+    }
+}
+
+impl Admission<'_> {
+    /// Accepts what waits on listener `index` (every listener if None) into `clients`.
+    fn admit(
+        &mut self,
+        clients: &mut Sessions,
+        rules: &AdmissionRules,
+        index: Option<usize>,
+    ) -> AdmissionCounts {
+        let mut counts = AdmissionCounts::default();
+        let indexes: Vec<usize> = match index {
+            Some(index) => vec![index],
+            None => (0..self.listeners.len()).collect(),
+        };
+        for index in indexes {
+            loop {
+                let (mut stream, peer) = match self.listeners.accept(index) {
+                    crate::net::Accepted::Connection(stream, peer) => (stream, peer),
+                    crate::net::Accepted::Refused => {
+                        counts.rejected += 1;
+                        continue;
+                    }
+                    crate::net::Accepted::Done => break,
+                };
+                // Redis's order: the client limit, then protected mode; only admitted
+                // connections count in total_connections_received.
+                if clients.len() >= rules.clients_max {
+                    crate::net::refuse(&mut stream, crate::net::MAX_CLIENTS_REACHED);
+                    counts.rejected += 1;
+                    continue;
+                }
+                if crate::net::protected_mode_denies_with(
+                    rules.protected_mode,
+                    rules.password_set,
+                    &peer,
+                ) {
+                    crate::net::refuse(&mut stream, crate::net::DENIED);
+                    counts.rejected += 1;
+                    continue;
+                }
+                counts.received += 1;
+                let _ = stream.set_nodelay(true);
+                let id = *self.next_client_id;
+                *self.next_client_id += 1;
+                let state = SessionState {
+                    id,
+                    authenticated: !rules.password_set,
+                    last_command: "NULL",
+                    ..SessionState::default()
+                };
+                let token = clients.insert(Client::new(stream, peer, state));
+                let client = clients.get_mut(&token).expect("just inserted");
+                if let Err(e) = self.registry.register(
+                    &mut client.conn.stream,
+                    Token(token),
+                    Interest::READABLE | Interest::WRITABLE,
+                ) {
+                    tracing::warn!("can't register a client: {e}");
+                    clients.remove(&token);
+                }
+            }
+        }
+        counts
     }
 }

@@ -196,6 +196,13 @@ impl Sessions {
         self.count
     }
 
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (usize, &mut Client)> {
+        self.slots
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(t, c)| c.as_mut().map(|c| (t, c)))
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = (usize, &Client)> {
         self.slots
             .iter()
@@ -212,7 +219,7 @@ impl Sessions {
 /// command, or while the cron runs (no current session): CLIENT LIST sees the others and
 /// the current one; pub/sub messages go into the others' output.
 pub(super) struct SessionsView<'a> {
-    others: &'a mut Sessions,
+    pub(super) others: &'a mut Sessions,
     current: Option<&'a Connection>,
     /// Clients with new output this turn, to be sent at its end.
     touched: &'a mut Vec<usize>,
@@ -222,6 +229,10 @@ pub(super) struct SessionsView<'a> {
     /// The time limits are checked against, read at the first message (most commands
     /// deliver none).
     now: Option<Instant>,
+    /// New connections are admitted while a script is busy (a client's SCRIPT KILL often
+    /// comes on one); what was admitted is counted for INFO afterwards.
+    pub(super) admission: Option<super::Admission<'a>>,
+    pub(super) admitted: super::AdmissionCounts,
 }
 
 impl<'a> SessionsView<'a> {
@@ -239,7 +250,15 @@ impl<'a> SessionsView<'a> {
             touched,
             pubsub_limit,
             now: None,
+            admission: None,
+            admitted: Default::default(),
         }
+    }
+
+    /// The view that also admits new connections while a script is busy.
+    pub fn admitting(mut self, admission: super::Admission<'a>) -> SessionsView<'a> {
+        self.admission = Some(admission);
+        self
     }
 }
 
@@ -367,6 +386,13 @@ impl Host for SessionsView<'_> {
             self.touched.push(token);
         }
     }
+
+    fn serve_while_busy(
+        &mut self,
+        busy: &crate::scripting::busy::Busy,
+    ) -> crate::scripting::busy::BusyRequest {
+        self.serve_busy(busy)
+    }
 }
 
 impl Server {
@@ -462,6 +488,29 @@ impl Server {
         shutdown
     }
 
+    /// Runs one request of a client taken out of the table. The engine sees the other
+    /// sessions through a view that delivers pub/sub messages and, while a script runs
+    /// long, serves them and admits new connections (counted in what it returns).
+    fn execute_for_client(
+        &mut self,
+        state: &mut SessionState,
+        output: &mut Vec<u8>,
+        conn: &Connection,
+        request: Request<'_>,
+    ) -> (Outcome, super::AdmissionCounts) {
+        let limit = self.engine.state.config.output_buffer_limits.pubsub;
+        let mut host = SessionsView::new(&mut self.clients, Some(conn), &mut self.touched, limit)
+            .admitting(super::Admission {
+                listeners: &mut self.listeners,
+                registry: self.poll.registry(),
+                next_client_id: &mut self.next_client_id,
+            });
+        let outcome = self
+            .engine
+            .execute(state, output, request, Mode::Client, &mut host);
+        (outcome, host.admitted)
+    }
+
     /// Runs every complete request in the client's input, in order, until it blocks,
     /// closes or asks for SHUTDOWN.
     pub(super) fn process_input(&mut self, token: usize) -> Option<ShutdownRequest> {
@@ -520,15 +569,7 @@ impl Server {
                             argv: &argv,
                             big_arguments: big.complete(),
                         };
-                        let limit = self.engine.state.config.output_buffer_limits.pubsub;
-                        let mut host = SessionsView::new(
-                            &mut self.clients,
-                            Some(conn),
-                            &mut self.touched,
-                            limit,
-                        );
-                        self.engine
-                            .execute(state, output, request, Mode::Client, &mut host)
+                        self.execute_for_client(state, output, conn, request)
                     });
                     drop(argv);
                     conn.big_arguments.clear();
@@ -538,22 +579,17 @@ impl Server {
                 Parse::Inline(words, used) => {
                     let argv: SmallVec<[&[u8]; 8]> = words.iter().map(|w| w.as_slice()).collect();
                     let outcome = (!argv.is_empty()).then(|| {
-                        let limit = self.engine.state.config.output_buffer_limits.pubsub;
-                        let mut host = SessionsView::new(
-                            &mut self.clients,
-                            Some(conn),
-                            &mut self.touched,
-                            limit,
-                        );
-                        let request = Request::plain(&argv);
-                        self.engine
-                            .execute(state, output, request, Mode::Client, &mut host)
+                        self.execute_for_client(state, output, conn, Request::plain(&argv))
                     });
                     consumed_total += used;
                     outcome
                 }
             };
-            if let Some(outcome) = outcome {
+            if let Some((outcome, admitted)) = outcome {
+                if admitted.received + admitted.rejected > 0 {
+                    admitted.add_to(&mut self.engine.state);
+                    self.engine.state.connected_clients = self.clients.len();
+                }
                 produced_output = true;
                 if let Some(request) = self.apply_outcome(token, &mut client, outcome) {
                     shutdown = Some(request);

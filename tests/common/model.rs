@@ -389,9 +389,19 @@ pub fn write_load(
             value.resize(size.max(value.len()), fill);
             Op::Set(value)
         };
+        // Some plain SETs go through a script that deletes the key and sets it: two records
+        // that the log must replay together (a MULTI/EXEC block) or not at all — replaying
+        // the DEL alone would leave a state nobody wrote.
+        let by_script = choice >= 45 && rng.random_bool(0.3);
         let history = model.keys.entry((db, key.clone())).or_default();
         let index = history.push(client, n, op.clone());
         let result: redis::RedisResult<redis::Value> = match &op {
+            Op::Set(value) if by_script => redis::cmd("EVAL")
+                .arg("redis.call('del', KEYS[1]) return redis.call('set', KEYS[1], ARGV[1])")
+                .arg(1)
+                .arg(&key)
+                .arg(value)
+                .query(&mut conn),
             Op::Del => redis::cmd("DEL").arg(&key).query(&mut conn),
             Op::Set(_) if choice < 30 => {
                 redis::cmd("APPEND").arg(&key).arg(&suffix).query(&mut conn)

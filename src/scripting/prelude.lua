@@ -1,0 +1,295 @@
+-- Tessera's Lua prelude: runs once when the interpreter is created, before any script.
+-- It builds what Redis 7.0 builds in C (script_lua.c, eval.c): the `redis` table, the
+-- error handler that adds the script's line to errors, Redis's pcall, and the protection
+-- of globals and libraries. Lua 5.1 has no read-only tables (Redis patches its Lua for
+-- them), so scripts see proxies: empty tables whose metatables read through to the real
+-- ones and refuse writes with Redis's message.
+--
+-- Frames of this chunk are named "=tessera"; the error handler skips them so that an
+-- error points at the script's line, as it does in Redis where these are C functions.
+
+local internal, dbg = ...
+local real = _G
+local error, type, tostring, select, unpack, setmetatable, rawget, rawset, pcall, xpcall =
+  error, type, tostring, select, unpack, setmetatable, rawget, rawset, pcall, xpcall
+local loadstring, setfenv, ipairs, pairs, next = loadstring, setfenv, ipairs, pairs, next
+
+-- Functions written in Rust return `true, results...` or `false, error`. These wrap them
+-- in C functions (so that a script's `return f()` keeps its frame, as with Redis's C
+-- functions) that raise the error: a message with the caller's position, as luaL_error
+-- does (`checked`), or an error table as it is (`raising`, Redis's luaPushError +
+-- lua_error).
+local checked, raising = internal.checked, internal.raising
+
+for name, lib in pairs(internal.libraries) do
+  local wrapped = {}
+  for key, value in pairs(lib) do
+    if type(value) == 'function' then
+      wrapped[key] = checked(value)
+    else
+      wrapped[key] = value
+    end
+  end
+  real[name] = wrapped
+end
+
+local function no_script()
+  return { err = 'ERR redis.call/pcall can only be called inside a script invocation' }, true
+end
+
+local redis = {}
+redis.call = raising(function(...)
+  local command = internal.command or no_script
+  local reply, failed = command(...)
+  return not failed, reply
+end)
+function redis.pcall(...)
+  local command = internal.command or no_script
+  return (command(...))
+end
+redis.setresp = raising(function(...)
+  local setresp = internal.setresp
+  if not setresp then
+    return false, { err = 'ERR redis.setresp can only be called inside a script invocation' }
+  end
+  return setresp(...)
+end)
+redis.set_repl = raising(internal.set_repl)
+function redis.replicate_commands()
+  return true
+end
+function redis.breakpoint()
+  return false
+end
+function redis.debug() end
+redis.sha1hex = raising(internal.sha1hex)
+redis.log = raising(internal.log)
+redis.LOG_DEBUG, redis.LOG_VERBOSE, redis.LOG_NOTICE, redis.LOG_WARNING = 0, 1, 2, 3
+redis.REPL_NONE, redis.REPL_AOF, redis.REPL_SLAVE, redis.REPL_REPLICA, redis.REPL_ALL = 0, 1, 2, 2, 3
+redis.REDIS_VERSION = internal.version
+redis.REDIS_VERSION_NUM = internal.version_num
+
+function redis.error_reply(...)
+  local message = ...
+  if select('#', ...) ~= 1 or type(message) ~= 'string' then
+    return { err = 'ERR wrong number or type of arguments' }
+  end
+  return internal.error_table(message)
+end
+function redis.status_reply(...)
+  local message = ...
+  if select('#', ...) ~= 1 or type(message) ~= 'string' then
+    return { err = 'ERR wrong number or type of arguments' }
+  end
+  return { ok = message }
+end
+function redis.acl_check_cmd(...)
+  if select('#', ...) == 0 then
+    error({ err = 'ERR Please specify at least one argument for this redis lib call' })
+  end
+  if not internal.command_exists(...) then
+    error({ err = 'ERR Invalid command passed to redis.acl_check_cmd()' })
+  end
+  return true -- Tessera has one user, who may run everything.
+end
+real.redis = redis
+
+math.random = checked(internal.random)
+math.randomseed = checked(internal.randomseed)
+
+-- Redis's pcall: an error table from redis.call comes back as its message.
+local lua_pcall = pcall
+local function pcall_result(ok, ...)
+  if ok then
+    return true, ...
+  end
+  local err = ...
+  if internal.killed then
+    error(err, 0) -- a stopped script may not catch its way on
+  end
+  if type(err) == 'table' then
+    local message = err.err
+    if type(message) == 'string' or type(message) == 'number' then
+      return false, message
+    end
+  end
+  return false, err
+end
+real.pcall = function(f, ...)
+  return pcall_result(lua_pcall(f, ...))
+end
+-- xpcall and coroutine.resume catch errors too: not once the script is to stop.
+local function unless_killed(ok, ...)
+  if not ok and internal.killed then
+    error((...), 0)
+  end
+  return ok, ...
+end
+local lua_xpcall = xpcall
+real.xpcall = function(f, handler)
+  return unless_killed(lua_xpcall(f, handler))
+end
+local lua_resume = coroutine.resume
+coroutine.resume = function(co, ...)
+  return unless_killed(lua_resume(co, ...))
+end
+
+-- What Redis's Lua does not have.
+real.loadfile, real.dofile, real.print, real.debug = nil, nil, nil, nil
+real.getfenv, real.setfenv, real.newproxy = nil, nil, nil
+real.module, real.require, real.package, real.os, real.io = nil, nil, nil, nil, nil
+
+-- Redis's __redis__err__handler: turns any error into {err=…} with the script's
+-- source and line.
+local function error_handler(err)
+  local level = 2
+  local info = dbg.getinfo(level, 'nSl')
+  while info and (info.what == 'C' or info.what == 'tail' or info.source == '=tessera') do
+    level = level + 1
+    info = dbg.getinfo(level, 'nSl')
+  end
+  if internal.killed then
+    -- Stopped by SCRIPT KILL: the hook's error reaches here as an opaque value.
+    err = { err = internal.killed_message }
+  elseif type(err) ~= 'table' then
+    err = { err = 'ERR ' .. tostring(err) }
+  end
+  if info then
+    err.source = info.source
+    err.line = info.currentline
+  end
+  return err
+end
+
+-- Runs a compiled script under the error handler: `true, result` or `false, error`.
+function internal.run(script)
+  return xpcall(script, error_handler)
+end
+
+-- Protection. A proxy reads through to its table and refuses every write.
+local targets = setmetatable({}, { __mode = 'k' })
+local function readonly()
+  error('Attempt to modify a readonly table', 2)
+end
+local function proxy(target, index)
+  local p = setmetatable({}, { __index = index or target, __newindex = readonly, __metatable = false })
+  targets[p] = target
+  return p
+end
+
+-- The raw functions and iteration see through a proxy to its table, as scripts expect of
+-- Redis's read-only tables.
+real.rawset = function(t, k, v)
+  if targets[t] then
+    error('Attempt to modify a readonly table', 0)
+  end
+  return rawset(t, k, v)
+end
+real.rawget = function(t, k)
+  return rawget(targets[t] or t, k)
+end
+local lua_next = next
+local function next_through(t, k)
+  return lua_next(targets[t] or t, k)
+end
+real.next = next_through
+local lua_pairs = pairs
+real.pairs = function(t)
+  if type(t) ~= 'table' then
+    return lua_pairs(t)
+  end
+  return next_through, t, nil
+end
+
+for _, name in ipairs({ 'string', 'math', 'table', 'coroutine', 'redis', 'cjson', 'cmsgpack', 'bit', 'struct' }) do
+  if type(real[name]) == 'table' then
+    real[name] = proxy(real[name])
+  end
+end
+
+local globals = proxy(real, function(_, name)
+  local value = rawget(real, name)
+  if value == nil then
+    error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
+  end
+  return value
+end)
+real._G = globals
+internal.globals = globals
+internal.real_globals = real
+
+-- Compiles a script in the protected environment: the function, or nil and Lua's message.
+function internal.compile(body)
+  local f, message = loadstring(body, '@user_script')
+  if not f then
+    return nil, message
+  end
+  setfenv(f, globals)
+  return f
+end
+
+-- Function libraries (FUNCTION LOAD). A library's code runs once, when it is loaded, with
+-- only a small `redis` (register_function, log, the versions) and nothing else, as in
+-- Redis; the functions it registers run later with the globals scripts have. Both come
+-- through one environment whose lookups depend on which of the two is happening.
+local library_redis = {
+  register_function = raising(function(...)
+    local register = internal.register
+    if not register then
+      return false, { err = 'ERR redis.register_function can only be called on FUNCTION LOAD command' }
+    end
+    return register(...)
+  end),
+  log = redis.log,
+  LOG_DEBUG = 0, LOG_VERBOSE = 1, LOG_NOTICE = 2, LOG_WARNING = 3,
+  REDIS_VERSION = internal.version,
+  REDIS_VERSION_NUM = internal.version_num,
+}
+local library_redis_proxy = proxy(library_redis, function(_, name)
+  local value = rawget(library_redis, name)
+  if value == nil then
+    error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
+  end
+  return value
+end)
+local library_api = { redis = library_redis_proxy }
+local library_env = proxy(library_api, function(_, name)
+  local value
+  if internal.loading_library then
+    value = rawget(library_api, name)
+  else
+    value = rawget(real, name)
+  end
+  if value == nil then
+    error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
+  end
+  return value
+end)
+
+-- Compiles and runs a library's code: true, or false and Redis's message.
+function internal.load_library(body)
+  local f, message = loadstring(body, '@user_function')
+  if not f then
+    return false, 'Error compiling function: ' .. message
+  end
+  setfenv(f, library_env)
+  internal.loading_library = true
+  local ok, err = lua_pcall(f)
+  internal.loading_library = nil
+  if ok then
+    return true
+  end
+  if internal.load_timed_out then
+    err = { err = 'ERR FUNCTION LOAD timeout' }
+  elseif type(err) ~= 'table' then
+    err = { err = 'ERR ' .. tostring(err) }
+  end
+  return false, 'Error registering functions: ' .. tostring(err.err)
+end
+
+-- Runs a registered function with its keys and arguments under the error handler.
+function internal.run_function(callback, keys, args)
+  return xpcall(function()
+    return callback(keys, args)
+  end, error_handler)
+end
