@@ -72,6 +72,43 @@ pub enum ScriptEnd {
     ShutdownNoSave,
 }
 
+/// The host the script's commands see. The caller is out of the sessions' table while it
+/// runs the script, and its script runs on a session of its own: a message for the
+/// caller (a RESP3 client subscribed to what the script publishes) is kept here, in the
+/// caller's protocol, for its reply.
+struct CallerHost<'a> {
+    host: &'a mut dyn Host,
+    caller: u64,
+    resp3: bool,
+    messages: Vec<u8>,
+}
+
+impl Host for CallerHost<'_> {
+    fn client_list(
+        &self,
+        current: &SessionState,
+        current_output: (usize, usize),
+        only_self: bool,
+        ids: Option<&[u64]>,
+        kind: Option<crate::commands::ClientKind>,
+    ) -> String {
+        self.host
+            .client_list(current, current_output, only_self, ids, kind)
+    }
+
+    fn deliver(&mut self, id: u64, message: &crate::pubsub::Message<'_>) {
+        if id == self.caller {
+            message.write(&mut ReplyWriter::new(&mut self.messages, self.resp3));
+        } else {
+            self.host.deliver(id, message);
+        }
+    }
+
+    fn serve_while_busy(&mut self, busy: &Busy) -> BusyRequest {
+        self.host.serve_while_busy(busy)
+    }
+}
+
 /// Runs `call` for `session`, writing the EVAL reply to `reply`. `wrap_effects`: wrap the
 /// script's records in MULTI … EXEC when there are several (not inside EXEC, whose own
 /// block already holds them). `host` delivers what the script publishes and answers the
@@ -129,7 +166,12 @@ pub fn run(
     });
     // The script's commands and the busy hook both reach the host, never at once (the
     // hook runs between Lua instructions, a command inside one).
-    let host = RefCell::new(host);
+    let host = RefCell::new(CallerHost {
+        host,
+        caller: session.id,
+        resp3: session.resp3,
+        messages: Vec::new(),
+    });
     let result = lua.scope(|scope| {
         let keys = lua.create_sequence_from(strings(&lua, &call.keys)?)?;
         let args = lua.create_sequence_from(strings(&lua, &call.args)?)?;
@@ -141,7 +183,7 @@ pub fn run(
         }
         let command = scope.create_function_mut(|lua, args: MultiValue| {
             let mut state = state.borrow_mut();
-            script_command(lua, engine, &mut state, &mut **host.borrow_mut(), args)
+            script_command(lua, engine, &mut state, &mut *host.borrow_mut(), args)
         })?;
         let setresp = scope.create_function(|lua, args: MultiValue| {
             let mut out = MultiValue::new();
@@ -210,6 +252,9 @@ pub fn run(
     if wrap_effects && !shutdown {
         engine.effects.wrap_since(mark);
     }
+    // What the script published to its caller (a RESP3 subscriber) comes before the
+    // reply, as in Redis.
+    out.buf.extend_from_slice(&host.into_inner().messages);
     let errors_before = out.errors;
     let counted = match result {
         Ok(values) => write_result(&mut out, &values, state.session.resp3, &name),
