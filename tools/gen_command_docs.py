@@ -80,6 +80,8 @@ SUBCOMMANDS = {
     "pubsub": ["channels", "numpat", "numsub", "shardchannels", "shardnumsub", "help"],
     "script": ["load", "exists", "flush", "kill", "help"],
     "function": ["load", "delete", "list", "flush", "stats", "kill", "help"],
+    "acl": ["cat", "deluser", "dryrun", "genpass", "getuser", "list", "load", "log", "save",
+            "setuser", "users", "whoami", "help"],
 }
 
 # Entries Redis 7.0 does not have, in the shape Redis replies with. CLIENT SETINFO came in

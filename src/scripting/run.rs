@@ -79,6 +79,8 @@ pub enum ScriptEnd {
 struct CallerHost<'a> {
     host: &'a mut dyn Host,
     caller: u64,
+    /// The caller's session (ACL LOG describes it for a script's denials).
+    caller_state: &'a SessionState,
     resp3: bool,
     messages: Vec<u8>,
 }
@@ -106,6 +108,15 @@ impl Host for CallerHost<'_> {
 
     fn serve_while_busy(&mut self, busy: &Busy) -> BusyRequest {
         self.host.serve_while_busy(busy)
+    }
+
+    fn kill_clients(&mut self, doomed: &crate::acl::Doomed) {
+        self.host.kill_clients(doomed)
+    }
+
+    /// The script's caller, as Redis logs a script's denials.
+    fn describe_client(&self, _current: &SessionState, command: &str) -> String {
+        self.host.describe_client(self.caller_state, command)
     }
 }
 
@@ -144,7 +155,8 @@ pub fn run(
         may_shutdown: wrap_effects,
         bulk_bytes_max: config.bulk_bytes_max,
         query_buffer_bytes_max: config.query_buffer_bytes_max,
-        auth_required: config.requirepass.is_some(),
+        auth_required: engine.state.acl.auth_required(),
+        password_set: !engine.state.acl.default_user().nopass,
         clients_max: config.clients_max,
         protected_mode: config.protected_mode,
     };
@@ -155,6 +167,8 @@ pub fn run(
             id: u64::MAX,
             db: session.db,
             authenticated: true,
+            user: session.user.clone(),
+            local: session.local,
             ..SessionState::default()
         },
         mode: ScriptMode {
@@ -169,6 +183,7 @@ pub fn run(
     let host = RefCell::new(CallerHost {
         host,
         caller: session.id,
+        caller_state: &*session,
         resp3: session.resp3,
         messages: Vec::new(),
     });
@@ -246,15 +261,15 @@ pub fn run(
         // None of a stopped script's effects may reach the log: they would replay a half.
         engine.effects.discard_since(mark);
     }
+    // What the script published to its caller (a RESP3 subscriber) comes before the
+    // reply, as in Redis.
+    out.buf.extend_from_slice(&host.into_inner().messages);
     // The script's commands revealed what they read and wrote: the EVAL reply waits for
     // the log as long as theirs would have.
     session.reply_shows = session.reply_shows.max(state.session.reply_shows);
     if wrap_effects && !shutdown {
         engine.effects.wrap_since(mark);
     }
-    // What the script published to its caller (a RESP3 subscriber) comes before the
-    // reply, as in Redis.
-    out.buf.extend_from_slice(&host.into_inner().messages);
     let errors_before = out.errors;
     let counted = match result {
         Ok(values) => write_result(&mut out, &values, state.session.resp3, &name),
