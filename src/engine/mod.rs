@@ -318,6 +318,9 @@ impl Engine {
         };
         if let Some(refusal) = refusal {
             self.log_denial(session, argv, &refusal, &mode, host);
+            if spec.name == "exec" && session.multi.is_some() {
+                return self.abort_exec(session, reply, refusal);
+            }
             return self.refuse(session, reply, refusal);
         }
         if session.multi.is_some() && !transaction::runs_inside_multi(spec) {
@@ -443,6 +446,23 @@ impl Engine {
         if let Some(multi) = &mut session.multi {
             multi.failed = true;
         }
+        Outcome::Refused(refusal)
+    }
+
+    /// An EXEC refused before it runs discards the transaction (Redis's
+    /// `execCommandAbort`): EXECABORT with the refusal's text.
+    fn abort_exec(
+        &mut self,
+        session: &mut SessionState,
+        reply: &mut Vec<u8>,
+        refusal: Refusal,
+    ) -> Outcome {
+        session.multi = None;
+        self.state.watches.unwatch_all(session);
+        ReplyWriter::new(reply, session.resp3).error(&format!(
+            "EXECABORT Transaction discarded because of: {refusal}"
+        ));
+        self.state.stats.total_error_replies += 1;
         Outcome::Refused(refusal)
     }
 
