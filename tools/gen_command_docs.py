@@ -48,7 +48,8 @@ implicit ones: @write for write commands, @slow for those not @fast, ...) and ke
 (which arguments are keys and whether a command reads or writes each). ACL rules name
 commands Tessera lacks too (`+@all -xadd`, an aclfile Redis wrote), and ACL GETUSER
 describes a user by counting the commands of each category, so the whole table is kept.
-HAND_MADE_ACL adds what Redis 7.0 lacks (CLIENT SETINFO, with Redis 7.2's categories).
+Nothing is added for what Redis 7.0 lacks (CLIENT SETINFO): a description naming it
+would not load into Redis 7.0; ACL checks CLIENT SETINFO as its container, CLIENT.
 
 Python 3 standard library only.
 """
@@ -103,16 +104,6 @@ HAND_MADE_SUBCOMMANDS = {
                 ],
             }
         ],
-    },
-}
-
-# ACL entries Redis 7.0 does not have: CLIENT SETINFO (Redis 7.2), with 7.2's arity, flags
-# and categories (src/commands/client-setinfo.json there).
-HAND_MADE_ACL = {
-    "client|setinfo": {
-        "arity": 4,
-        "flags": ["noscript", "loading", "stale"],
-        "acl_categories": ["@slow", "@connection"],
     },
 }
 
@@ -373,13 +364,6 @@ def build_acl_table(port):
     table = {}
     for info in reply:
         table.update(acl_entry(info))
-    for full, entry in HAND_MADE_ACL.items():
-        container, _, _ = full.partition("|")
-        subs = table[container].setdefault("subcommands", {})
-        if full in subs:
-            fail(f"{full} is in Redis now; drop it from HAND_MADE_ACL")
-        subs[full] = entry
-        table[container]["subcommands"] = dict(sorted(subs.items()))
     return dict(sorted(table.items()))
 
 

@@ -659,7 +659,8 @@ pub fn merge_selectors(words: &[&[u8]]) -> Result<Vec<Vec<u8>>, Vec<u8>> {
     let mut merged = Vec::with_capacity(words.len());
     let mut open: Option<(usize, Vec<u8>)> = None;
     for (index, word) in words.iter().enumerate() {
-        if open.is_none() && word.first() == Some(&b'(') && word.last() != Some(&b')') {
+        // As Redis's: an opening word starts a selector afresh, even inside one.
+        if word.first() == Some(&b'(') && word.last() != Some(&b')') {
             open = Some((index, word.to_vec()));
             continue;
         }
