@@ -87,10 +87,14 @@ function redis.acl_check_cmd(...)
   if select('#', ...) == 0 then
     error({ err = 'ERR Please specify at least one argument for this redis lib call' })
   end
-  if not internal.command_exists(...) then
+  local allowed, err = internal.acl_check(...)
+  if err then
+    error(err)
+  end
+  if allowed == nil then
     error({ err = 'ERR Invalid command passed to redis.acl_check_cmd()' })
   end
-  return true -- Tessera has one user, who may run everything.
+  return allowed
 end
 real.redis = redis
 

@@ -187,6 +187,8 @@ pub fn run(
         resp3: session.resp3,
         messages: Vec::new(),
     });
+    // `redis.call` runs commands on the engine; `redis.acl_check_cmd` only reads it.
+    let engine_cell = RefCell::new(&mut *engine);
     let result = lua.scope(|scope| {
         let keys = lua.create_sequence_from(strings(&lua, &call.keys)?)?;
         let args = lua.create_sequence_from(strings(&lua, &call.args)?)?;
@@ -198,7 +200,27 @@ pub fn run(
         }
         let command = scope.create_function_mut(|lua, args: MultiValue| {
             let mut state = state.borrow_mut();
-            script_command(lua, engine, &mut state, &mut *host.borrow_mut(), args)
+            let mut engine = engine_cell.borrow_mut();
+            script_command(lua, &mut engine, &mut state, &mut *host.borrow_mut(), args)
+        })?;
+        // `redis.acl_check_cmd`: whether the caller's user may run the command (nil for
+        // an unknown one), without running or logging it.
+        let acl_check = scope.create_function(|lua, args: MultiValue| {
+            let argv = match arguments(lua, &args)? {
+                Ok(argv) => argv,
+                Err(message) => {
+                    let err = reply::error_table(lua, message.as_bytes())?;
+                    return Ok((Value::Nil, Value::Table(err)));
+                }
+            };
+            let argv: SmallVec<[&[u8]; 8]> = argv.iter().map(Vec::as_slice).collect();
+            let Some(spec) = global_registry().get(argv[0]) else {
+                return Ok((Value::Nil, Value::Nil));
+            };
+            let user = state.borrow().session.user.clone();
+            let engine = engine_cell.borrow();
+            let allowed = engine.state.acl.check(&user, spec.name, &argv).is_ok();
+            Ok((Value::Boolean(allowed), Value::Nil))
         })?;
         let setresp = scope.create_function(|lua, args: MultiValue| {
             let mut out = MultiValue::new();
@@ -236,6 +258,7 @@ pub fn run(
             Ok(stop)
         })?;
         internals.table.raw_set("command", command)?;
+        internals.table.raw_set("acl_check", acl_check)?;
         internals.table.raw_set("setresp", setresp)?;
         internals.table.raw_set("busy", busy)?;
         if threshold_ms > 0 {
@@ -248,7 +271,7 @@ pub fn run(
             run_function.call::<MultiValue>((function, keys, args))
         };
         lua.remove_hook();
-        for name in ["command", "setresp", "busy", "killed"] {
+        for name in ["command", "acl_check", "setresp", "busy", "killed"] {
             internals.table.raw_set(name, Value::Nil)?;
         }
         outcome
