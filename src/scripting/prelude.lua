@@ -83,19 +83,23 @@ function redis.status_reply(...)
   end
   return { ok = message }
 end
-function redis.acl_check_cmd(...)
+redis.acl_check_cmd = raising(function(...)
   if select('#', ...) == 0 then
-    error({ err = 'ERR Please specify at least one argument for this redis lib call' })
+    return false, { err = 'ERR Please specify at least one argument for this redis lib call' }
   end
-  local allowed, err = internal.acl_check(...)
+  local check = internal.acl_check
+  if not check then
+    return false, { err = 'ERR redis.acl_check_cmd can only be called inside a script invocation' }
+  end
+  local allowed, err = check(...)
   if err then
-    error(err)
+    return false, err
   end
   if allowed == nil then
-    error({ err = 'ERR Invalid command passed to redis.acl_check_cmd()' })
+    return false, { err = 'ERR Invalid command passed to redis.acl_check_cmd()' }
   end
-  return allowed
-end
+  return true, allowed
+end)
 real.redis = redis
 
 math.random = checked(internal.random)
