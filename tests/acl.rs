@@ -793,7 +793,7 @@ fn scripts_transactions_and_channels_are_denied_as_redis() {
     };
     let (mut admin_t, mut admin_r) = pair.connect();
     let (mut t, mut r) = pair.connect();
-    for words in [&[
+    let rules = [
         "ACL",
         "SETUSER",
         "s",
@@ -806,10 +806,8 @@ fn scripts_transactions_and_channels_are_denied_as_redis() {
         "+exec",
         "%R~r*",
         "&ch*",
-    ][..]]
-    {
-        same(&mut admin_t, &mut admin_r, words, "setup");
-    }
+    ];
+    same(&mut admin_t, &mut admin_r, &rules, "setup");
     same(&mut t, &mut r, &["AUTH", "s", "x"], "setup");
     for words in [
         &["EVAL", "return redis.call('set', KEYS[1], 'v')", "1", "r1"][..],
