@@ -87,6 +87,14 @@ impl Subscriptions {
         self.of(kind).len()
     }
 
+    /// Every subscription with its kind (ACL checks them again when a user's channels
+    /// change).
+    pub fn iter_all(&self) -> impl Iterator<Item = (Kind, &[u8])> {
+        [Kind::Channel, Kind::Pattern, Kind::Shard]
+            .into_iter()
+            .flat_map(move |kind| self.of(kind).iter().map(move |c| (kind, c.as_ref())))
+    }
+
     /// The count a confirmation carries, as Redis's: channels and patterns together,
     /// shard channels on their own.
     fn confirmation_count(&self, kind: Kind) -> usize {

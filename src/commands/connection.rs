@@ -100,8 +100,8 @@ fn ping(ctx: &mut Ctx, args: &Args) -> Action {
 }
 
 /// RESET: the connection as new (Redis's `clearClientConnectionState`): no transaction
-/// or watched keys, no subscriptions, database 0, RESP2, no name, and authenticated only
-/// if no password is set.
+/// or watched keys, no subscriptions, database 0, RESP2, no name, the default user, and
+/// authenticated only if that user is on and needs no password.
 fn reset(ctx: &mut Ctx, _args: &Args) -> Action {
     ctx.client.multi = None;
     ctx.server.watches.unwatch_all(ctx.client);
@@ -111,7 +111,8 @@ fn reset(ctx: &mut Ctx, _args: &Args) -> Action {
     ctx.client.resp3 = false;
     ctx.out.resp3 = false;
     ctx.client.name = None;
-    ctx.client.authenticated = ctx.server.config.requirepass.is_none();
+    ctx.client.user = crate::acl::SessionUser::default();
+    ctx.client.authenticated = ctx.server.acl.new_sessions_authenticated();
     ctx.out.simple("RESET");
     Action::None
 }
@@ -126,34 +127,48 @@ fn quit(ctx: &mut Ctx, _args: &Args) -> Action {
     Action::Close
 }
 
-/// Checks a password against `requirepass`; replies with the error on failure.
-fn check_password(ctx: &mut Ctx, user: Option<&[u8]>, password: &[u8]) -> bool {
-    let expected = ctx.server.config.requirepass.clone();
-    let user_ok = user.is_none_or(|u| u == b"default");
-    let ok = match expected {
-        Some(pass) => user_ok && pass.as_bytes() == password,
-        None => user_ok,
-    };
-    if ok {
+/// Logs in as `user` if `password` is its password and it is on (Redis's
+/// `ACLAuthenticateUser`); else replies WRONGPASS and records the failure in ACL LOG.
+fn authenticate(ctx: &mut Ctx, command: &[u8], user: &[u8], password: &[u8]) -> bool {
+    if ctx.server.acl.authenticate(user, password) {
         ctx.client.authenticated = true;
-    } else {
-        ctx.out
-            .error("WRONGPASS invalid username-password pair or user is disabled.");
+        ctx.client.user = crate::acl::SessionUser::named(user);
+        return true;
     }
-    ok
+    let context = if ctx.client.multi.is_some() || ctx.in_exec() {
+        crate::acl::log::Context::Multi
+    } else {
+        crate::acl::log::Context::TopLevel
+    };
+    let entry = crate::acl::log::Entry {
+        count: 1,
+        reason: crate::acl::log::Reason::Auth,
+        context,
+        object: command.to_vec(),
+        username: user.to_vec(),
+        time_ms: crate::clock::unix_ms(),
+        client_info: ctx
+            .host
+            .describe_client(ctx.client, &lossy(command).to_ascii_lowercase()),
+    };
+    let max_len = ctx.server.config.acllog_max_len as usize;
+    ctx.server.acl.log.add(entry, max_len);
+    ctx.out
+        .error("WRONGPASS invalid username-password pair or user is disabled.");
+    false
 }
 
 fn auth(ctx: &mut Ctx, args: &Args) -> Action {
     match args.len() {
         2 => {
-            if ctx.server.config.requirepass.is_none() {
+            if ctx.server.acl.default_user().nopass {
                 ctx.out.error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
-            } else if check_password(ctx, None, args[1]) {
+            } else if authenticate(ctx, args[0], b"default", args[1]) {
                 ctx.out.ok();
             }
         }
         3 => {
-            if check_password(ctx, Some(args[1]), args[2]) {
+            if authenticate(ctx, args[0], args[1], args[2]) {
                 ctx.out.ok();
             }
         }
@@ -182,16 +197,25 @@ fn hello(ctx: &mut Ctx, args: &Args) -> Action {
             Some(v) => protocol = v,
         }
     }
-    let mut auth: Option<(&[u8], &[u8])> = None;
-    let mut name: Option<&[u8]> = None;
+    // Redis's loop: AUTH and SETNAME take effect as they are read, so a bad option
+    // after them leaves them done.
     let mut i = 2;
     while i < args.len() {
         let remaining = args.len() - i - 1;
         if eq_ignore_case(args[i], "auth") && remaining >= 2 {
-            auth = Some((args[i + 1], args[i + 2]));
+            if !authenticate(ctx, args[0], args[i + 1], args[i + 2]) {
+                return Action::None;
+            }
             i += 3;
         } else if eq_ignore_case(args[i], "setname") && remaining >= 1 {
-            name = Some(args[i + 1]);
+            let name = args[i + 1];
+            if !valid_client_name(name) {
+                ctx.out.error(
+                    "ERR Client names cannot contain spaces, newlines or special characters.",
+                );
+                return Action::None;
+            }
+            ctx.client.name = (!name.is_empty()).then(|| lossy(name));
             i += 2;
         } else {
             ctx.out.error(&format!(
@@ -201,22 +225,9 @@ fn hello(ctx: &mut Ctx, args: &Args) -> Action {
             return Action::None;
         }
     }
-    if let Some((user, password)) = auth
-        && !check_password(ctx, Some(user), password)
-    {
-        return Action::None;
-    }
     if !ctx.client.authenticated {
         ctx.out.error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
         return Action::None;
-    }
-    if let Some(name) = name {
-        if !valid_client_name(name) {
-            ctx.out
-                .error("ERR Client names cannot contain spaces, newlines or special characters.");
-            return Action::None;
-        }
-        ctx.client.name = (!name.is_empty()).then(|| lossy(name));
     }
     ctx.client.resp3 = protocol == 3;
     ctx.out.resp3 = ctx.client.resp3;

@@ -10,6 +10,7 @@
 //! runs the checks that come before any command, and builds the `Ctx`: nothing else
 //! builds one. A handler's `Action` tells the engine what must happen beyond the reply.
 
+mod acl;
 pub mod blocking;
 mod connection;
 mod functions;
@@ -617,6 +618,7 @@ pub fn table() -> Vec<CommandSpec> {
     all.extend(pubsub::commands());
     all.extend(scripting::commands());
     all.extend(functions::commands());
+    all.extend(acl::commands());
     all
 }
 

@@ -331,13 +331,16 @@ fn config_set(ctx: &mut Ctx, pairs: &Args) -> Action {
             return Action::None;
         }
         seen.push(directive.name);
+        // Redis's PROTECTED_CONFIG (`dir`, `dbfilename`) needs enable-protected-configs;
+        // Tessera keeps them immutable even then.
+        let protected = crate::config::PROTECTED.contains(&directive.name);
+        let local = ctx.client.local;
+        if protected && !ctx.server.config.enable_protected_configs.allows(local) {
+            ctx.out.error(&fail("can't set protected config"));
+            return Action::None;
+        }
         if !directive.mutable {
-            let why = if matches!(directive.name, "dir" | "dbfilename") {
-                "can't set protected config"
-            } else {
-                "can't set immutable config"
-            };
-            ctx.out.error(&fail(why));
+            ctx.out.error(&fail("can't set immutable config"));
             return Action::None;
         }
         // CONFIG SET save replaces every point (a config file adds one per line).
@@ -354,6 +357,11 @@ fn config_set(ctx: &mut Ctx, pairs: &Args) -> Action {
             "ERR CONFIG SET failed (possibly related to argument 'maxclients') - {reason}"
         ));
         return Action::None;
+    }
+    // requirepass is the default user's password (Redis's `updateRequirePass`).
+    if updated.requirepass != ctx.server.config.requirepass {
+        let password = updated.requirepass.as_deref().map(str::as_bytes);
+        ctx.server.acl.set_default_password(password);
     }
     ctx.server.config = updated;
     ctx.out.ok();
@@ -574,7 +582,11 @@ fn command_info(ctx: &mut Ctx, spec: &CommandSpec) {
     ctx.out.integer(spec.first_key as i64);
     ctx.out.integer(spec.last_key as i64);
     ctx.out.integer(spec.key_step as i64);
-    ctx.out.set(0); // ACL categories
+    let categories = crate::acl::table::table().categories_of(spec.name);
+    ctx.out.set(categories.len());
+    for category in categories {
+        ctx.out.simple(&category);
+    }
     ctx.out.set(0); // tips
     ctx.out.array(0); // key specs
     ctx.out.array(0); // subcommands

@@ -92,7 +92,63 @@ pub struct Config {
     /// `busy-reply-threshold` (alias `lua-time-limit`): milliseconds a script runs before
     /// other clients are answered -BUSY and SCRIPT KILL can stop it; 0: never.
     pub busy_reply_threshold_ms: u64,
+    /// `aclfile`: where ACL LOAD and ACL SAVE read and write the users (relative to `dir`
+    /// unless absolute); empty: none.
+    pub aclfile: String,
+    /// The config file's `user <name> <rules...>` lines (`crate::acl::file`), checked as
+    /// they are read and applied at start-up.
+    pub acl_users: Vec<Vec<String>>,
+    /// `acl-pubsub-default`: new users may use every channel (`allchannels`) or none
+    /// (`resetchannels`, Redis 7.0's default).
+    pub acl_pubsub_default_all: bool,
+    /// `acllog-max-len`: entries ACL LOG keeps.
+    pub acllog_max_len: u64,
+    /// `enable-protected-configs`: CONFIG SET of `dir` and `dbfilename`.
+    pub enable_protected_configs: ProtectedAction,
+    /// `enable-debug-command`, `enable-module-command`: Tessera has neither command; kept
+    /// so that redis.conf files load and CONFIG GET answers as Redis does.
+    pub enable_debug_command: ProtectedAction,
+    pub enable_module_command: ProtectedAction,
 }
+
+/// Who may do a protected action (Redis's `enable-protected-configs` and its kin).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProtectedAction {
+    No,
+    Yes,
+    /// Only clients connected from 127.0.0.1 or ::1.
+    Local,
+}
+
+impl ProtectedAction {
+    fn name(self) -> &'static str {
+        match self {
+            ProtectedAction::No => "no",
+            ProtectedAction::Yes => "yes",
+            ProtectedAction::Local => "local",
+        }
+    }
+
+    fn parse(args: &[String]) -> Result<ProtectedAction, ValueError> {
+        match one(args)?.to_ascii_lowercase().as_str() {
+            "no" => Ok(ProtectedAction::No),
+            "yes" => Ok(ProtectedAction::Yes),
+            "local" => Ok(ProtectedAction::Local),
+            _ => Err(ValueError::NotOneOf {
+                choices: "no, yes, local",
+            }),
+        }
+    }
+
+    /// Whether a client (local: connected from 127.0.0.1 or ::1) may do it.
+    pub fn allows(self, local: bool) -> bool {
+        self == ProtectedAction::Yes || (self == ProtectedAction::Local && local)
+    }
+}
+
+/// Directives whose CONFIG SET needs `enable-protected-configs` (Redis 7.0's
+/// PROTECTED_CONFIG: they name files the server writes).
+pub const PROTECTED: &[&str] = &["dir", "dbfilename"];
 
 impl Config {
     /// The number of writer threads a compaction uses.
@@ -266,6 +322,13 @@ impl Default for Config {
             busy_reply_threshold_ms: 5000,
             rdbcompression: true,
             notify_keyspace_events: crate::notify::KeyspaceEvents::default(),
+            aclfile: String::new(),
+            acl_users: Vec::new(),
+            acl_pubsub_default_all: false,
+            acllog_max_len: 128,
+            enable_protected_configs: ProtectedAction::No,
+            enable_debug_command: ProtectedAction::No,
+            enable_module_command: ProtectedAction::No,
         }
     }
 }
@@ -601,6 +664,52 @@ pub static DIRECTIVES: &[Directive] = &[
         |c, a| c.notify_keyspace_events =
             crate::notify::KeyspaceEvents::parse(one(a)?).map_err(ValueError::KeyspaceEvents)?
     ),
+    directive!("aclfile", false, |c| c.aclfile.clone(), |c, a| c.aclfile =
+        one(a)?.to_string()),
+    directive!(
+        "acl-pubsub-default",
+        true,
+        |c| if c.acl_pubsub_default_all {
+            "allchannels".into()
+        } else {
+            "resetchannels".into()
+        },
+        |c, a| {
+            c.acl_pubsub_default_all = match one(a)?.to_ascii_lowercase().as_str() {
+                "allchannels" => true,
+                "resetchannels" => false,
+                _ => {
+                    return Err(ValueError::NotOneOf {
+                        choices: "allchannels, resetchannels",
+                    });
+                }
+            }
+        }
+    ),
+    directive!(
+        "acllog-max-len",
+        true,
+        |c| c.acllog_max_len.to_string(),
+        |c, a| c.acllog_max_len = parse_int_in(a, 0, i64::MAX)? as u64
+    ),
+    directive!(
+        "enable-protected-configs",
+        false,
+        |c| c.enable_protected_configs.name().into(),
+        |c, a| c.enable_protected_configs = ProtectedAction::parse(a)?
+    ),
+    directive!(
+        "enable-debug-command",
+        false,
+        |c| c.enable_debug_command.name().into(),
+        |c, a| c.enable_debug_command = ProtectedAction::parse(a)?
+    ),
+    directive!(
+        "enable-module-command",
+        false,
+        |c| c.enable_module_command.name().into(),
+        |c, a| c.enable_module_command = ProtectedAction::parse(a)?
+    ),
     directive!(
         "save",
         true,
@@ -766,6 +875,19 @@ impl Config {
                 .map(|w| String::from_utf8_lossy(&w).into_owned())
                 .collect();
             let (name, args) = words.split_first().expect("non-empty line has a word");
+            // `user` lines may repeat and are no CONFIG GET/SET directive (as in Redis).
+            if name.eq_ignore_ascii_case("user") && !args.is_empty() {
+                let pubsub_all = self.acl_pubsub_default_all;
+                crate::acl::file::check_config_user(args, &self.acl_users, pubsub_all).map_err(
+                    |(word, reason)| ConfigError::UserDeclaration {
+                        at: at(),
+                        word,
+                        reason,
+                    },
+                )?;
+                self.acl_users.push(args.to_vec());
+                continue;
+            }
             let directive =
                 find_directive(name).ok_or_else(|| ConfigError::UnknownDirective { at: at() })?;
             (directive.set)(self, args).map_err(|reason| ConfigError::BadValue {

@@ -1,8 +1,9 @@
 //! The engine: the one place a command is executed.
 //!
 //! `Engine::execute` takes a session's request and does, in Redis's order (its
-//! `processCommand`): look the command up; check its arity, authentication (ACL will
-//! join here), MISCONF (the log failing refuses writes), MULTI's own rules and
+//! `processCommand`): look the command up; check its arity, authentication, MULTI's own
+//! rules, the user's ACL permissions (`crate::acl`: the command, its keys, its channels;
+//! a denial is logged in ACL LOG), MISCONF (the log failing refuses writes) and
 //! `-LOADING`; queue it if the session is inside MULTI; otherwise build the command's
 //! context and run its handler, then act on what the handler asked (run an EXEC's queue,
 //! ask the host for CLIENT LIST). What the caller must still do — park the client, start
@@ -22,6 +23,7 @@
 mod expire;
 mod transaction;
 
+use crate::acl::Denied;
 use crate::commands::blocking::{BlockMode, Blocked};
 use crate::commands::{
     Action, CommandSpec, Ctx, Registry, ReplyShows, ServerState, SessionState, flags,
@@ -127,6 +129,14 @@ pub enum Refusal {
     NotFromScript,
     /// From a read-only script (EVAL_RO, `no-writes`): a write command.
     WriteInReadOnlyScript,
+    /// ACL: the user may not run the command, or touch one of its keys or channels.
+    /// `at_exec`: found when EXEC ran its queue (the rules changed since it was queued).
+    NoPermission {
+        denial: crate::acl::Denial,
+        at_exec: bool,
+    },
+    /// ACL, from a script: its user may not run the command, or touch a key or channel.
+    ScriptNoPermission(crate::acl::Denial),
 }
 
 impl fmt::Display for Refusal {
@@ -163,6 +173,45 @@ impl fmt::Display for Refusal {
             Refusal::WriteInReadOnlyScript => {
                 f.write_str("ERR Write commands are not allowed from read-only scripts.")
             }
+            Refusal::NoPermission {
+                denial,
+                at_exec: false,
+            } => match denial.denied {
+                Denied::Command => write!(
+                    f,
+                    "NOPERM this user has no permissions to run the '{}' command",
+                    denial.command
+                ),
+                Denied::Key(_) => f.write_str(
+                    "NOPERM this user has no permissions to access one of the keys used as arguments",
+                ),
+                Denied::Channel(_) => f.write_str(
+                    "NOPERM this user has no permissions to access one of the channels used as arguments",
+                ),
+            },
+            Refusal::NoPermission {
+                denial,
+                at_exec: true,
+            } => write!(
+                f,
+                "NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: {}",
+                match denial.denied {
+                    Denied::Command => "no permission to execute the command or subcommand",
+                    Denied::Key(_) => "no permission to touch the specified keys",
+                    Denied::Channel(_) =>
+                        "no permission to access one of the channels used as arguments",
+                }
+            ),
+            Refusal::ScriptNoPermission(denial) => write!(
+                f,
+                "ERR The user executing the script {}",
+                match denial.denied {
+                    Denied::Command => "can't run this command or subcommand",
+                    Denied::Key(_) =>
+                        "can't access at least one of the keys mentioned in the command arguments",
+                    Denied::Channel(_) => "can't publish to the channel mentioned in the command",
+                }
+            ),
         }
     }
 }
@@ -189,6 +238,16 @@ pub trait Host {
     /// (never the calling session's: the engine writes its copy into its reply). A client
     /// that is gone, or over its output limit, gets nothing.
     fn deliver(&mut self, id: u64, message: &crate::pubsub::Message<'_>);
+
+    /// Closes the other sessions a change of ACL users dooms (after this turn's replies;
+    /// they run no more commands). The calling session is the engine's to close.
+    fn kill_clients(&mut self, _doomed: &crate::acl::Doomed) {}
+
+    /// The calling session as CLIENT INFO describes it, with `command` as its last
+    /// command (an ACL LOG entry's `client-info`); a script's caller for a script.
+    fn describe_client(&self, _current: &SessionState, _command: &str) -> String {
+        String::new()
+    }
 
     /// A script has run past `busy-reply-threshold`: answer the other clients now (-BUSY;
     /// SCRIPT KILL, FUNCTION KILL, SHUTDOWN NOSAVE) and say what they asked of the script.
@@ -255,9 +314,13 @@ impl Engine {
             Mode::Client | Mode::Exec | Mode::ServeBlocked(_) => {
                 self.refusal(session, spec, argv, &mode)
             }
-            Mode::Script(script) => self.script_refusal(spec, argv, script),
+            Mode::Script(script) => self.script_refusal(session, spec, argv, script),
         };
         if let Some(refusal) = refusal {
+            self.log_denial(session, argv, &refusal, &mode, host);
+            if spec.name == "exec" && session.multi.is_some() {
+                return self.abort_exec(session, reply, refusal);
+            }
             return self.refuse(session, reply, refusal);
         }
         if session.multi.is_some() && !transaction::runs_inside_multi(spec) {
@@ -386,6 +449,23 @@ impl Engine {
         Outcome::Refused(refusal)
     }
 
+    /// An EXEC refused before it runs discards the transaction (Redis's
+    /// `execCommandAbort`): EXECABORT with the refusal's text.
+    fn abort_exec(
+        &mut self,
+        session: &mut SessionState,
+        reply: &mut Vec<u8>,
+        refusal: Refusal,
+    ) -> Outcome {
+        session.multi = None;
+        self.state.watches.unwatch_all(session);
+        ReplyWriter::new(reply, session.resp3).error(&format!(
+            "EXECABORT Transaction discarded because of: {refusal}"
+        ));
+        self.state.stats.total_error_replies += 1;
+        Outcome::Refused(refusal)
+    }
+
     /// Why a client's command may not run now, if it may not (Redis's `processCommand`
     /// order of checks). The subscribed context is a client's own rule: the commands of an
     /// EXEC that subscribed run on (Redis runs them without these checks).
@@ -400,13 +480,18 @@ impl Engine {
             Some(Refusal::WrongArity(spec.name))
         } else if self.auth_required(session) && !spec.has(flags::NO_AUTH) {
             Some(Refusal::NoAuth)
+        } else if session.multi.is_some() && spec.has(flags::NO_MULTI) {
+            Some(Refusal::NotInTransaction)
+        } else if let Err(denial) = self.state.acl.check(&session.user, spec.name, argv) {
+            Some(Refusal::NoPermission {
+                denial,
+                at_exec: *mode == Mode::Exec,
+            })
         } else if let Some(error) = &self.state.log_error
             && (spec.has(flags::WRITE)
                 || crate::scripting::declares_writes(&self.state.scripting, spec, argv))
         {
             Some(Refusal::LogFailing(error.clone()))
-        } else if session.multi.is_some() && spec.has(flags::NO_MULTI) {
-            Some(Refusal::NotInTransaction)
         } else if *mode == Mode::Client
             && !crate::pubsub::Context::of(session.resp3, &session.subscriptions).allows(spec.name)
         {
@@ -421,6 +506,7 @@ impl Engine {
     /// Why a script's command may not run (Redis's `scriptCall` checks, in its order).
     fn script_refusal(
         &self,
+        session: &SessionState,
         spec: &CommandSpec,
         argv: &[&[u8]],
         script: &crate::scripting::run::ScriptMode,
@@ -431,6 +517,8 @@ impl Engine {
         } else if spec.has(flags::NO_SCRIPT) || crate::scripting::subcommand_not_allowed(spec, argv)
         {
             Some(Refusal::NotFromScript)
+        } else if let Err(denial) = self.state.acl.check(&session.user, spec.name, argv) {
+            Some(Refusal::ScriptNoPermission(denial))
         } else if script.read_only && writes {
             Some(Refusal::WriteInReadOnlyScript)
         } else if writes
@@ -445,9 +533,53 @@ impl Engine {
         }
     }
 
+    /// Records an ACL denial in ACL LOG (Redis's `addACLLogEntry`): the command, key or
+    /// channel refused, where it ran, who ran it.
+    fn log_denial(
+        &mut self,
+        session: &SessionState,
+        argv: &[&[u8]],
+        refusal: &Refusal,
+        mode: &Mode,
+        host: &dyn Host,
+    ) {
+        let (denial, context) = match (refusal, mode) {
+            (Refusal::ScriptNoPermission(denial), _) => (denial, crate::acl::log::Context::Lua),
+            (Refusal::NoPermission { denial, .. }, Mode::Exec) => {
+                (denial, crate::acl::log::Context::Multi)
+            }
+            (Refusal::NoPermission { denial, .. }, _) if session.multi.is_some() => {
+                (denial, crate::acl::log::Context::Multi)
+            }
+            (Refusal::NoPermission { denial, .. }, _) => {
+                (denial, crate::acl::log::Context::TopLevel)
+            }
+            _ => return,
+        };
+        let (reason, object) = match denial.denied {
+            Denied::Command => (
+                crate::acl::log::Reason::Command,
+                denial.command.as_bytes().to_vec(),
+            ),
+            Denied::Key(index) => (crate::acl::log::Reason::Key, argv[index].to_vec()),
+            Denied::Channel(index) => (crate::acl::log::Reason::Channel, argv[index].to_vec()),
+        };
+        let entry = crate::acl::log::Entry {
+            count: 1,
+            reason,
+            context,
+            object,
+            username: session.user.name().to_vec(),
+            time_ms: crate::clock::unix_ms(),
+            client_info: host.describe_client(session, &denial.command),
+        };
+        let max_len = self.state.config.acllog_max_len as usize;
+        self.state.acl.log.add(entry, max_len);
+    }
+
     /// Whether the session must still AUTH: a password is set now and it has not given it.
     pub fn auth_required(&self, session: &SessionState) -> bool {
-        self.state.config.requirepass.is_some() && !session.authenticated
+        self.state.acl.auth_required() && !session.authenticated
     }
 }
 

@@ -321,7 +321,7 @@ pub fn declares_writes(
 /// Subcommands of containers that scripts may not run (Redis flags them `noscript`, while
 /// Tessera's table has one row per container): every CLIENT and CONFIG subcommand but HELP.
 pub fn subcommand_not_allowed(spec: &crate::commands::CommandSpec, argv: &[&[u8]]) -> bool {
-    matches!(spec.name, "client" | "config")
+    matches!(spec.name, "client" | "config" | "acl")
         && !argv
             .get(1)
             .is_some_and(|sub| sub.eq_ignore_ascii_case(b"help"))

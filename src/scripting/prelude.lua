@@ -83,15 +83,23 @@ function redis.status_reply(...)
   end
   return { ok = message }
 end
-function redis.acl_check_cmd(...)
+redis.acl_check_cmd = raising(function(...)
   if select('#', ...) == 0 then
-    error({ err = 'ERR Please specify at least one argument for this redis lib call' })
+    return false, { err = 'ERR Please specify at least one argument for this redis lib call' }
   end
-  if not internal.command_exists(...) then
-    error({ err = 'ERR Invalid command passed to redis.acl_check_cmd()' })
+  local check = internal.acl_check
+  if not check then
+    return false, { err = 'ERR redis.acl_check_cmd can only be called inside a script invocation' }
   end
-  return true -- Tessera has one user, who may run everything.
-end
+  local allowed, err = check(...)
+  if err then
+    return false, err
+  end
+  if allowed == nil then
+    return false, { err = 'ERR Invalid command passed to redis.acl_check_cmd()' }
+  end
+  return true, allowed
+end)
 real.redis = redis
 
 math.random = checked(internal.random)

@@ -79,6 +79,8 @@ pub enum ScriptEnd {
 struct CallerHost<'a> {
     host: &'a mut dyn Host,
     caller: u64,
+    /// The caller's session (ACL LOG describes it for a script's denials).
+    caller_state: &'a SessionState,
     resp3: bool,
     messages: Vec<u8>,
 }
@@ -106,6 +108,15 @@ impl Host for CallerHost<'_> {
 
     fn serve_while_busy(&mut self, busy: &Busy) -> BusyRequest {
         self.host.serve_while_busy(busy)
+    }
+
+    fn kill_clients(&mut self, doomed: &crate::acl::Doomed) {
+        self.host.kill_clients(doomed)
+    }
+
+    /// The script's caller, as Redis logs a script's denials.
+    fn describe_client(&self, _current: &SessionState, command: &str) -> String {
+        self.host.describe_client(self.caller_state, command)
     }
 }
 
@@ -144,7 +155,8 @@ pub fn run(
         may_shutdown: wrap_effects,
         bulk_bytes_max: config.bulk_bytes_max,
         query_buffer_bytes_max: config.query_buffer_bytes_max,
-        auth_required: config.requirepass.is_some(),
+        auth_required: engine.state.acl.auth_required(),
+        password_set: !engine.state.acl.default_user().nopass,
         clients_max: config.clients_max,
         protected_mode: config.protected_mode,
     };
@@ -155,6 +167,8 @@ pub fn run(
             id: u64::MAX,
             db: session.db,
             authenticated: true,
+            user: session.user.clone(),
+            local: session.local,
             ..SessionState::default()
         },
         mode: ScriptMode {
@@ -169,9 +183,12 @@ pub fn run(
     let host = RefCell::new(CallerHost {
         host,
         caller: session.id,
+        caller_state: &*session,
         resp3: session.resp3,
         messages: Vec::new(),
     });
+    // `redis.call` runs commands on the engine; `redis.acl_check_cmd` only reads it.
+    let engine_cell = RefCell::new(&mut *engine);
     let result = lua.scope(|scope| {
         let keys = lua.create_sequence_from(strings(&lua, &call.keys)?)?;
         let args = lua.create_sequence_from(strings(&lua, &call.args)?)?;
@@ -183,7 +200,27 @@ pub fn run(
         }
         let command = scope.create_function_mut(|lua, args: MultiValue| {
             let mut state = state.borrow_mut();
-            script_command(lua, engine, &mut state, &mut *host.borrow_mut(), args)
+            let mut engine = engine_cell.borrow_mut();
+            script_command(lua, &mut engine, &mut state, &mut *host.borrow_mut(), args)
+        })?;
+        // `redis.acl_check_cmd`: whether the caller's user may run the command (nil for
+        // an unknown one), without running or logging it.
+        let acl_check = scope.create_function(|lua, args: MultiValue| {
+            let argv = match arguments(lua, &args)? {
+                Ok(argv) => argv,
+                Err(message) => {
+                    let err = reply::error_table(lua, message.as_bytes())?;
+                    return Ok((Value::Nil, Value::Table(err)));
+                }
+            };
+            let argv: SmallVec<[&[u8]; 8]> = argv.iter().map(Vec::as_slice).collect();
+            let Some(spec) = global_registry().get(argv[0]) else {
+                return Ok((Value::Nil, Value::Nil));
+            };
+            let user = state.borrow().session.user.clone();
+            let engine = engine_cell.borrow();
+            let allowed = engine.state.acl.check(&user, spec.name, &argv).is_ok();
+            Ok((Value::Boolean(allowed), Value::Nil))
         })?;
         let setresp = scope.create_function(|lua, args: MultiValue| {
             let mut out = MultiValue::new();
@@ -221,6 +258,7 @@ pub fn run(
             Ok(stop)
         })?;
         internals.table.raw_set("command", command)?;
+        internals.table.raw_set("acl_check", acl_check)?;
         internals.table.raw_set("setresp", setresp)?;
         internals.table.raw_set("busy", busy)?;
         if threshold_ms > 0 {
@@ -233,7 +271,7 @@ pub fn run(
             run_function.call::<MultiValue>((function, keys, args))
         };
         lua.remove_hook();
-        for name in ["command", "setresp", "busy", "killed"] {
+        for name in ["command", "acl_check", "setresp", "busy", "killed"] {
             internals.table.raw_set(name, Value::Nil)?;
         }
         outcome
@@ -246,15 +284,15 @@ pub fn run(
         // None of a stopped script's effects may reach the log: they would replay a half.
         engine.effects.discard_since(mark);
     }
+    // What the script published to its caller (a RESP3 subscriber) comes before the
+    // reply, as in Redis.
+    out.buf.extend_from_slice(&host.into_inner().messages);
     // The script's commands revealed what they read and wrote: the EVAL reply waits for
     // the log as long as theirs would have.
     session.reply_shows = session.reply_shows.max(state.session.reply_shows);
     if wrap_effects && !shutdown {
         engine.effects.wrap_since(mark);
     }
-    // What the script published to its caller (a RESP3 subscriber) comes before the
-    // reply, as in Redis.
-    out.buf.extend_from_slice(&host.into_inner().messages);
     let errors_before = out.errors;
     let counted = match result {
         Ok(values) => write_result(&mut out, &values, state.session.resp3, &name),

@@ -132,6 +132,19 @@ impl Server {
         let writer_policy = config.appendfsync;
         let mut engine = Engine::new(config, config_file, storage.clone());
         let state = &mut engine.state;
+        state.acl = crate::acl::Acl::at_startup(&state.config, || {
+            let config = &state.config;
+            storage
+                .read(&config.dir.join(&config.aclfile))
+                .map_err(|error| {
+                    format!(
+                        "Aborting Redis startup because of ACL errors: Error loading ACLs, opening file '{}': {}",
+                        config.aclfile,
+                        crate::process::os_error_text(&error)
+                    )
+                })
+        })
+        .map_err(ServerError::Acl)?;
         let bound = crate::net::listen(&state.config).map_err(ServerError::Listen)?;
         state.tcp_port = bound.port;
         let mut listeners = crate::net::Listeners::new(bound.sockets);
@@ -371,10 +384,12 @@ impl Server {
 
     fn accept(&mut self, index: usize) {
         let config = &self.engine.state.config;
+        let acl = &self.engine.state.acl;
         let rules = AdmissionRules {
             clients_max: config.clients_max,
             protected_mode: config.protected_mode,
-            password_set: config.requirepass.is_some(),
+            password_set: !acl.default_user().nopass,
+            authenticated: acl.new_sessions_authenticated(),
         };
         let mut admission = Admission {
             listeners: &mut self.listeners,
@@ -391,7 +406,7 @@ impl Server {
     fn enforce_output_limits(&mut self) {
         let now = Instant::now();
         let limits = self.engine.state.config.output_buffer_limits;
-        let password_set = self.engine.state.config.requirepass.is_some();
+        let auth_required = self.engine.state.acl.auth_required();
         let mut over = Vec::new();
         for &token in &self.touched {
             let Some(client) = self.clients.get_mut(&token) else {
@@ -402,7 +417,7 @@ impl Server {
                 continue; // listed twice this turn
             }
             let unsent = client.output.len() - client.conn.output_sent;
-            let authenticated = !password_set || client.state.authenticated;
+            let authenticated = !auth_required || client.state.authenticated;
             let limit = match crate::commands::ClientKind::of(&client.state) {
                 crate::commands::ClientKind::Normal => &limits.normal,
                 crate::commands::ClientKind::PubSub => &limits.pubsub,
@@ -629,7 +644,10 @@ impl Server {
 pub(super) struct AdmissionRules {
     pub clients_max: usize,
     pub protected_mode: bool,
+    /// The default user has a password (protected mode admits anyone then).
     pub password_set: bool,
+    /// New sessions start authenticated (the default user is on and needs no password).
+    pub authenticated: bool,
 }
 
 /// The parts of the server that admitting a connection needs.
@@ -703,7 +721,8 @@ impl Admission<'_> {
                 *self.next_client_id += 1;
                 let state = SessionState {
                     id,
-                    authenticated: !rules.password_set,
+                    authenticated: rules.authenticated,
+                    local: crate::net::is_local_peer(&peer),
                     last_command: "NULL",
                     ..SessionState::default()
                 };

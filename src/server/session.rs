@@ -287,7 +287,7 @@ fn describe(conn: &Connection, state: &SessionState, output: (usize, usize), cmd
     let (output_len, output_capacity) = output;
     let subscriptions = &state.subscriptions;
     format!(
-        "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs={} rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}\n",
+        "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs={} rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir=-1 resp={} lib-name={} lib-ver={}\n",
         state.id,
         conn.peer,
         conn.local,
@@ -305,6 +305,7 @@ fn describe(conn: &Connection, state: &SessionState, output: (usize, usize), cmd
         output_len,
         conn.input.capacity() + output_capacity,
         cmd,
+        String::from_utf8_lossy(state.user.name()),
         if state.resp3 { 3 } else { 2 },
         state.lib_name.as_deref().unwrap_or(""),
         state.lib_version.as_deref().unwrap_or(""),
@@ -356,7 +357,7 @@ impl Host for SessionsView<'_> {
         let Some(client) = self.others.get_mut(&token) else {
             return;
         };
-        if client.conn.output_breach.is_some() {
+        if client.conn.output_breach.is_some() || client.conn.close_after_reply {
             return; // condemned: it is closed at the end of the turn
         }
         // Checked before each message, as Redis checks on each reply, so that a flood of
@@ -392,6 +393,35 @@ impl Host for SessionsView<'_> {
         busy: &crate::scripting::busy::Busy,
     ) -> crate::scripting::busy::BusyRequest {
         self.serve_busy(busy)
+    }
+
+    fn kill_clients(&mut self, doomed: &crate::acl::Doomed) {
+        let mut killed = Vec::new();
+        for (token, client) in self.others.iter_mut() {
+            let state = &mut client.state;
+            if doomed.includes(&state.user, &state.subscriptions) {
+                // As Redis does, back to the default user, unauthenticated, until closed.
+                state.user = crate::acl::SessionUser::default();
+                state.authenticated = false;
+                client.conn.close_after_reply = true;
+                killed.push(token);
+            }
+        }
+        for token in killed {
+            tracing::info!("closing a client whose ACL user was removed or changed");
+            self.touched.push(token);
+        }
+    }
+
+    fn describe_client(&self, current: &SessionState, command: &str) -> String {
+        match self.current {
+            Some(connection) => {
+                let mut line = describe(connection, current, (0, 0), command);
+                line.pop(); // the newline
+                line
+            }
+            None => String::new(),
+        }
     }
 }
 
