@@ -795,7 +795,40 @@ def main() -> int:
         print(stale, file=sys.stderr)
     results = [Result(c, c.requests(args.quick, args.n_scale)) for c in args.selected]
     warnings: dict[str, set[str]] = {"tessera": set(), "redis": set()}
-    servers = Servers(args)
+
+    def measure(srv: Server, r: Result):
+        preload_keys = None
+        if r.case.test == "get":
+            pre_n = r.n if args.quick else 2 * KEYSPACE
+            pre = Case("preload", "SET", "set", r.case.clients, 16, r.case.datasize,
+                       r.case.fsync, pre_n, pre_n)
+            run_benchmark(args, srv.port, pre.bench_flags(pre_n))
+            wait_for_background_work(srv.port)
+            preload_keys = resp(srv.port, "DBSIZE")
+            time.sleep(args.settle)
+        rps, p50, err = run_benchmark(args, srv.port, r.case.bench_flags(r.n))
+        if srv.proc.poll() is not None:
+            raise RuntimeError(f"{srv.name} exited during the run:\n{srv.log_tail()}")
+        dbsize = resp(srv.port, "DBSIZE")
+        rewrites = info_fields(srv.port, "persistence").get("aof_rewrites")
+        sample = Sample(rps, p50, dbsize, int(rewrites) if rewrites is not None else None,
+                        preload_keys)
+        return sample, err, f"{rps:,.0f} ops/s"
+
+    status = run_round_robin(args, results, Servers(args), lambda case: case.fsync, measure,
+                             warnings)
+    report = render(args, info, results, started, status, warnings, stale)
+    return finish(args, report, status, results)
+
+
+def run_round_robin(args, results, servers: Servers, fsync_of, measure,
+                    warnings: dict[str, set[str]]) -> str:
+    """Runs every result's case args.repeat times per server: repetition is the outer
+    loop, then the cases in turn, alternating which server goes first. Each run starts a
+    fresh server (`servers.start(name, fsync_of(case))`), calls `measure(srv, result)`,
+    which returns (sample, redis-benchmark's stderr, a summary for the progress line),
+    and stops the server. A failed run is recorded in `result.failures[name]`; the
+    samples go to `result.samples[name]`. Returns the run's status for the report."""
     status = "complete"
     total = len(results) * args.repeat * 2
     done = 0
@@ -803,35 +836,19 @@ def main() -> int:
         for rep in range(args.repeat):
             for i, r in enumerate(results):
                 order = ["tessera", "redis"] if (rep + i) % 2 == 0 else ["redis", "tessera"]
+                fsync = fsync_of(r.case)
                 for name in order:
                     done += 1
-                    tag = f"[{done}/{total}] {r.case.id} ({r.case.fsync}) rep {rep + 1}/{args.repeat} {name}"
+                    tag = f"[{done}/{total}] {r.case.id} ({fsync}) rep {rep + 1}/{args.repeat} {name}"
                     srv = None
                     try:
-                        srv = servers.start(name, r.case.fsync)
-                        preload_keys = None
-                        if r.case.test == "get":
-                            pre_n = r.n if args.quick else 2 * KEYSPACE
-                            pre = Case("preload", "SET", "set", r.case.clients, 16, r.case.datasize,
-                                       r.case.fsync, pre_n, pre_n)
-                            run_benchmark(args, srv.port, pre.bench_flags(pre_n))
-                            wait_for_background_work(srv.port)
-                            preload_keys = resp(srv.port, "DBSIZE")
-                            time.sleep(args.settle)
-                        rps, p50, err = run_benchmark(args, srv.port, r.case.bench_flags(r.n))
+                        srv = servers.start(name, fsync)
+                        sample, err, summary = measure(srv, r)
                         for line in err.splitlines():
                             if line.strip():
                                 warnings[name].add(line.strip())
-                        if srv.proc.poll() is not None:
-                            raise RuntimeError(f"{name} exited during the run:\n{srv.log_tail()}")
-                        dbsize = resp(srv.port, "DBSIZE")
-                        rewrites = info_fields(srv.port, "persistence").get("aof_rewrites")
-                        r.samples[name].append(Sample(
-                            rps, p50, dbsize,
-                            int(rewrites) if rewrites is not None else None,
-                            preload_keys,
-                        ))
-                        print(f"{tag}: {rps:,.0f} ops/s", file=sys.stderr)
+                        r.samples[name].append(sample)
+                        print(f"{tag}: {summary}", file=sys.stderr)
                     except KeyboardInterrupt:
                         raise
                     except Exception as e:
@@ -852,8 +869,12 @@ def main() -> int:
         print("\ninterrupted; stopping servers and removing temp dirs", file=sys.stderr)
     finally:
         servers.stop_all()
+    return status
 
-    report = render(args, info, results, started, status, warnings, stale)
+
+def finish(args, report: str, status: str, results) -> int:
+    """Prints the report (and writes --output); the exit code: 130 if interrupted, 1 if a
+    run failed, else 0."""
     sys.stdout.write(report)
     if args.output:
         Path(args.output).write_text(report)
