@@ -25,7 +25,7 @@ and times one redis-benchmark custom command, at -P 1 and at -P 16:
 
 so the plain commands, same keys, show what the script costs. GET cases (plain and
 script) are preloaded first, untimed: `SET key:__rand_int__ __rand_int__` -P 16 -r 100000
-(12-byte values, 99 % of the 100,000 keys). After an INCR case the values of all keys
+(12-byte values, 95 % of the 100,000 keys). After an INCR case the values of all keys
 must add up to -n (checked with MGET; a mismatch is reported as a failure), and INFO
 `total_error_replies` must be 0 after every run.
 
@@ -42,7 +42,7 @@ below 1 when a server dropped messages or subscribers). The readers use CPU on t
 2 cores as the server and the publisher (their CPU seconds are in the details).
 
 Usage (from the repository root, after `cargo build --release`):
-    python3 bench/scripts_pubsub.py --output bench/results/scripts_pubsub.md   # ~6-8 min
+    python3 bench/scripts_pubsub.py --output bench/results/scripts_pubsub.md   # ~5-8 min
     python3 bench/scripts_pubsub.py --quick --repeat 1                         # ~1 min
     python3 bench/scripts_pubsub.py --only evalsha-incr-P16,incr-P16 --repeat 5
     python3 bench/scripts_pubsub.py --list
@@ -121,11 +121,12 @@ class Case:
 
 
 def build_cases() -> list[Case]:
-    # -n aiming at 2-4 s per run on an idle 2-core machine: at -P 1 both servers serve
-    # 40-80k requests/s; at -P 16 plain commands run at 500k+/s, scripts at 70-300k/s.
+    # -n aiming at 1-3 s per run on an idle 2-core machine (the whole run in about 5
+    # minutes): at -P 1 both servers serve 40-80k requests/s; at -P 16 plain commands
+    # run at 300-700k/s, scripts at 60-300k/s.
     cases = []
-    for pipeline, n_script, n_plain, n_quick in ((1, 150_000, 150_000, 10_000),
-                                                 (16, 300_000, 1_000_000, 30_000)):
+    for pipeline, n_script, n_plain, n_quick in ((1, 100_000, 100_000, 10_000),
+                                                 (16, 200_000, 600_000, 30_000)):
         for what in ("incr", "get"):
             cases.append(Case(
                 f"evalsha-{what}-P{pipeline}", f"EVALSHA {what.upper()} script", "script",
@@ -136,10 +137,11 @@ def build_cases() -> list[Case]:
                 f"{what}-P{pipeline}", what.upper(), "script", 50, pipeline, n_plain, n_quick,
                 (what.upper(), "key:__rand_int__"),
                 preload=what == "get", incr=what == "incr"))
-    # Messages: delivered = published x S. 100 subscribers take 20k messages (2M deliveries).
+    # Messages: delivered = published x S. 100 subscribers take 12k messages (1.2M
+    # deliveries, 1-3 s).
     for pattern in (False, True):
-        for subs, n_full, n_quick in ((1, 150_000, 10_000), (10, 100_000, 5_000),
-                                      (100, 20_000, 1_000)):
+        for subs, n_full, n_quick in ((1, 100_000, 10_000), (10, 60_000, 5_000),
+                                      (100, 12_000, 1_000)):
             kind = "pattern" if pattern else "channel"
             cases.append(Case(
                 f"publish-{kind}-s{subs}",
@@ -200,7 +202,7 @@ def incr_total(port: int) -> int:
 def run_script_case(args, srv, case: Case, n: int) -> tuple[Sample, str]:
     load_scripts(srv.port)
     if case.preload:
-        pre_n = 3 * n if args.quick else 5 * KEYSPACE
+        pre_n = 3 * n if args.quick else 3 * KEYSPACE
         cmp.run_benchmark(args, srv.port, ["-c", "50", "-n", str(pre_n), "-P", "16",
                                            "-r", str(KEYSPACE), "SET", "key:__rand_int__",
                                            "__rand_int__"])
@@ -313,7 +315,7 @@ def render(args, info, results: list[Result], started: float, status: str,
         + "; ".join(f"`{body}` = `{SHA[name]}`" for name, body in SCRIPTS.items())
         + f". GET cases (script and plain) are preloaded by an untimed "
         f"`SET key:__rand_int__ __rand_int__` (-c 50 -P 16 -r {KEYSPACE}, "
-        f"-n {'3 x the case -n' if args.quick else 5 * KEYSPACE}). After INCR cases the values "
+        f"-n {'3 x the case -n' if args.quick else 3 * KEYSPACE}). After INCR cases the values "
         "of all keys add up to -n (checked); every run ended with no error reply.",
         f"- PUBLISH: bench/subscribers.py, one Python process, reads S connections "
         f"subscribed to `{CHANNEL}` (channel) or to the pattern `{PATTERN}` (pattern) as fast "
