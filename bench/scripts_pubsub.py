@@ -11,7 +11,10 @@ every run starts a fresh server in its own temporary directory on a free loopbac
                    --appendfsync everysec --save ""
 
 Runs go round-robin over the cases (repetition is the outer loop) and alternate which
-server goes first; the tables report medians and the Tessera/Redis ratio of the medians.
+server goes first; the tables report medians, the Tessera/Redis ratio of the medians, the
+median of the ratios of each pair of runs made back to back (robust to a machine that gets
+busier or quieter between repetitions), and the server's CPU time per request (from
+/proc; on a shared machine steadier than the throughput).
 
 Scripts. Each run SCRIPT LOADs two scripts (their SHA1s are fixed by their text):
 
@@ -58,6 +61,7 @@ import json
 import os
 import selectors
 import shlex
+import statistics
 import subprocess
 import sys
 import time
@@ -163,6 +167,7 @@ class Sample:
     delivered: float | None = None  # msgs/s received by all subscribers
     share: float | None = None  # received / (published x subscribers)
     reader_cpu: float | None = None  # cores the subscribers process used while receiving
+    rep: int = 0  # which repetition: Tessera's and Redis's runs of a repetition are a pair
 
 
 @dataclass
@@ -176,6 +181,20 @@ class Result:
 
     def median(self, name: str, attr: str = "rps") -> float | None:
         return cmp.median_or_none([getattr(s, attr) for s in self.samples[name]])
+
+    def pair_ratios(self, attr: str = "rps") -> list[float]:
+        """Tessera ÷ Redis for each repetition both completed: the two runs of a pair ran
+        back to back, so a machine that got busier or quieter between repetitions moves
+        both."""
+        redis = {s.rep: getattr(s, attr) for s in self.samples["redis"]}
+        return [getattr(t, attr) / redis[t.rep] for t in self.samples["tessera"]
+                if getattr(t, attr) and redis.get(t.rep)]
+
+    def cpu_per(self, name: str) -> float | None:
+        """The server's CPU µs per request (PUBLISH: per delivered message), median."""
+        per = self.n * (self.case.subscribers if self.case.kind == "pubsub" else 1)
+        cpu = self.median(name, "server_cpu")
+        return None if cpu is None else cpu * 1e6 / per
 
 
 def load_scripts(port: int) -> None:
@@ -297,6 +316,18 @@ def fmt_share(v: float | None) -> str:
     return "n/a" if v is None else f"{v:.3f}".rstrip("0").rstrip(".")
 
 
+def fmt_us(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.1f}"
+
+
+def fmt_pairs(ratios: list[float]) -> str:
+    if not ratios:
+        return "n/a"
+    if len(ratios) == 1:
+        return f"{ratios[0]:.2f}"
+    return f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
+
+
 def render(args, info, results: list[Result], started: float, status: str,
            warnings: dict[str, set[str]], stale: str | None) -> str:
     payload = "x" * args.payload_size
@@ -327,15 +358,22 @@ def render(args, info, results: list[Result], started: float, status: str,
         "",
         "## EVALSHA vs plain commands (median requests/s)",
         "",
-        "| Case | redis-benchmark flags | Tessera | Redis | Tessera/Redis |",
-        "|---|---|---:|---:|---:|",
+        "Tessera/Redis: the ratio of the medians; per pair: the median (and range) of the "
+        "ratios of the runs made back to back. CPU: the server's CPU time per request, µs "
+        "(median).",
+        "",
+        "| Case | redis-benchmark flags | Tessera | Redis | Tessera/Redis | per pair "
+        "| CPU µs Tessera | CPU µs Redis |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         if r.case.kind != "script":
             continue
         t, rd = r.median("tessera"), r.median("redis")
         lines.append(f"| {r.case.label}, -P {r.case.pipeline} | `{r.case.shown_flags(r.n)}` "
-                     f"| {cmp.fmt_ops(t)} | {cmp.fmt_ops(rd)} | {cmp.fmt_ratio(t, rd)} |")
+                     f"| {cmp.fmt_ops(t)} | {cmp.fmt_ops(rd)} | {cmp.fmt_ratio(t, rd)} "
+                     f"| {fmt_pairs(r.pair_ratios())} | {fmt_us(r.cpu_per('tessera'))} "
+                     f"| {fmt_us(r.cpu_per('redis'))} |")
     by_id = {r.case.id: r for r in results}
     overhead = []
     for what in ("incr", "get"):
@@ -353,9 +391,14 @@ def render(args, info, results: list[Result], started: float, status: str,
         "",
         "## PUBLISH fan-out (median msgs/s)",
         "",
+        "Per pair: the median (and range) of the delivered ratios of the runs made back to "
+        "back. CPU: the server's CPU time per delivered message, µs (median). Share: "
+        "messages received ÷ (published x subscribers), Tessera / Redis.",
+        "",
         "| Case | redis-benchmark flags | Tessera published | Redis published | Tessera/Redis "
-        "| Tessera delivered | Redis delivered | Tessera/Redis | share delivered T / R |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---|",
+        "| Tessera delivered | Redis delivered | Tessera/Redis | per pair "
+        "| CPU µs Tessera | CPU µs Redis | share |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in results:
         if r.case.kind != "pubsub":
@@ -366,8 +409,10 @@ def render(args, info, results: list[Result], started: float, status: str,
             f"| {r.case.label} | `{r.case.shown_flags(r.n, payload)}` "
             f"| {cmp.fmt_ops(t)} | {cmp.fmt_ops(rd)} | {cmp.fmt_ratio(t, rd)} "
             f"| {cmp.fmt_ops(td)} | {cmp.fmt_ops(rdd)} | {cmp.fmt_ratio(td, rdd)} "
-            f"| {fmt_share(cmp.median_or_none([s.share for s in r.samples['tessera']]))} / "
-            f"{fmt_share(cmp.median_or_none([s.share for s in r.samples['redis']]))} |")
+            f"| {fmt_pairs(r.pair_ratios('delivered'))} | {fmt_us(r.cpu_per('tessera'))} "
+            f"| {fmt_us(r.cpu_per('redis'))} "
+            f"| {fmt_share(r.median('tessera', 'share'))} / "
+            f"{fmt_share(r.median('redis', 'share'))} |")
     lines += [
         "",
         "## Details",
@@ -392,13 +437,12 @@ def render(args, info, results: list[Result], started: float, status: str,
             delivered = (", ".join(f"{s.delivered:,.0f}" for s in ss if s.delivered is not None)
                          if r.case.kind == "pubsub" else "") or "-"
             p50 = cmp.median_or_none([s.p50 for s in ss])
-            per = r.n * (r.case.subscribers if r.case.kind == "pubsub" else 1) / 1e6
-            cpu = cmp.median_or_none([s.server_cpu for s in ss])
+            cpu = r.cpu_per(name)
             reader = cmp.median_or_none([s.reader_cpu for s in ss])
             lines.append(
                 f"| {r.case.id} | {name} | {runs} | {spread} | {delivered} | "
                 f"{'-' if p50 is None else f'{p50:.3f}'} | "
-                f"{'-' if cpu is None else f'{cpu / per:.2f}'} | "
+                f"{'-' if cpu is None else f'{cpu:.2f}'} | "
                 f"{'-' if reader is None else f'{reader:.2f}'} | "
                 f"{'; '.join(r.failures[name])} |")
     if any(warnings.values()):
@@ -465,8 +509,10 @@ def main() -> int:
     warnings: dict[str, set[str]] = {"tessera": set(), "redis": set()}
 
     def measure(srv, r: Result):
+        rep = len(r.samples[srv.name]) + len(r.failures[srv.name])
         run = run_script_case if r.case.kind == "script" else run_pubsub_case
         sample, err = run(args, srv, r.case, r.n)
+        sample.rep = rep
         summary = f"{sample.rps:,.0f} requests/s"
         if sample.delivered is not None:
             summary += (f", delivered {sample.delivered:,.0f} msgs/s, share "
