@@ -76,6 +76,8 @@ pub struct ServerState {
     pub pubsub: crate::pubsub::PubSub,
     /// The Lua interpreter and the script cache.
     pub scripting: crate::scripting::Scripting,
+    /// Client-side caching: who tracks, the keys they read, the BCAST prefixes.
+    pub tracking: crate::tracking::Tracking,
 }
 
 impl ServerState {
@@ -107,6 +109,7 @@ impl ServerState {
             blocked: blocking::BlockedKeys::default(),
             pubsub: crate::pubsub::PubSub::default(),
             scripting: crate::scripting::Scripting::new(),
+            tracking: crate::tracking::Tracking::default(),
             config,
         }
     }

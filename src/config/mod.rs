@@ -92,6 +92,9 @@ pub struct Config {
     /// `busy-reply-threshold` (alias `lua-time-limit`): milliseconds a script runs before
     /// other clients are answered -BUSY and SCRIPT KILL can stop it; 0: never.
     pub busy_reply_threshold_ms: u64,
+    /// `tracking-table-max-keys`: keys client-side caching remembers for its readers; past
+    /// it, keys are forgotten at random (their readers told to drop them). 0: no limit.
+    pub tracking_table_max_keys: u64,
 }
 
 impl Config {
@@ -264,6 +267,7 @@ impl Default for Config {
             rdb_key_save_delay_us: 0,
             key_load_delay_us: 0,
             busy_reply_threshold_ms: 5000,
+            tracking_table_max_keys: 1_000_000,
             rdbcompression: true,
             notify_keyspace_events: crate::notify::KeyspaceEvents::default(),
         }
@@ -527,6 +531,12 @@ pub static DIRECTIVES: &[Directive] = &[
         true,
         |c| c.busy_reply_threshold_ms.to_string(),
         |c, a| c.busy_reply_threshold_ms = parse_int_in(a, 0, i64::MAX)? as u64
+    ),
+    directive!(
+        "tracking-table-max-keys",
+        true,
+        |c| c.tracking_table_max_keys.to_string(),
+        |c, a| c.tracking_table_max_keys = parse_int_in(a, 0, i64::MAX)? as u64
     ),
     directive!(
         "key-load-delay",
