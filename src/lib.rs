@@ -37,4 +37,5 @@ pub mod server;
 pub mod snapshot;
 pub mod stats;
 pub mod storage;
+pub mod tracking;
 pub mod types;

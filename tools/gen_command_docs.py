@@ -74,7 +74,19 @@ COMMANDS_DIR = os.path.join(REPO, "src", "commands")
 # `client` in connection.rs, of `config` / `command_command` in server.rs and of
 # `pubsub` in pubsub.rs).
 SUBCOMMANDS = {
-    "client": ["id", "setname", "getname", "setinfo", "list", "info", "help"],
+    "client": [
+        "id",
+        "setname",
+        "getname",
+        "setinfo",
+        "list",
+        "info",
+        "tracking",
+        "caching",
+        "getredir",
+        "trackinginfo",
+        "help",
+    ],
     "config": ["get", "set", "resetstat", "help"],
     "object": ["encoding", "freq", "idletime", "refcount", "help"],
     "command": ["count", "info", "docs", "list", "help"],

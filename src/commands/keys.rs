@@ -719,6 +719,8 @@ fn flush(ctx: &mut Ctx, args: &Args) -> Action {
             return Action::None;
         }
     }
+    // One invalidation of everything for the whole command, as Redis's signalFlushedDb.
+    ctx.invalidate_all_tracked();
     if all {
         for db in 0..ctx.keyspace.dbs.len() {
             ctx.touch_db(db, None);

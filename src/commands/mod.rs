@@ -194,6 +194,9 @@ pub struct Ctx<'a> {
     /// which count no keyspace hit or miss and raise no `keymiss` (`reading` lifts it
     /// where Redis reads inside a write).
     pub write_lookups: bool,
+    /// The client whose request is running, where tracking's messages for it wait until
+    /// its reply is written (`crate::tracking::Origin`); None during replay.
+    pub origin: Option<&'a mut crate::tracking::Origin>,
 }
 
 impl<'a> Ctx<'a> {
@@ -290,13 +293,17 @@ impl<'a> Ctx<'a> {
         self.server.dirty += 1;
         let db = self.client.db;
         self.effects.record(db, args);
-        if !self.server.watches.is_empty() || !self.server.blocked.is_empty() {
+        if !self.server.watches.is_empty()
+            || !self.server.blocked.is_empty()
+            || self.server.tracking.watches_changes()
+        {
             self.touch_keys_of(args);
         }
     }
 
-    /// Touches the keys a logged record changes (for WATCH, and to wake clients blocked
-    /// on them): from the command table's key positions,
+    /// Touches the keys a logged record changes (for WATCH, to wake clients blocked on
+    /// them, and to invalidate them in tracking clients' caches): from the command
+    /// table's key positions,
     /// but for the commands whose table positions say more (a *STORE's sources) or less
     /// (MOVE's and COPY's other database).
     fn touch_keys_of(&mut self, args: &[&[u8]]) {
@@ -337,8 +344,40 @@ impl<'a> Ctx<'a> {
                 if exists {
                     self.server.blocked.signal(db, key);
                 }
+                let changed_by = self.client.id;
+                self.invalidate_tracked(key, Some(changed_by));
             }
         }
+    }
+
+    /// Tells tracking clients that `key` changed (Redis's `trackingInvalidateKey`).
+    /// `changed_by`: the session whose command changed it (a script's own session inside
+    /// a script, as Redis's script client), None for an expiry.
+    fn invalidate_tracked(&mut self, key: &[u8], changed_by: Option<u64>) {
+        if !self.server.tracking.watches_changes() {
+            return;
+        }
+        let running = self.origin.as_ref().map(|origin| origin.id);
+        let mut origin = self.origin.as_deref_mut();
+        let host = &mut *self.host;
+        self.server
+            .tracking
+            .key_changed(key, changed_by, running, &mut |id, message| {
+                crate::tracking::Origin::route(origin.as_deref_mut(), host, id, message)
+            });
+    }
+
+    /// FLUSHDB / FLUSHALL, once per command: every tracking client is told that all its
+    /// cached keys are invalid (SWAPDB tells nobody, as in Redis 7.0).
+    pub fn invalidate_all_tracked(&mut self) {
+        if self.server.tracking.client_count() == 0 {
+            return;
+        }
+        let mut origin = self.origin.as_deref_mut();
+        let host = &mut *self.host;
+        self.server.tracking.flushed(&mut |id, message| {
+            crate::tracking::Origin::route(origin.as_deref_mut(), host, id, message)
+        });
     }
 
     /// Before FLUSHDB / FLUSHALL empties `db`, or SWAPDB exchanges it with `other`.
@@ -366,6 +405,7 @@ impl<'a> Ctx<'a> {
                 self.notify_in(db_index, EventClass::Expired, "expired", key);
                 self.effects.record(db_index, &[b"DEL", key]);
                 self.server.watches.touch(db_index, key, false);
+                self.invalidate_tracked(key, None);
                 true
             }
             _ => false,
@@ -627,6 +667,27 @@ pub fn table() -> Vec<CommandSpec> {
 pub fn global_registry() -> &'static Registry {
     static REGISTRY: std::sync::OnceLock<Registry> = std::sync::OnceLock::new();
     REGISTRY.get_or_init(Registry::new)
+}
+
+/// The argument indexes of the keys a read-only command reads, for client-side caching:
+/// the table's positions, or, for the commands whose keys follow a count (ZUNION,
+/// SINTERCARD…, Redis's movable keys), the keys that count announces.
+pub fn tracked_key_positions(spec: &CommandSpec, argv: &[&[u8]]) -> Vec<usize> {
+    if !spec.has(flags::MOVABLEKEYS) {
+        return key_positions(spec, argv.len()).collect();
+    }
+    let counted_at = match spec.name {
+        "sintercard" | "zunion" | "zinter" | "zdiff" | "zintercard" => 1,
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => 2,
+        _ => return Vec::new(),
+    };
+    let count = argv
+        .get(counted_at)
+        .and_then(|arg| crate::resp::parse_i64(arg))
+        .filter(|&count| count > 0)
+        .map_or(0, |count| count as usize);
+    let first = counted_at + 1;
+    (first..first.saturating_add(count).min(argv.len())).collect()
 }
 
 /// The argument indexes a command's table row says are keys, for `argc` arguments.

@@ -858,7 +858,7 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
             kv(out, "cluster_connections", &0);
             kv(out, "maxclients", &config.clients_max);
             kv(out, "blocked_clients", &server.blocked.clients());
-            kv(out, "tracking_clients", &0);
+            kv(out, "tracking_clients", &server.tracking.client_count());
         }
         "memory" => {
             let (used, rss) = crate::stats::memory_usage();
@@ -910,6 +910,13 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
                 out,
                 "pubsubshard_channels",
                 &server.pubsub.channel_count(true),
+            );
+            kv(out, "tracking_total_keys", &server.tracking.total_keys());
+            kv(out, "tracking_total_items", &server.tracking.total_items());
+            kv(
+                out,
+                "tracking_total_prefixes",
+                &server.tracking.total_prefixes(),
             );
             kv(out, "total_error_replies", &s.total_error_replies);
         }

@@ -82,6 +82,8 @@ pub struct ServerState {
     pub scripting: crate::scripting::Scripting,
     /// The ACL users and the log of denials.
     pub acl: crate::acl::Acl,
+    /// Client-side caching: who tracks, the keys they read, the BCAST prefixes.
+    pub tracking: crate::tracking::Tracking,
 }
 
 impl ServerState {
@@ -114,6 +116,7 @@ impl ServerState {
             pubsub: crate::pubsub::PubSub::default(),
             scripting: crate::scripting::Scripting::new(),
             acl: crate::acl::Acl::new(),
+            tracking: crate::tracking::Tracking::default(),
             config,
         }
     }

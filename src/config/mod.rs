@@ -109,6 +109,9 @@ pub struct Config {
     /// so that redis.conf files load and CONFIG GET answers as Redis does.
     pub enable_debug_command: ProtectedAction,
     pub enable_module_command: ProtectedAction,
+    /// `tracking-table-max-keys`: keys client-side caching remembers for its readers; past
+    /// it, keys are forgotten at random (their readers told to drop them). 0: no limit.
+    pub tracking_table_max_keys: u64,
 }
 
 /// Who may do a protected action (Redis's `enable-protected-configs` and its kin).
@@ -320,6 +323,7 @@ impl Default for Config {
             rdb_key_save_delay_us: 0,
             key_load_delay_us: 0,
             busy_reply_threshold_ms: 5000,
+            tracking_table_max_keys: 1_000_000,
             rdbcompression: true,
             notify_keyspace_events: crate::notify::KeyspaceEvents::default(),
             aclfile: String::new(),
@@ -590,6 +594,12 @@ pub static DIRECTIVES: &[Directive] = &[
         true,
         |c| c.busy_reply_threshold_ms.to_string(),
         |c, a| c.busy_reply_threshold_ms = parse_int_in(a, 0, i64::MAX)? as u64
+    ),
+    directive!(
+        "tracking-table-max-keys",
+        true,
+        |c| c.tracking_table_max_keys.to_string(),
+        |c, a| c.tracking_table_max_keys = parse_int_in(a, 0, i64::MAX)? as u64
     ),
     directive!(
         "key-load-delay",

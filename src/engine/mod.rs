@@ -18,7 +18,14 @@
 //! The engine owns the dataset (`Keyspace`), the state commands see (`ServerState`) and
 //! the effects not yet taken. It owns no socket, thread or file: the event loop
 //! (`crate::server`) and the replay (`crate::recovery`) drive it, and lend it a `Host`
-//! through which a command reaches the other sessions (CLIENT LIST, pub/sub messages).
+//! through which a command reaches the other sessions (CLIENT LIST, pub/sub messages,
+//! client-side caching's invalidations).
+//!
+//! Client-side caching (`crate::tracking`) hangs on this one path too: after a read-only
+//! command the keys it read are remembered for a tracking client (`Engine::run`); a
+//! change reported by a handler (`Ctx::propagate`), an expiry or a flush invalidates; and
+//! what is meant for the client whose request is running waits until its reply is written
+//! (`Origin`), whether the change came from its command, its EXEC or its script.
 
 mod expire;
 mod transaction;
@@ -34,6 +41,7 @@ use crate::effects::Effects;
 use crate::keyspace::Keyspace;
 use crate::resp::ReplyWriter;
 use crate::storage::Storage;
+use crate::tracking::Origin;
 use crate::types::string::Str;
 use bytes::Bytes;
 use std::fmt;
@@ -47,6 +55,14 @@ pub struct Engine {
     pub state: ServerState,
     pub effects: Effects,
     registry: &'static Registry,
+    /// The client whose request is running (a client's command or a blocked client's,
+    /// with the EXEC or script it runs): tracking's messages for it wait here for its
+    /// reply.
+    origin: Option<Origin>,
+    /// While a script runs for a client whose reads are tracked: the script's declared
+    /// keys, which each read-only command of the script remembers for it (Redis's rule for
+    /// scripts: their own key arguments are not the caller's).
+    script_tracked_keys: Option<Vec<Vec<u8>>>,
 }
 
 /// One command as received.
@@ -224,7 +240,8 @@ impl std::error::Error for Refusal {}
 pub trait Host {
     /// CLIENT LIST (every session, or those in `ids`) or, with `only_self`, CLIENT INFO.
     /// `current_output`: the length and capacity of the calling session's reply buffer.
-    /// `kind`: only clients of that class (CLIENT LIST TYPE).
+    /// `kind`: only clients of that class (CLIENT LIST TYPE). `tracking`: for the
+    /// tracking flags and `redir=`.
     fn client_list(
         &self,
         current: &SessionState,
@@ -232,12 +249,18 @@ pub trait Host {
         only_self: bool,
         ids: Option<&[u64]>,
         kind: Option<crate::commands::ClientKind>,
+        tracking: &crate::tracking::Tracking,
     ) -> String;
 
-    /// Appends a pub/sub message to the output of client `id`, in that client's protocol
-    /// (never the calling session's: the engine writes its copy into its reply). A client
-    /// that is gone, or over its output limit, gets nothing.
-    fn deliver(&mut self, id: u64, message: &crate::pubsub::Message<'_>);
+    /// Appends a message (pub/sub, or a tracking invalidation) to the output of client
+    /// `id`, in that client's protocol (never the calling session's: the engine writes its
+    /// copy into its reply). A client that is gone, or over its output limit, or that the
+    /// message cannot reach (`Message::reaches`), gets nothing. False when no client `id`
+    /// is connected.
+    fn deliver(&mut self, id: u64, message: &crate::pubsub::Message<'_>) -> bool;
+
+    /// Whether client `id` is connected (another than the calling session).
+    fn client_exists(&self, id: u64) -> bool;
 
     /// Closes the other sessions a change of ACL users dooms (after this turn's replies;
     /// they run no more commands). The calling session is the engine's to close.
@@ -245,7 +268,12 @@ pub trait Host {
 
     /// The calling session as CLIENT INFO describes it, with `command` as its last
     /// command (an ACL LOG entry's `client-info`); a script's caller for a script.
-    fn describe_client(&self, _current: &SessionState, _command: &str) -> String {
+    fn describe_client(
+        &self,
+        _current: &SessionState,
+        _command: &str,
+        _tracking: &crate::tracking::Tracking,
+    ) -> String {
         String::new()
     }
 
@@ -270,11 +298,18 @@ impl Host for NoSessions {
         _: bool,
         _: Option<&[u64]>,
         _: Option<crate::commands::ClientKind>,
+        _: &crate::tracking::Tracking,
     ) -> String {
         String::new()
     }
 
-    fn deliver(&mut self, _: u64, _: &crate::pubsub::Message<'_>) {}
+    fn deliver(&mut self, _: u64, _: &crate::pubsub::Message<'_>) -> bool {
+        false
+    }
+
+    fn client_exists(&self, _: u64) -> bool {
+        false
+    }
 }
 
 impl Engine {
@@ -285,11 +320,96 @@ impl Engine {
             state: ServerState::new(config, config_file, storage),
             effects: Effects::default(),
             registry: global_registry(),
+            origin: None,
+            script_tracked_keys: None,
         }
     }
 
     /// Runs one request for `session`, its reply appended to `reply`.
     pub fn execute(
+        &mut self,
+        session: &mut SessionState,
+        reply: &mut Vec<u8>,
+        request: Request<'_>,
+        mode: Mode,
+        host: &mut dyn Host,
+    ) -> Outcome {
+        // A client's request, or a blocked client's served again, runs on its own; EXEC's
+        // commands and a script's run inside one of those, whose client stays the origin.
+        if !matches!(mode, Mode::Client | Mode::ServeBlocked(_)) {
+            return self.dispatch(session, reply, request, mode, host);
+        }
+        let client_request = mode == Mode::Client;
+        if client_request && self.state.tracking.total_keys() > 0 {
+            // Before the command, as Redis's processCommand: what is due to this client
+            // comes before its reply.
+            self.limit_tracking_table(Some((&*session, &mut *reply)), host);
+        }
+        let previous = self.origin.replace(Origin::new(
+            session.id,
+            session.resp3,
+            session.subscriptions.any(),
+        ));
+        debug_assert!(previous.is_none(), "a client's request inside another's");
+        let outcome = self.dispatch(session, reply, request, mode, host);
+        let origin = self.origin.take().expect("set above");
+        reply.extend_from_slice(&origin.messages);
+        // CLIENT CACHING covers the next command, or the whole transaction it opens, and
+        // survives other CLIENT commands (Redis's `resetClient`).
+        if client_request
+            && session.multi.is_none()
+            && self.state.tracking.has_caching(session.id)
+            && self.registry.get(request.argv[0]).map(|spec| spec.name) != Some("client")
+        {
+            self.state.tracking.command_done(session.id);
+        }
+        outcome
+    }
+
+    /// Keeps the tracking table within `tracking-table-max-keys` (before a client's
+    /// command, and from the cron). `current`: the session about to run a command and its
+    /// reply buffer, where what is due to it goes (it is out of the host's table).
+    pub fn limit_tracking_table(
+        &mut self,
+        current: Option<(&SessionState, &mut Vec<u8>)>,
+        host: &mut dyn Host,
+    ) {
+        let max_keys = self.state.config.tracking_table_max_keys;
+        let (running, mut origin) = match &current {
+            Some((session, _)) => (
+                Some(session.id),
+                Some(Origin::new(
+                    session.id,
+                    session.resp3,
+                    session.subscriptions.any(),
+                )),
+            ),
+            None => (None, None),
+        };
+        self.state
+            .tracking
+            .limit_keys(max_keys, running, &mut |id, message| {
+                Origin::route(origin.as_mut(), host, id, message)
+            });
+        if let (Some((_, reply)), Some(origin)) = (current, origin) {
+            reply.extend_from_slice(&origin.messages);
+        }
+    }
+
+    /// Sends the BCAST invalidations of the keys changed since the last call: at the end
+    /// of every turn of the event loop, as Redis does before it sleeps (no client runs a
+    /// command meanwhile, so every receiver is reached through the host).
+    pub fn broadcast_invalidations(&mut self, host: &mut dyn Host) {
+        if self.state.tracking.total_prefixes() > 0 {
+            self.state
+                .tracking
+                .broadcast(&mut |id, message| host.deliver(id, message));
+        }
+    }
+
+    /// Runs one request for `session` (the checks, queueing inside MULTI, the handler and
+    /// what it asked for).
+    fn dispatch(
         &mut self,
         session: &mut SessionState,
         reply: &mut Vec<u8>,
@@ -349,6 +469,7 @@ impl Engine {
         host: &mut dyn Host,
     ) -> Action {
         let replay = mode == Mode::Replay;
+        let in_script = matches!(mode, Mode::Script(_));
         let now_ms = match &mode {
             Mode::Script(script) => script.now_ms,
             _ => crate::clock::unix_ms(),
@@ -370,9 +491,13 @@ impl Engine {
             big_arguments: request.big_arguments,
             host,
             write_lookups: spec.has(flags::WRITE),
+            origin: self.origin.as_mut(),
         };
         let action = (spec.handler)(&mut ctx, request.argv);
         let errors = ctx.out.errors;
+        if spec.has(flags::READONLY) && self.state.tracking.client_count() > 0 && !replay {
+            self.remember_tracked_keys(session, spec, request.argv, in_script);
+        }
         self.state.stats.total_error_replies += errors;
         self.state.stats.total_commands_processed += 1;
         session.last_command = spec.name;
@@ -389,6 +514,30 @@ impl Engine {
             self.state.config.encoding_limits.apply();
         }
         action
+    }
+
+    /// After a read-only command: its keys are remembered for the client that read them,
+    /// if it tracks in the default mode (Redis's `trackingRememberKeys`, whatever the
+    /// reply was). A script's reads remember the script's declared keys for its caller;
+    /// EVAL_RO and its kin, read-only themselves, remember nothing of their own.
+    fn remember_tracked_keys(
+        &mut self,
+        session: &SessionState,
+        spec: &CommandSpec,
+        argv: &[&[u8]],
+        in_script: bool,
+    ) {
+        let tracking = &mut self.state.tracking;
+        if in_script {
+            if let (Some(keys), Some(origin)) = (&self.script_tracked_keys, &self.origin) {
+                tracking.remember(origin.id, keys.iter().map(Vec::as_slice));
+            }
+        } else if !matches!(spec.name, "eval_ro" | "evalsha_ro" | "fcall_ro")
+            && !spec.has(flags::PUBSUB)
+        {
+            let keys = crate::commands::tracked_key_positions(spec, argv);
+            tracking.remember(session.id, keys.into_iter().map(|index| argv[index]));
+        }
     }
 
     /// Acts on what a handler asked that the engine can do itself; hands the rest back.
@@ -408,8 +557,15 @@ impl Engine {
                 Outcome::Done
             }
             Action::RunScript(call) => {
+                self.script_tracked_keys = self
+                    .state
+                    .tracking
+                    .remembers_reads(session.id)
+                    .then(|| call.keys.clone());
                 // Inside EXEC the script's records are already inside EXEC's own block.
-                match crate::scripting::run::run(self, session, reply, *call, !in_exec, host) {
+                let end = crate::scripting::run::run(self, session, reply, *call, !in_exec, host);
+                self.script_tracked_keys = None;
+                match end {
                     crate::scripting::run::ScriptEnd::Done => Outcome::Done,
                     crate::scripting::run::ScriptEnd::ShutdownNoSave => {
                         Outcome::Shutdown(ShutdownSave::NoSave)
@@ -422,7 +578,14 @@ impl Engine {
                 kind,
             } => {
                 let output = (reply.len(), reply.capacity());
-                let text = host.client_list(session, output, only_self, ids.as_deref(), kind);
+                let text = host.client_list(
+                    session,
+                    output,
+                    only_self,
+                    ids.as_deref(),
+                    kind,
+                    &self.state.tracking,
+                );
                 ReplyWriter::new(reply, session.resp3).verbatim(text.as_bytes());
                 Outcome::Done
             }
@@ -571,7 +734,7 @@ impl Engine {
             object,
             username: session.user.name().to_vec(),
             time_ms: crate::clock::unix_ms(),
-            client_info: host.describe_client(session, &denial.command),
+            client_info: host.describe_client(session, &denial.command, &self.state.tracking),
         };
         let max_len = self.state.config.acllog_max_len as usize;
         self.state.acl.log.add(entry, max_len);

@@ -93,17 +93,26 @@ impl Host for CallerHost<'_> {
         only_self: bool,
         ids: Option<&[u64]>,
         kind: Option<crate::commands::ClientKind>,
+        tracking: &crate::tracking::Tracking,
     ) -> String {
         self.host
-            .client_list(current, current_output, only_self, ids, kind)
+            .client_list(current, current_output, only_self, ids, kind, tracking)
     }
 
-    fn deliver(&mut self, id: u64, message: &crate::pubsub::Message<'_>) {
+    fn deliver(&mut self, id: u64, message: &crate::pubsub::Message<'_>) -> bool {
         if id == self.caller {
-            message.write(&mut ReplyWriter::new(&mut self.messages, self.resp3));
+            let subscribed = self.caller_state.subscriptions.any();
+            if message.reaches(self.resp3, subscribed) {
+                message.write(&mut ReplyWriter::new(&mut self.messages, self.resp3));
+            }
+            true
         } else {
-            self.host.deliver(id, message);
+            self.host.deliver(id, message)
         }
+    }
+
+    fn client_exists(&self, id: u64) -> bool {
+        self.host.client_exists(id)
     }
 
     fn serve_while_busy(&mut self, busy: &Busy) -> BusyRequest {
@@ -115,8 +124,14 @@ impl Host for CallerHost<'_> {
     }
 
     /// The script's caller, as Redis logs a script's denials.
-    fn describe_client(&self, _current: &SessionState, command: &str) -> String {
-        self.host.describe_client(self.caller_state, command)
+    fn describe_client(
+        &self,
+        _current: &SessionState,
+        command: &str,
+        tracking: &crate::tracking::Tracking,
+    ) -> String {
+        self.host
+            .describe_client(self.caller_state, command, tracking)
     }
 }
 

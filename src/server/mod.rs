@@ -446,8 +446,13 @@ impl Server {
         }
     }
 
-    /// Hands this turn's effects to the log writer and sends the replies that may go.
+    /// Hands this turn's effects to the log writer and sends the replies that may go,
+    /// with the turn's BCAST invalidations (Redis sends them before it sleeps).
     fn end_of_turn(&mut self) {
+        let limits = self.engine.state.config.output_buffer_limits;
+        let mut host =
+            session::SessionsView::new(&mut self.clients, None, &mut self.touched, limits);
+        self.engine.broadcast_invalidations(&mut host);
         self.enforce_output_limits();
         if let Some(writer) = &mut self.log_writer {
             let policy = self.engine.state.config.appendfsync;
@@ -559,6 +564,7 @@ impl Server {
                 .state
                 .pubsub
                 .forget(&mut client.state.subscriptions, id);
+            self.engine.state.tracking.disable(id);
             if let Some(blocked) = client.conn.blocked.take() {
                 self.forget_blocked(token, client.state.id, &blocked);
             }
