@@ -371,15 +371,25 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// A key lookup for a command: expires the key first if due.
+    /// A key lookup for a command: expires the key first if due, and counts as an access
+    /// (`crate::access`), as every lookup but `lookup_read_no_touch`.
     pub fn lookup(&mut self, key: &[u8]) -> Option<&Entry> {
         self.expire_if_needed(key);
-        self.keyspace.dbs[self.client.db].get(key)
+        self.keyspace.dbs[self.client.db].get_touched(key)
     }
 
     /// A read lookup: counts a keyspace hit or miss and raises `keymiss` on a miss (not
     /// in a write command: see `write_lookups`).
     pub fn lookup_read(&mut self, key: &[u8]) -> Option<&Entry> {
+        self.expire_if_needed(key);
+        let found = self.keyspace.dbs[self.client.db].get_touched(key).is_some();
+        self.count_lookup(key, found);
+        self.keyspace.dbs[self.client.db].get(key)
+    }
+
+    /// `lookup_read` that is no access for eviction (Redis's LOOKUP_NOTOUCH: EXISTS,
+    /// TYPE, TTL and its kin).
+    pub fn lookup_read_no_touch(&mut self, key: &[u8]) -> Option<&Entry> {
         self.expire_if_needed(key);
         let found = self.keyspace.dbs[self.client.db].get(key).is_some();
         self.count_lookup(key, found);
@@ -390,7 +400,7 @@ impl<'a> Ctx<'a> {
     pub fn get_string(&mut self, key: &[u8]) -> Result<Option<crate::types::Str>, AlreadyReplied> {
         match self.lookup_read(key).map(|e| &e.value) {
             None => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(Value::String(s, _)) => Ok(Some(s.clone())),
             Some(_) => {
                 self.wrong_type();
                 Err(AlreadyReplied)
@@ -407,7 +417,7 @@ impl<'a> Ctx<'a> {
     pub fn read<T: Collection>(&mut self, key: &[u8]) -> Result<Option<&T>, AlreadyReplied> {
         self.expire_if_needed(key);
         let db = self.client.db;
-        let is_type = match self.keyspace.dbs[db].get(key) {
+        let is_type = match self.keyspace.dbs[db].get_touched(key) {
             None => {
                 self.count_lookup(key, false);
                 return Ok(None);
@@ -427,7 +437,7 @@ impl<'a> Ctx<'a> {
     /// commands that check every key before changing any (Redis's order of errors).
     pub fn check_type<T: Collection>(&mut self, key: &[u8]) -> Result<bool, AlreadyReplied> {
         self.expire_if_needed(key);
-        match self.keyspace.dbs[self.client.db].get(key) {
+        match self.keyspace.dbs[self.client.db].get_touched(key) {
             None => Ok(false),
             Some(e) if T::of(&e.value).is_some() => Ok(true),
             Some(_) => {
@@ -441,6 +451,15 @@ impl<'a> Ctx<'a> {
     /// after replying WRONGTYPE. If a snapshot's capture still shares it, a big one is
     /// serialised into the capture first (`Db::release_captured`), others are copied.
     pub fn write<T: Collection>(&mut self, key: &[u8]) -> Result<Option<&mut T>, AlreadyReplied> {
+        self.write_value(key, true)
+    }
+
+    /// `write`; `touch`: the lookup is an access (not for a key just created).
+    fn write_value<T: Collection>(
+        &mut self,
+        key: &[u8],
+        touch: bool,
+    ) -> Result<Option<&mut T>, AlreadyReplied> {
         self.expire_if_needed(key);
         let db = self.client.db;
         let (is_type, is_deep) = match self.keyspace.dbs[db].get(key) {
@@ -464,7 +483,18 @@ impl<'a> Ctx<'a> {
                 self.server.stats.capture_copied_values += 1;
             }
         }
+        // A value still shared (with a capture, most often: `get_mut` has captured the
+        // slot by now) is copied by `make_mut` below: the old one is let go of.
+        let shared = self.keyspace.dbs[db]
+            .get_mut(key)
+            .and_then(|entry| entry.value.is_shared().then(|| entry.value.clone()));
+        if let Some(value) = shared {
+            self.keyspace.dbs[db].let_go(crate::keyspace::key_slot(key), &value);
+        }
         let entry = self.keyspace.dbs[db].get_mut(key).expect("found above");
+        if touch {
+            entry.value.access_mut().touch();
+        }
         Ok(Some(Arc::make_mut(
             T::of_mut(&mut entry.value).expect("checked above"),
         )))
@@ -477,6 +507,7 @@ impl<'a> Ctx<'a> {
         &mut self,
         key: &[u8],
     ) -> Result<&mut T, AlreadyReplied> {
+        let mut created = false;
         if self.write::<T>(key)?.is_none() {
             self.keyspace.dbs[self.client.db].insert(Entry {
                 key: crate::keyspace::Key::from(key),
@@ -484,8 +515,9 @@ impl<'a> Ctx<'a> {
                 expire_at_ms: crate::keyspace::NO_EXPIRY,
             });
             self.notify(EventClass::New, "new", key);
+            created = true;
         }
-        Ok(self.write::<T>(key)?.expect("just created"))
+        Ok(self.write_value::<T>(key, !created)?.expect("just created"))
     }
 
     /// Deletes `key` if it holds an empty collection (after a pop or a removal); returns
@@ -528,18 +560,18 @@ macro_rules! collection {
         impl Collection for $type {
             fn of(value: &Value) -> Option<&Arc<Self>> {
                 match value {
-                    Value::$variant(c) => Some(c),
+                    Value::$variant(c, _) => Some(c),
                     _ => None,
                 }
             }
             fn of_mut(value: &mut Value) -> Option<&mut Arc<Self>> {
                 match value {
-                    Value::$variant(c) => Some(c),
+                    Value::$variant(c, _) => Some(c),
                     _ => None,
                 }
             }
             fn into_value(this: Arc<Self>) -> Value {
-                Value::$variant(this)
+                Value::$variant(this, crate::access::Access::new())
             }
         }
     };

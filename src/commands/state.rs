@@ -76,6 +76,8 @@ pub struct ServerState {
     pub pubsub: crate::pubsub::PubSub,
     /// The Lua interpreter and the script cache.
     pub scripting: crate::scripting::Scripting,
+    /// Eviction under `maxmemory`: its candidates, out-of-memory state and measure.
+    pub eviction: crate::engine::evict::Eviction,
 }
 
 impl ServerState {
@@ -107,6 +109,7 @@ impl ServerState {
             blocked: blocking::BlockedKeys::default(),
             pubsub: crate::pubsub::PubSub::default(),
             scripting: crate::scripting::Scripting::new(),
+            eviction: crate::engine::evict::Eviction::new(),
             config,
         }
     }

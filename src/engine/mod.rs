@@ -19,6 +19,7 @@
 //! (`crate::server`) and the replay (`crate::recovery`) drive it, and lend it a `Host`
 //! through which a command reaches the other sessions (CLIENT LIST, pub/sub messages).
 
+pub mod evict;
 mod expire;
 mod transaction;
 
@@ -109,6 +110,8 @@ pub enum Refusal {
     UnknownCommand(String),
     WrongArity(&'static str),
     NoAuth,
+    /// Over `maxmemory` with nothing left to evict: `denyoom` commands are refused.
+    OutOfMemory,
     /// The log can't be written (the writer's error): writes are refused.
     LogFailing(crate::log::writer::LogError),
     /// A command that may not be queued (WATCH, SHUTDOWN…) inside MULTI.
@@ -137,6 +140,9 @@ impl fmt::Display for Refusal {
                 write!(f, "ERR wrong number of arguments for '{name}' command")
             }
             Refusal::NoAuth => f.write_str("NOAUTH Authentication required."),
+            Refusal::OutOfMemory => {
+                f.write_str("OOM command not allowed when used memory > 'maxmemory'.")
+            }
             Refusal::LogFailing(error) => {
                 write!(f, "MISCONF Errors writing to the AOF file: {error}")
             }
@@ -253,6 +259,9 @@ impl Engine {
         let refusal = match &mode {
             Mode::Replay => (!spec.arity_ok(argv.len())).then_some(Refusal::WrongArity(spec.name)),
             Mode::Client | Mode::Exec | Mode::ServeBlocked(_) => {
+                if mode == Mode::Client {
+                    self.evict_before_command(host);
+                }
                 self.refusal(session, spec, argv, &mode)
             }
             Mode::Script(script) => self.script_refusal(spec, argv, script),
@@ -308,6 +317,8 @@ impl Engine {
             host,
             write_lookups: spec.has(flags::WRITE),
         };
+        let memory_max_before = ctx.server.config.memory_bytes_max;
+        crate::access::set_now(now_ms);
         let action = (spec.handler)(&mut ctx, request.argv);
         let errors = ctx.out.errors;
         self.state.stats.total_error_replies += errors;
@@ -324,6 +335,7 @@ impl Engine {
         session.reply_shows = session.reply_shows.max(shows);
         if spec.name == "config" {
             self.state.config.encoding_limits.apply();
+            self.eviction_after_config(memory_max_before);
         }
         action
     }
@@ -400,6 +412,8 @@ impl Engine {
             Some(Refusal::WrongArity(spec.name))
         } else if self.auth_required(session) && !spec.has(flags::NO_AUTH) {
             Some(Refusal::NoAuth)
+        } else if *mode == Mode::Client && self.refused_for_memory(session, spec, argv) {
+            Some(Refusal::OutOfMemory)
         } else if let Some(error) = &self.state.log_error
             && (spec.has(flags::WRITE)
                 || crate::scripting::declares_writes(&self.state.scripting, spec, argv))
@@ -438,10 +452,49 @@ impl Engine {
             && let Some(error) = &self.state.log_error
         {
             Some(Refusal::LogFailing(error.clone()))
+        } else if spec.has(flags::DENYOOM)
+            && !script.wrote
+            && !script.allow_oom
+            && self.state.eviction.out_of_memory
+            && self.state.config.memory_bytes_max != 0
+        {
+            // Redis's `scriptVerifyOOM`: as the script started over the limit, it may not
+            // begin to grow memory (once it wrote, it cannot be stopped half done).
+            Some(Refusal::OutOfMemory)
         } else if self.state.persistence.loading.is_some() && !spec.has(flags::LOADING) {
             Some(Refusal::Loading)
         } else {
             None
+        }
+    }
+
+    /// Over `maxmemory` with nothing to evict, whether this command is refused (Redis's
+    /// `processCommand`): a `denyoom` command, or a script declaring it may write
+    /// without `allow-oom`; inside MULTI, anything that would be queued; EXEC if it
+    /// queued one of those. (A command not allowed in MULTI gets that error instead.)
+    fn refused_for_memory(
+        &self,
+        session: &SessionState,
+        spec: &CommandSpec,
+        argv: &[&[u8]],
+    ) -> bool {
+        if !self.state.eviction.out_of_memory || self.state.config.memory_bytes_max == 0 {
+            return false;
+        }
+        let denies = |spec: &CommandSpec, argv: &[&[u8]]| {
+            spec.has(flags::DENYOOM)
+                || crate::scripting::declares_denyoom(&self.state.scripting, spec, argv)
+        };
+        match &session.multi {
+            Some(_) if spec.has(flags::NO_MULTI) => false,
+            Some(multi) if spec.name == "exec" => multi.queued.iter().any(|command| {
+                let argv: Vec<&[u8]> = command.iter().map(Vec::as_slice).collect();
+                self.registry
+                    .get(argv[0])
+                    .is_some_and(|spec| denies(spec, &argv))
+            }),
+            Some(_) => !matches!(spec.name, "discard" | "quit" | "reset"),
+            None => denies(spec, argv),
         }
     }
 

@@ -129,6 +129,7 @@ impl Server {
                 .map_err(|e| ServerError::Setup("create waker", e))?,
         );
         config.encoding_limits.apply();
+        crate::engine::evict::apply_config(&config);
         let writer_policy = config.appendfsync;
         let mut engine = Engine::new(config, config_file, storage.clone());
         let state = &mut engine.state;
@@ -226,6 +227,10 @@ impl Server {
                 },
             )
             .map_err(ServerError::OpenLog)?;
+            self.engine
+                .state
+                .eviction
+                .set_log_gauge(writer.buffer_gauge());
             self.log_writer = Some(writer);
             self.log_paths = Some(paths);
             self.manifest = Some(manifest);
