@@ -580,15 +580,24 @@ fn command_info(ctx: &mut Ctx, spec: &CommandSpec) {
     ctx.out.array(0); // subcommands
 }
 
+/// Redis's `bytesToHuman`: K, M, G, T, P with two decimals, plain bytes below 1 KB and
+/// from 1024 P up.
 fn human_bytes(n: u64) -> String {
-    let n = n as f64;
-    let units = [("G", 1u64 << 30), ("M", 1 << 20), ("K", 1 << 10)];
-    for (suffix, size) in units {
-        if n >= size as f64 {
-            return format!("{:.2}{suffix}", n / size as f64);
-        }
+    if n < 1024 || n >= 1 << 60 {
+        return format!("{n}B");
     }
-    format!("{n}B")
+    let units = [
+        ("P", 1u64 << 50),
+        ("T", 1 << 40),
+        ("G", 1 << 30),
+        ("M", 1 << 20),
+        ("K", 1 << 10),
+    ];
+    let (suffix, size) = units
+        .into_iter()
+        .find(|&(_, size)| n >= size)
+        .expect("n is 1 KB or more");
+    format!("{:.2}{suffix}", n as f64 / size as f64)
 }
 
 const DEFAULT_SECTIONS: &[&str] = &[
@@ -877,7 +886,8 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
                 "used_memory_dataset_perc",
                 &format!("{:.2}%", dataset as f64 * 100.0 / net as f64),
             );
-            kv(out, "maxmemory", &config.memory_bytes_max);
+            // Redis prints it as a signed number (`%lld`): past 2^63, negative.
+            kv(out, "maxmemory", &(config.memory_bytes_max as i64));
             kv(
                 out,
                 "maxmemory_human",
