@@ -660,15 +660,24 @@ fn object_freq_and_idletime_answer_as_redis() {
     let dir = temp_dir();
     let server = start_server(dir.path(), &[]);
     let (mut ours, mut theirs) = (server.connection(), oracle.connection());
-    // Counters that can only go one way: below LFU_INIT_VAL + 1 an access always
-    // increments (LFULogIncr's probability is 1), and nothing here waits a minute.
+    // Counters that can only go one way: with lfu-log-factor 0, or at LFU_INIT_VAL, an
+    // access always increments; nothing here waits a minute (no decay).
     let commands = words(&[
         "SET s v",
         "OBJECT FREQ s",
         "OBJECT IDLETIME s",
         "OBJECT IDLETIME missing",
         "OBJECT FREQ missing",
+        "SET int 7",
+        "OBJECT REFCOUNT int",
         "CONFIG SET maxmemory-policy allkeys-lfu",
+        // Factor 0: every access increments (LFULogIncr's probability is 1). A limit
+        // (far away): Redis then shares no integers between keys, whose counters would
+        // be one.
+        "CONFIG SET lfu-log-factor 0",
+        "CONFIG SET maxmemory 1gb",
+        "SET int2 8",
+        "OBJECT REFCOUNT int2",
         "SET f v",
         "OBJECT FREQ f",
         "OBJECT IDLETIME f",
@@ -691,7 +700,98 @@ fn object_freq_and_idletime_answer_as_redis() {
         "SET f w",
         "OBJECT FREQ f",
         "OBJECT FREQ missing",
-        "CONFIG SET lfu-log-factor 0",
+        "INCR n",
+        "INCR n",
+        "OBJECT FREQ n",
+        "APPEND f x",
+        "OBJECT FREQ f",
+        "HSET h b 2",
+        "HGET h a",
+        "OBJECT FREQ h",
+        "LPUSH l b",
+        "LRANGE l 0 -1",
+        "OBJECT FREQ l",
+        "SMEMBERS set",
+        "OBJECT FREQ set",
+        "ZSCORE z a",
+        "OBJECT FREQ z",
+        "RENAME f f2",
+        "OBJECT FREQ f2",
+        "COPY f2 f3",
+        "OBJECT FREQ f3",
+        "OBJECT FREQ f2",
+        "EXPIRE f2 1000",
+        "OBJECT FREQ f2",
+        "PERSIST f2",
+        "OBJECT FREQ f2",
+        "GETDEL f3",
+        "MSET m1 a m2 b",
+        "MGET m1 m2",
+        "OBJECT FREQ m1",
+        "SADD s1 a b",
+        "SADD s2 c",
+        "SMOVE s1 s2 a",
+        "OBJECT FREQ s1",
+        "OBJECT FREQ s2",
+        "SINTERSTORE s3 s1 s2",
+        "OBJECT FREQ s1",
+        "OBJECT FREQ s3",
+        "SUNIONSTORE s4 s1 s2",
+        "OBJECT FREQ s4",
+        "OBJECT FREQ s2",
+        "RPUSH src a b c",
+        "RPUSH dst x",
+        "LMOVE src dst LEFT RIGHT",
+        "OBJECT FREQ src",
+        "OBJECT FREQ dst",
+        "RPOPLPUSH src src",
+        "OBJECT FREQ src",
+        "LSET dst 0 y",
+        "OBJECT FREQ dst",
+        "LINSERT dst BEFORE y w",
+        "OBJECT FREQ dst",
+        "LPOP dst",
+        "OBJECT FREQ dst",
+        "BLPOP dst 1",
+        "OBJECT FREQ dst",
+        "ZINCRBY zz 1 a",
+        "ZADD zz 2 b",
+        "ZRANGE zz 0 -1",
+        "ZPOPMIN zz",
+        "OBJECT FREQ zz",
+        "ZUNIONSTORE zu 1 zz",
+        "OBJECT FREQ zu",
+        "HINCRBY hh f 1",
+        "HINCRBYFLOAT hh f 1.5",
+        "HDEL hh nope",
+        "OBJECT FREQ hh",
+        "SET str hello",
+        "SETRANGE str 1 a",
+        "OBJECT FREQ str",
+        "GETEX str PX 100000",
+        "OBJECT FREQ str",
+        "SETNX str d",
+        "OBJECT FREQ str",
+        "SET str e NX",
+        "OBJECT FREQ str",
+        "SET str f XX",
+        "OBJECT FREQ str",
+        "STRLEN str",
+        "GETRANGE str 0 1",
+        "OBJECT FREQ str",
+        "INCRBYFLOAT fl 1.5",
+        "DECRBY fl 1",
+        "OBJECT FREQ fl",
+        "MSETNX fresh1 a fresh2 b",
+        "SET sx v",
+        "EXPIREAT sx 99999999999",
+        "TTL sx",
+        "MOVE sx 1",
+        "SELECT 1",
+        "OBJECT FREQ sx",
+        "SELECT 0",
+        "CONFIG SET lfu-log-factor 10",
+        "CONFIG SET maxmemory 0",
         "CONFIG SET maxmemory-policy volatile-lfu",
         "SET g v",
         "OBJECT FREQ g",
@@ -799,4 +899,49 @@ fn info_has_redis_eviction_fields() {
             .unwrap()
             .ends_with('%')
     );
+}
+
+/// INFO's `maxmemory`, `maxmemory_human` and `maxmemory_policy` as Redis prints them
+/// (its `bytesToHuman`: B, K, M, G, T, P, and plain bytes past 1024 P).
+#[test]
+fn info_maxmemory_fields_answer_as_redis() {
+    let Some(redis_path) = require_redis_or_skip(WHOLE_TEST) else {
+        return;
+    };
+    let oracle = RedisOracle::start(&redis_path);
+    let dir = temp_dir();
+    let server = start_server(dir.path(), &[]);
+    let (mut ours, mut theirs) = (server.connection(), oracle.connection());
+    for (value, policy) in [
+        ("0", "noeviction"),
+        ("1000", "allkeys-lru"),
+        ("1024", "volatile-ttl"),
+        ("5K", "allkeys-lfu"),
+        ("1536kb", "volatile-lfu"),
+        ("1gb", "allkeys-random"),
+        ("3000gb", "volatile-random"),
+        ("2000000000000000", "volatile-lru"),
+        ("18446744073709551615", "noeviction"),
+    ] {
+        let mut fields = Vec::new();
+        for conn in [&mut ours, &mut theirs] {
+            run(
+                conn,
+                &[
+                    "CONFIG",
+                    "SET",
+                    "maxmemory",
+                    value,
+                    "maxmemory-policy",
+                    policy,
+                ],
+            );
+            fields.push(
+                ["maxmemory", "maxmemory_human", "maxmemory_policy"]
+                    .map(|field| info_field(conn, field)),
+            );
+            run(conn, &["CONFIG", "SET", "maxmemory", "0"]);
+        }
+        assert_eq!(fields[0], fields[1], "maxmemory {value}");
+    }
 }

@@ -485,9 +485,13 @@ fn copy(ctx: &mut Ctx, args: &Args) -> Action {
         ctx.out.integer(0);
         return Action::None;
     }
+    let mut value = entry.value;
+    // A copy is a new value (Redis duplicates the object): a new access field.
+    *value.access_mut() = crate::keyspace::Access::new();
     ctx.keyspace.dbs[target_db].insert(Entry {
         key: crate::keyspace::Key::from(target),
-        ..entry
+        value,
+        expire_at_ms: entry.expire_at_ms,
     });
     // A replaced target is deleted and the copy added anew: `new` either way.
     ctx.notify_in(target_db, EventClass::New, "new", target);

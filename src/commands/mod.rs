@@ -193,9 +193,35 @@ pub struct Ctx<'a> {
     /// which count no keyspace hit or miss and raise no `keymiss` (`reading` lifts it
     /// where Redis reads inside a write).
     pub write_lookups: bool,
+    /// The keys this command has accessed (database, and the argument's address and
+    /// length): a key looked up again by the same command (a read, then the write) is one
+    /// access for LRU and LFU, as Redis's handlers mostly look a key up once.
+    pub accessed: smallvec::SmallVec<[(usize, usize, usize); 4]>,
 }
 
 impl<'a> Ctx<'a> {
+    /// Whether looking `key` up now is an access (`crate::access`): the first lookup of
+    /// that argument in this command.
+    fn first_access(&mut self, key: &[u8]) -> bool {
+        let id = (self.client.db, key.as_ptr() as usize, key.len());
+        if self.accessed.contains(&id) {
+            return false;
+        }
+        self.accessed.push(id);
+        true
+    }
+
+    /// The entry at `key` in the session's database, updating its access field if this
+    /// is the command's first access to it.
+    fn get_accessed(&mut self, key: &[u8]) -> Option<&Entry> {
+        let db = self.client.db;
+        if self.first_access(key) {
+            self.keyspace.dbs[db].get_touched(key)
+        } else {
+            self.keyspace.dbs[db].get(key)
+        }
+    }
+
     /// Running inside EXEC (queued commands never block, background jobs are scheduled).
     pub fn in_exec(&self) -> bool {
         !self.loading && self.block_mode == blocking::BlockMode::Never
@@ -375,14 +401,14 @@ impl<'a> Ctx<'a> {
     /// (`crate::access`), as every lookup but `lookup_read_no_touch`.
     pub fn lookup(&mut self, key: &[u8]) -> Option<&Entry> {
         self.expire_if_needed(key);
-        self.keyspace.dbs[self.client.db].get_touched(key)
+        self.get_accessed(key)
     }
 
     /// A read lookup: counts a keyspace hit or miss and raises `keymiss` on a miss (not
     /// in a write command: see `write_lookups`).
     pub fn lookup_read(&mut self, key: &[u8]) -> Option<&Entry> {
         self.expire_if_needed(key);
-        let found = self.keyspace.dbs[self.client.db].get_touched(key).is_some();
+        let found = self.get_accessed(key).is_some();
         self.count_lookup(key, found);
         self.keyspace.dbs[self.client.db].get(key)
     }
@@ -417,7 +443,7 @@ impl<'a> Ctx<'a> {
     pub fn read<T: Collection>(&mut self, key: &[u8]) -> Result<Option<&T>, AlreadyReplied> {
         self.expire_if_needed(key);
         let db = self.client.db;
-        let is_type = match self.keyspace.dbs[db].get_touched(key) {
+        let is_type = match self.get_accessed(key) {
             None => {
                 self.count_lookup(key, false);
                 return Ok(None);
@@ -437,7 +463,8 @@ impl<'a> Ctx<'a> {
     /// commands that check every key before changing any (Redis's order of errors).
     pub fn check_type<T: Collection>(&mut self, key: &[u8]) -> Result<bool, AlreadyReplied> {
         self.expire_if_needed(key);
-        match self.keyspace.dbs[self.client.db].get_touched(key) {
+        // No access: the check is always followed by the lookup that reads or writes.
+        match self.keyspace.dbs[self.client.db].get(key) {
             None => Ok(false),
             Some(e) if T::of(&e.value).is_some() => Ok(true),
             Some(_) => {
@@ -491,6 +518,7 @@ impl<'a> Ctx<'a> {
         if let Some(value) = shared {
             self.keyspace.dbs[db].let_go(crate::keyspace::key_slot(key), &value);
         }
+        let touch = touch && self.first_access(key);
         let entry = self.keyspace.dbs[db].get_mut(key).expect("found above");
         if touch {
             entry.value.access_mut().touch();
@@ -507,7 +535,6 @@ impl<'a> Ctx<'a> {
         &mut self,
         key: &[u8],
     ) -> Result<&mut T, AlreadyReplied> {
-        let mut created = false;
         if self.write::<T>(key)?.is_none() {
             self.keyspace.dbs[self.client.db].insert(Entry {
                 key: crate::keyspace::Key::from(key),
@@ -515,9 +542,9 @@ impl<'a> Ctx<'a> {
                 expire_at_ms: crate::keyspace::NO_EXPIRY,
             });
             self.notify(EventClass::New, "new", key);
-            created = true;
         }
-        Ok(self.write_value::<T>(key, !created)?.expect("just created"))
+        // One access at most: the lookup above made it, or the key is new.
+        Ok(self.write_value::<T>(key, false)?.expect("just created"))
     }
 
     /// Deletes `key` if it holds an empty collection (after a pop or a removal); returns

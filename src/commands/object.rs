@@ -78,8 +78,18 @@ fn object(ctx: &mut Ctx, args: &Args) -> Action {
             ctx.out.bulk(encoding.as_bytes());
         }
         "refcount" => {
+            // Redis shares no integers while an LRU or LFU policy needs each key's own
+            // access field (MAXMEMORY_FLAG_NO_SHARED_INTEGERS).
+            let config = &ctx.server.config;
+            let per_key_access = config.memory_bytes_max != 0
+                && (config.eviction_policy.is_lfu()
+                    || matches!(
+                        config.eviction_policy,
+                        crate::config::EvictionPolicy::AllKeysLru
+                            | crate::config::EvictionPolicy::VolatileLru
+                    ));
             let shared = match &entry.value {
-                Value::String(s, _) if entry.value.encoding() == "int" => {
+                Value::String(s, _) if entry.value.encoding() == "int" && !per_key_access => {
                     crate::resp::parse_i64(s).is_some_and(|n| (0..SHARED_INTEGERS).contains(&n))
                 }
                 _ => false,

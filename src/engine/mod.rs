@@ -316,6 +316,7 @@ impl Engine {
             big_arguments: request.big_arguments,
             host,
             write_lookups: spec.has(flags::WRITE),
+            accessed: smallvec::SmallVec::new(),
         };
         let memory_max_before = ctx.server.config.memory_bytes_max;
         crate::access::set_now(now_ms);

@@ -130,6 +130,7 @@ impl Server {
         );
         config.encoding_limits.apply();
         crate::engine::evict::apply_config(&config);
+        crate::access::set_now(crate::clock::unix_ms());
         let writer_policy = config.appendfsync;
         let mut engine = Engine::new(config, config_file, storage.clone());
         let state = &mut engine.state;
