@@ -583,7 +583,7 @@ fn command_info(ctx: &mut Ctx, spec: &CommandSpec) {
 /// Redis's `bytesToHuman`: K, M, G, T, P with two decimals, plain bytes below 1 KB and
 /// from 1024 P up.
 fn human_bytes(n: u64) -> String {
-    if n < 1024 || n >= 1 << 60 {
+    if !(1024..1 << 60).contains(&n) {
         return format!("{n}B");
     }
     let units = [
