@@ -223,6 +223,33 @@ impl Eviction {
     }
 }
 
+/// Whether a command may grow memory, so is refused over the limit with nothing left to
+/// evict: flagged `denyoom`, or a script (EVAL, FCALL and their kin) whose flags say it
+/// may write and do not allow OOM (Redis's `getCommandFlags`).
+pub fn denies_memory(
+    scripting: &crate::scripting::Scripting,
+    spec: &crate::commands::CommandSpec,
+    argv: &[&[u8]],
+) -> bool {
+    spec.has(crate::commands::flags::DENYOOM)
+        || crate::scripting::declares_denyoom(scripting, spec, argv)
+}
+
+/// Whether EXEC must be refused for memory: over the limit with nothing to evict, its
+/// queue holds a command that `denies_memory` (Redis's EXEC with `mstate.cmd_flags`).
+pub fn exec_denied(server: &crate::commands::ServerState, queued: &[Vec<Vec<u8>>]) -> bool {
+    if !server.eviction.out_of_memory || server.config.memory_bytes_max == 0 {
+        return false;
+    }
+    let registry = crate::commands::global_registry();
+    queued.iter().any(|command| {
+        let argv: Vec<&[u8]> = command.iter().map(Vec::as_slice).collect();
+        registry
+            .get(argv[0])
+            .is_some_and(|spec| denies_memory(&server.scripting, spec, &argv))
+    })
+}
+
 /// Applies the configuration's access rules (start-up, CONFIG SET).
 pub fn apply_config(config: &Config) {
     crate::access::configure(

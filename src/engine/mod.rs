@@ -471,8 +471,9 @@ impl Engine {
 
     /// Over `maxmemory` with nothing to evict, whether this command is refused (Redis's
     /// `processCommand`): a `denyoom` command, or a script declaring it may write
-    /// without `allow-oom`; inside MULTI, anything that would be queued; EXEC if it
-    /// queued one of those. (A command not allowed in MULTI gets that error instead.)
+    /// without `allow-oom`; inside MULTI, anything that would be queued (EXEC of a queue
+    /// holding one of those is refused by EXEC: `commands::transactions`). A command not
+    /// allowed in MULTI gets that error instead.
     fn refused_for_memory(
         &self,
         session: &SessionState,
@@ -482,20 +483,12 @@ impl Engine {
         if !self.state.eviction.out_of_memory || self.state.config.memory_bytes_max == 0 {
             return false;
         }
-        let denies = |spec: &CommandSpec, argv: &[&[u8]]| {
-            spec.has(flags::DENYOOM)
-                || crate::scripting::declares_denyoom(&self.state.scripting, spec, argv)
-        };
         match &session.multi {
             Some(_) if spec.has(flags::NO_MULTI) => false,
-            Some(multi) if spec.name == "exec" => multi.queued.iter().any(|command| {
-                let argv: Vec<&[u8]> = command.iter().map(Vec::as_slice).collect();
-                self.registry
-                    .get(argv[0])
-                    .is_some_and(|spec| denies(spec, &argv))
-            }),
-            Some(_) => !matches!(spec.name, "discard" | "quit" | "reset"),
-            None => denies(spec, argv),
+            // EXEC of a queue holding one is refused by EXEC itself, which must end the
+            // transaction (EXECABORT, as for MISCONF).
+            Some(_) => !matches!(spec.name, "exec" | "discard" | "quit" | "reset"),
+            None => evict::denies_memory(&self.state.scripting, spec, argv),
         }
     }
 
