@@ -1,9 +1,10 @@
 //! The engine: the one place a command is executed.
 //!
 //! `Engine::execute` takes a session's request and does, in Redis's order (its
-//! `processCommand`): look the command up; check its arity, authentication (ACL will
-//! join here), MISCONF (the log failing refuses writes), MULTI's own rules and
-//! `-LOADING`; queue it if the session is inside MULTI; otherwise build the command's
+//! `processCommand`): look the command up; evict keys if memory is over `maxmemory`
+//! (`evict`, a client's command only); check its arity, authentication (ACL will join
+//! here), memory (`-OOM` for commands that may grow it, with nothing left to evict),
+//! MISCONF (the log failing refuses writes), MULTI's own rules and `-LOADING`; queue it if the session is inside MULTI; otherwise build the command's
 //! context and run its handler, then act on what the handler asked (run an EXEC's queue,
 //! ask the host for CLIENT LIST). What the caller must still do — park the client, start
 //! a job, close, shut down — comes back as an `Outcome`.
