@@ -13,6 +13,7 @@
 //!
 //! See ARCHITECTURE.md for the flows in prose.
 
+pub mod access;
 pub mod acl;
 pub mod client_buffers;
 pub mod clock;

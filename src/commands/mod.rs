@@ -197,9 +197,35 @@ pub struct Ctx<'a> {
     /// The client whose request is running, where tracking's messages for it wait until
     /// its reply is written (`crate::tracking::Origin`); None during replay.
     pub origin: Option<&'a mut crate::tracking::Origin>,
+    /// The keys this command has accessed (database, and the argument's address and
+    /// length): a key looked up again by the same command (a read, then the write) is one
+    /// access for LRU and LFU, as Redis's handlers mostly look a key up once.
+    pub accessed: smallvec::SmallVec<[(usize, usize, usize); 4]>,
 }
 
 impl<'a> Ctx<'a> {
+    /// Whether looking `key` up now is an access (`crate::access`): the first lookup of
+    /// that argument in this command.
+    fn first_access(&mut self, key: &[u8]) -> bool {
+        let id = (self.client.db, key.as_ptr() as usize, key.len());
+        if self.accessed.contains(&id) {
+            return false;
+        }
+        self.accessed.push(id);
+        true
+    }
+
+    /// The entry at `key` in the session's database, updating its access field if this
+    /// is the command's first access to it.
+    fn get_accessed(&mut self, key: &[u8]) -> Option<&Entry> {
+        let db = self.client.db;
+        if self.first_access(key) {
+            self.keyspace.dbs[db].get_touched(key)
+        } else {
+            self.keyspace.dbs[db].get(key)
+        }
+    }
+
     /// Running inside EXEC (queued commands never block, background jobs are scheduled).
     pub fn in_exec(&self) -> bool {
         !self.loading && self.block_mode == blocking::BlockMode::Never
@@ -412,15 +438,25 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// A key lookup for a command: expires the key first if due.
+    /// A key lookup for a command: expires the key first if due, and counts as an access
+    /// (`crate::access`), as every lookup but `lookup_read_no_touch`.
     pub fn lookup(&mut self, key: &[u8]) -> Option<&Entry> {
         self.expire_if_needed(key);
-        self.keyspace.dbs[self.client.db].get(key)
+        self.get_accessed(key)
     }
 
     /// A read lookup: counts a keyspace hit or miss and raises `keymiss` on a miss (not
     /// in a write command: see `write_lookups`).
     pub fn lookup_read(&mut self, key: &[u8]) -> Option<&Entry> {
+        self.expire_if_needed(key);
+        let found = self.get_accessed(key).is_some();
+        self.count_lookup(key, found);
+        self.keyspace.dbs[self.client.db].get(key)
+    }
+
+    /// `lookup_read` that is no access for eviction (Redis's LOOKUP_NOTOUCH: EXISTS,
+    /// TYPE, TTL and its kin).
+    pub fn lookup_read_no_touch(&mut self, key: &[u8]) -> Option<&Entry> {
         self.expire_if_needed(key);
         let found = self.keyspace.dbs[self.client.db].get(key).is_some();
         self.count_lookup(key, found);
@@ -431,7 +467,7 @@ impl<'a> Ctx<'a> {
     pub fn get_string(&mut self, key: &[u8]) -> Result<Option<crate::types::Str>, AlreadyReplied> {
         match self.lookup_read(key).map(|e| &e.value) {
             None => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(Value::String(s, _)) => Ok(Some(s.clone())),
             Some(_) => {
                 self.wrong_type();
                 Err(AlreadyReplied)
@@ -448,7 +484,7 @@ impl<'a> Ctx<'a> {
     pub fn read<T: Collection>(&mut self, key: &[u8]) -> Result<Option<&T>, AlreadyReplied> {
         self.expire_if_needed(key);
         let db = self.client.db;
-        let is_type = match self.keyspace.dbs[db].get(key) {
+        let is_type = match self.get_accessed(key) {
             None => {
                 self.count_lookup(key, false);
                 return Ok(None);
@@ -468,6 +504,7 @@ impl<'a> Ctx<'a> {
     /// commands that check every key before changing any (Redis's order of errors).
     pub fn check_type<T: Collection>(&mut self, key: &[u8]) -> Result<bool, AlreadyReplied> {
         self.expire_if_needed(key);
+        // No access: the check is always followed by the lookup that reads or writes.
         match self.keyspace.dbs[self.client.db].get(key) {
             None => Ok(false),
             Some(e) if T::of(&e.value).is_some() => Ok(true),
@@ -482,6 +519,15 @@ impl<'a> Ctx<'a> {
     /// after replying WRONGTYPE. If a snapshot's capture still shares it, a big one is
     /// serialised into the capture first (`Db::release_captured`), others are copied.
     pub fn write<T: Collection>(&mut self, key: &[u8]) -> Result<Option<&mut T>, AlreadyReplied> {
+        self.write_value(key, true)
+    }
+
+    /// `write`; `touch`: the lookup is an access (not for a key just created).
+    fn write_value<T: Collection>(
+        &mut self,
+        key: &[u8],
+        touch: bool,
+    ) -> Result<Option<&mut T>, AlreadyReplied> {
         self.expire_if_needed(key);
         let db = self.client.db;
         let (is_type, is_deep) = match self.keyspace.dbs[db].get(key) {
@@ -505,7 +551,19 @@ impl<'a> Ctx<'a> {
                 self.server.stats.capture_copied_values += 1;
             }
         }
+        // A value still shared (with a capture, most often: `get_mut` has captured the
+        // slot by now) is copied by `make_mut` below: the old one is let go of.
+        let shared = self.keyspace.dbs[db]
+            .get_mut(key)
+            .and_then(|entry| entry.value.is_shared().then(|| entry.value.clone()));
+        if let Some(value) = shared {
+            self.keyspace.dbs[db].let_go(crate::keyspace::key_slot(key), &value);
+        }
+        let touch = touch && self.first_access(key);
         let entry = self.keyspace.dbs[db].get_mut(key).expect("found above");
+        if touch {
+            entry.value.access_mut().touch();
+        }
         Ok(Some(Arc::make_mut(
             T::of_mut(&mut entry.value).expect("checked above"),
         )))
@@ -526,7 +584,8 @@ impl<'a> Ctx<'a> {
             });
             self.notify(EventClass::New, "new", key);
         }
-        Ok(self.write::<T>(key)?.expect("just created"))
+        // One access at most: the lookup above made it, or the key is new.
+        Ok(self.write_value::<T>(key, false)?.expect("just created"))
     }
 
     /// Deletes `key` if it holds an empty collection (after a pop or a removal); returns
@@ -569,18 +628,18 @@ macro_rules! collection {
         impl Collection for $type {
             fn of(value: &Value) -> Option<&Arc<Self>> {
                 match value {
-                    Value::$variant(c) => Some(c),
+                    Value::$variant(c, _) => Some(c),
                     _ => None,
                 }
             }
             fn of_mut(value: &mut Value) -> Option<&mut Arc<Self>> {
                 match value {
-                    Value::$variant(c) => Some(c),
+                    Value::$variant(c, _) => Some(c),
                     _ => None,
                 }
             }
             fn into_value(this: Arc<Self>) -> Value {
-                Value::$variant(this)
+                Value::$variant(this, crate::access::Access::new())
             }
         }
     };

@@ -133,6 +133,16 @@ fn eval_generic(ctx: &mut Ctx, args: &Args, by_sha: bool, read_only_command: boo
             return Action::None;
         }
     }
+    // Redis's `scriptPrepareForRun`; `no-writes` implies `allow-oom`.
+    if !script_flags.compat
+        && !script_flags.allow_oom
+        && !script_flags.no_writes
+        && ctx.server.eviction.out_of_memory
+        && ctx.server.config.memory_bytes_max != 0
+    {
+        ctx.out.error("OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'");
+        return Action::None;
+    }
     let numkeys = numkeys as usize;
     let keys = args[3..3 + numkeys].iter().map(|k| k.to_vec()).collect();
     let arguments = args[3 + numkeys..].iter().map(|a| a.to_vec()).collect();
@@ -141,6 +151,7 @@ fn eval_generic(ctx: &mut Ctx, args: &Args, by_sha: bool, read_only_command: boo
         keys,
         args: arguments,
         read_only: read_only_command || (!script_flags.compat && script_flags.no_writes),
+        allow_oom: !script_flags.compat && script_flags.allow_oom,
     }))
 }
 

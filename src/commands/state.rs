@@ -84,6 +84,8 @@ pub struct ServerState {
     pub acl: crate::acl::Acl,
     /// Client-side caching: who tracks, the keys they read, the BCAST prefixes.
     pub tracking: crate::tracking::Tracking,
+    /// Eviction under `maxmemory`: its candidates, out-of-memory state and measure.
+    pub eviction: crate::engine::evict::Eviction,
 }
 
 impl ServerState {
@@ -117,6 +119,7 @@ impl ServerState {
             scripting: crate::scripting::Scripting::new(),
             acl: crate::acl::Acl::new(),
             tracking: crate::tracking::Tracking::default(),
+            eviction: crate::engine::evict::Eviction::new(),
             config,
         }
     }

@@ -1,9 +1,11 @@
 //! The engine: the one place a command is executed.
 //!
 //! `Engine::execute` takes a session's request and does, in Redis's order (its
-//! `processCommand`): look the command up; check its arity, authentication, MULTI's own
+//! `processCommand`): look the command up; evict keys if memory is over `maxmemory`
+//! (`evict`, a client's command only); check its arity, authentication, MULTI's own
 //! rules, the user's ACL permissions (`crate::acl`: the command, its keys, its channels;
-//! a denial is logged in ACL LOG), MISCONF (the log failing refuses writes) and
+//! a denial is logged in ACL LOG), memory (`-OOM` for commands that may grow it, with
+//! nothing left to evict), MISCONF (the log failing refuses writes) and
 //! `-LOADING`; queue it if the session is inside MULTI; otherwise build the command's
 //! context and run its handler, then act on what the handler asked (run an EXEC's queue,
 //! ask the host for CLIENT LIST). What the caller must still do — park the client, start
@@ -27,6 +29,7 @@
 //! what is meant for the client whose request is running waits until its reply is written
 //! (`Origin`), whether the change came from its command, its EXEC or its script.
 
+pub mod evict;
 mod expire;
 mod transaction;
 
@@ -127,6 +130,8 @@ pub enum Refusal {
     UnknownCommand(String),
     WrongArity(&'static str),
     NoAuth,
+    /// Over `maxmemory` with nothing left to evict: `denyoom` commands are refused.
+    OutOfMemory,
     /// The log can't be written (the writer's error): writes are refused.
     LogFailing(crate::log::writer::LogError),
     /// A command that may not be queued (WATCH, SHUTDOWN…) inside MULTI.
@@ -163,6 +168,9 @@ impl fmt::Display for Refusal {
                 write!(f, "ERR wrong number of arguments for '{name}' command")
             }
             Refusal::NoAuth => f.write_str("NOAUTH Authentication required."),
+            Refusal::OutOfMemory => {
+                f.write_str("OOM command not allowed when used memory > 'maxmemory'.")
+            }
             Refusal::LogFailing(error) => {
                 write!(f, "MISCONF Errors writing to the AOF file: {error}")
             }
@@ -432,6 +440,9 @@ impl Engine {
         let refusal = match &mode {
             Mode::Replay => (!spec.arity_ok(argv.len())).then_some(Refusal::WrongArity(spec.name)),
             Mode::Client | Mode::Exec | Mode::ServeBlocked(_) => {
+                if mode == Mode::Client {
+                    self.evict_before_command(host);
+                }
                 self.refusal(session, spec, argv, &mode)
             }
             Mode::Script(script) => self.script_refusal(session, spec, argv, script),
@@ -492,7 +503,10 @@ impl Engine {
             host,
             write_lookups: spec.has(flags::WRITE),
             origin: self.origin.as_mut(),
+            accessed: smallvec::SmallVec::new(),
         };
+        let memory_max_before = ctx.server.config.memory_bytes_max;
+        crate::access::set_now(now_ms);
         let action = (spec.handler)(&mut ctx, request.argv);
         let errors = ctx.out.errors;
         if spec.has(flags::READONLY) && self.state.tracking.client_count() > 0 && !replay {
@@ -512,6 +526,7 @@ impl Engine {
         session.reply_shows = session.reply_shows.max(shows);
         if spec.name == "config" {
             self.state.config.encoding_limits.apply();
+            self.eviction_after_config(memory_max_before);
         }
         action
     }
@@ -650,6 +665,8 @@ impl Engine {
                 denial,
                 at_exec: *mode == Mode::Exec,
             })
+        } else if *mode == Mode::Client && self.refused_for_memory(session, spec, argv) {
+            Some(Refusal::OutOfMemory)
         } else if let Some(error) = &self.state.log_error
             && (spec.has(flags::WRITE)
                 || crate::scripting::declares_writes(&self.state.scripting, spec, argv))
@@ -689,6 +706,15 @@ impl Engine {
             && let Some(error) = &self.state.log_error
         {
             Some(Refusal::LogFailing(error.clone()))
+        } else if spec.has(flags::DENYOOM)
+            && !script.wrote
+            && !script.allow_oom
+            && self.state.eviction.out_of_memory
+            && self.state.config.memory_bytes_max != 0
+        {
+            // Redis's `scriptVerifyOOM`: as the script started over the limit, it may not
+            // begin to grow memory (once it wrote, it cannot be stopped half done).
+            Some(Refusal::OutOfMemory)
         } else if self.state.persistence.loading.is_some() && !spec.has(flags::LOADING) {
             Some(Refusal::Loading)
         } else {
@@ -738,6 +764,29 @@ impl Engine {
         };
         let max_len = self.state.config.acllog_max_len as usize;
         self.state.acl.log.add(entry, max_len);
+    }
+
+    /// Over `maxmemory` with nothing to evict, whether this command is refused (Redis's
+    /// `processCommand`): a `denyoom` command, or a script declaring it may write
+    /// without `allow-oom`; inside MULTI, anything that would be queued (EXEC of a queue
+    /// holding one of those is refused by EXEC: `commands::transactions`). A command not
+    /// allowed in MULTI gets that error instead.
+    fn refused_for_memory(
+        &self,
+        session: &SessionState,
+        spec: &CommandSpec,
+        argv: &[&[u8]],
+    ) -> bool {
+        if !self.state.eviction.out_of_memory || self.state.config.memory_bytes_max == 0 {
+            return false;
+        }
+        match &session.multi {
+            Some(_) if spec.has(flags::NO_MULTI) => false,
+            // EXEC of a queue holding one is refused by EXEC itself, which must end the
+            // transaction (EXECABORT, as for MISCONF).
+            Some(_) => !matches!(spec.name, "exec" | "discard" | "quit" | "reset"),
+            None => evict::denies_memory(&self.state.scripting, spec, argv),
+        }
     }
 
     /// Whether the session must still AUTH: a password is set now and it has not given it.

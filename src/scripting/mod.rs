@@ -284,6 +284,43 @@ impl Scripting {
     }
 }
 
+/// Whether `argv` (EVAL, EVALSHA, FCALL and their _RO forms) runs a script that counts
+/// as `denyoom`: one whose flags declare it may write and do not allow OOM (Redis's
+/// `scriptFlagsToCmdFlags`; a script without a shebang has EVAL's own flags: no).
+pub fn declares_denyoom(
+    scripting: &Scripting,
+    spec: &crate::commands::CommandSpec,
+    argv: &[&[u8]],
+) -> bool {
+    if matches!(spec.name, "fcall" | "fcall_ro") {
+        let name = argv.get(1).map(|n| String::from_utf8_lossy(n).into_owned());
+        return name
+            .and_then(|n| {
+                scripting
+                    .function(&n)
+                    .map(|f| !f.flags.no_writes && !f.flags.allow_oom)
+            })
+            .unwrap_or(false);
+    }
+    let denies = |flags: shebang::ScriptFlags| flags.declares_writes() && !flags.allow_oom;
+    let sha = match spec.name {
+        "evalsha" | "evalsha_ro" => argv.get(1).map(|sha| sha.to_vec()),
+        "eval" | "eval_ro" => argv.get(1).map(|body| sha1_hex(body).to_vec()),
+        _ => None,
+    };
+    let Some(sha) = sha else {
+        return false;
+    };
+    match scripting.get(&sha) {
+        Some(script) => denies(script.flags),
+        None if matches!(spec.name, "eval" | "eval_ro") => argv
+            .get(1)
+            .and_then(|body| shebang::parse(body).ok())
+            .is_some_and(|(flags, _)| denies(flags)),
+        None => false,
+    }
+}
+
 /// Whether `argv` (EVAL, EVALSHA and their _RO forms) runs a cached script whose shebang
 /// declares that it may write: the engine refuses it up front while the log is failing,
 /// as it refuses a write command (Redis's `evalGetCommandFlags`).

@@ -41,6 +41,8 @@ pub struct ScriptCall {
     pub args: Vec<Vec<u8>>,
     /// EVAL_RO / EVALSHA_RO, or a script declaring `no-writes`: write commands are refused.
     pub read_only: bool,
+    /// The script declares `allow-oom`: over `maxmemory`, its commands run anyway.
+    pub allow_oom: bool,
 }
 
 /// What the engine checks for a command a script runs (`Mode::Script`).
@@ -51,6 +53,8 @@ pub struct ScriptMode {
     /// server (MISCONF), since a script cannot be stopped half done (Redis's
     /// SCRIPT_WRITE_DIRTY).
     pub wrote: bool,
+    /// The script declares `allow-oom` (Redis's SCRIPT_ALLOW_OOM).
+    pub allow_oom: bool,
     /// The script's start, the clock of all its commands (Redis's `scriptTimeSnapshot`):
     /// a key does not expire in the middle of a script.
     pub now_ms: i64,
@@ -189,6 +193,7 @@ pub fn run(
         mode: ScriptMode {
             read_only: call.read_only,
             wrote: false,
+            allow_oom: call.allow_oom,
             now_ms: crate::clock::unix_ms(),
         },
         busy_request: BusyRequest::Continue,

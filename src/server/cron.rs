@@ -1,5 +1,6 @@
 //! Periodic work, `hz` times a second (Redis's `serverCron`): the log's health, INFO's
-//! sampled figures, active expiry, jobs that are due, idle clients.
+//! sampled figures, active expiry, eviction that commands left unfinished, jobs that are
+//! due, idle clients.
 
 use super::pace::Signals;
 use super::{Server, release_watermark};
@@ -47,6 +48,8 @@ impl Server {
             EXPIRE_CYCLE_BUDGET,
             &mut host,
         );
+        crate::access::set_now(now_ms);
+        self.engine.eviction_cron(&mut host);
         // Also when idle, so that a lowered tracking-table-max-keys takes effect.
         self.engine.limit_tracking_table(None, &mut host);
         // Jobs scheduled while nothing was running (BGREWRITEAOF inside EXEC).

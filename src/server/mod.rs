@@ -129,6 +129,8 @@ impl Server {
                 .map_err(|e| ServerError::Setup("create waker", e))?,
         );
         config.encoding_limits.apply();
+        crate::engine::evict::apply_config(&config);
+        crate::access::set_now(crate::clock::unix_ms());
         let writer_policy = config.appendfsync;
         let mut engine = Engine::new(config, config_file, storage.clone());
         let state = &mut engine.state;
@@ -239,6 +241,10 @@ impl Server {
                 },
             )
             .map_err(ServerError::OpenLog)?;
+            self.engine
+                .state
+                .eviction
+                .set_log_gauge(writer.buffer_gauge());
             self.log_writer = Some(writer);
             self.log_paths = Some(paths);
             self.manifest = Some(manifest);
