@@ -116,7 +116,7 @@ impl Host for CallerHost<'_> {
     }
 
     fn client_exists(&self, id: u64) -> bool {
-        self.host.client_exists(id)
+        id == self.caller || self.host.client_exists(id)
     }
 
     fn serve_while_busy(&mut self, busy: &Busy) -> BusyRequest {
