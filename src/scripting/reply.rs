@@ -325,6 +325,16 @@ unsafe fn push_error_parts(state: *mut ffi::lua_State, code: &[u8], message: &[u
     }
 }
 
+/// Pushes `error_table(text)` (see there).
+///
+/// # Safety
+/// A valid state with room for three values; may raise Lua's out-of-memory error.
+pub(crate) unsafe fn push_error_table(state: *mut ffi::lua_State, text: &[u8]) {
+    let (code, message) = error_parts(text);
+    // SAFETY: the caller's guarantees.
+    unsafe { push_error_parts(state, code, message) }
+}
+
 /// The code and message of an error text with or without its leading '-' ("-CODE message"
 /// keeps its code; a bare message gets "ERR").
 fn error_parts(text: &[u8]) -> (&[u8], &[u8]) {

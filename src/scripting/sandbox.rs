@@ -5,7 +5,9 @@
 //!
 //! Functions written in Rust never raise a Lua error themselves (an error from Rust
 //! reaches Lua as an opaque userdata, not Redis's message): they return `true, results…`
-//! or `false, error`, and the prelude's wrappers raise it the way Redis's C does.
+//! or `false, error`, and the prelude's wrappers raise it the way Redis's C does. The
+//! exceptions are `redis.call` and `redis.pcall` (`run::register`), C functions written
+//! against Lua's C API, which raise Redis's error table themselves as Redis's do.
 
 use super::LoadError;
 use super::rand::{LRAND48_MAX, Lrand48};
@@ -25,8 +27,8 @@ pub struct Sandbox {
 #[derive(Clone)]
 pub struct Internals {
     pub table: Table,
-    /// `internal.run(f)`: calls a script under Redis's error handler.
-    pub run: Function,
+    /// Redis's error handler (`__redis__err__handler`), under which scripts are called.
+    pub error_handler: Function,
     compile: Function,
     /// The real globals table (scripts see a read-only proxy of it); KEYS and ARGV go here.
     pub real_globals: Table,
@@ -125,12 +127,13 @@ impl Sandbox {
         internal.set("version", REDIS_VERSION)?;
         internal.set("version_num", REDIS_VERSION_NUM)?;
         internal.set("libraries", super::libs::tables(&lua)?)?;
+        super::run::register(&lua, &internal)?;
         let debug: Table = lua.globals().get("debug")?;
         lua.load(include_str!("prelude.lua"))
             .set_name("=tessera")
             .call::<()>((internal.clone(), debug))?;
         let internals = Internals {
-            run: internal.get("run")?,
+            error_handler: internal.get("error_handler")?,
             compile: internal.get("compile")?,
             real_globals: internal.get("real_globals")?,
             table: internal,
