@@ -196,13 +196,17 @@ for _, name in ipairs({ 'string', 'math', 'table', 'coroutine', 'redis', 'cjson'
   end
 end
 
-local globals = proxy(real, function(_, name)
-  local value = rawget(real, name)
-  if value == nil then
+-- Scripts' globals read through to the real ones with no function call (a table
+-- __index); a name the real globals lack reaches their own __index, which refuses it as
+-- Redis's does (level 2: the script's line). Nothing else reads a missing global from them:
+-- the functions here use locals, and Lua's and mlua's C code read globals raw.
+local globals = proxy(real)
+setmetatable(real, {
+  __index = function(_, name)
     error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
-  end
-  return value
-end)
+  end,
+  __metatable = false,
+})
 real._G = globals
 internal.globals = globals
 internal.real_globals = real
