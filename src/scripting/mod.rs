@@ -27,6 +27,7 @@ pub mod shebang;
 use bytes::Bytes;
 use hashbrown::HashMap;
 use mlua::Lua;
+use std::sync::Arc;
 
 pub use shebang::ScriptFlags;
 
@@ -274,7 +275,10 @@ impl Scripting {
     }
 
     /// The functions' interpreter, a function's callback and the sandbox's table.
-    fn prepare_function(&self, name: &str) -> Option<(Lua, mlua::Function, sandbox::Internals)> {
+    fn prepare_function(
+        &self,
+        name: &str,
+    ) -> Option<(Lua, mlua::Function, Arc<sandbox::Internals>)> {
         let sandbox = self.function_sandbox.as_ref()?;
         let function = self.function(name)?;
         Some((
@@ -290,7 +294,7 @@ impl Scripting {
     }
 
     /// The interpreter and a script's function, for `run`.
-    fn prepare(&self, sha: &[u8; 40]) -> Option<(Lua, mlua::Function, sandbox::Internals)> {
+    fn prepare(&self, sha: &[u8; 40]) -> Option<(Lua, mlua::Function, Arc<sandbox::Internals>)> {
         let sandbox = self.sandbox.as_ref()?;
         let script = self.scripts.get(sha)?;
         Some((

@@ -20,11 +20,11 @@ const REDIS_VERSION_NUM: i64 = 0x0007_000f;
 /// The interpreter with the prelude run.
 pub struct Sandbox {
     pub lua: Lua,
-    pub internals: Internals,
+    /// Shared, so that a run holds them for one atomic increment.
+    pub internals: std::sync::Arc<Internals>,
 }
 
 /// The prelude's private table, and what Rust needs of it.
-#[derive(Clone)]
 pub struct Internals {
     pub table: Table,
     /// Redis's error handler (`__redis__err__handler`), under which scripts are called.
@@ -138,7 +138,10 @@ impl Sandbox {
             real_globals: internal.get("real_globals")?,
             table: internal,
         };
-        Ok(Sandbox { lua, internals })
+        Ok(Sandbox {
+            lua,
+            internals: std::sync::Arc::new(internals),
+        })
     }
 
     /// Compiles a script (named `@user_script`, as Redis names it) in the protected
