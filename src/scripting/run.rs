@@ -765,3 +765,51 @@ fn arguments(args: &MultiValue) -> Result<Vec<Vec<u8>>, &'static [u8]> {
     }
     Ok(argv)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::sandbox::Sandbox;
+    use mlua::{Function, Value};
+
+    /// Outside a run, the callbacks made once per interpreter answer Redis's error (they
+    /// find no context to use), and the busy hook lets any code run.
+    #[test]
+    fn callbacks_without_a_run_answer_errors() {
+        let sandbox = Sandbox::new().unwrap();
+        let internal = &sandbox.internals.table;
+        let message = |value: Value| -> String {
+            value.as_table().unwrap().raw_get::<String>("err").unwrap()
+        };
+        let no_run = "ERR redis.call/pcall can only be called inside a script invocation";
+        let pcall: Function = internal.raw_get("pcall").unwrap();
+        assert_eq!(message(pcall.call::<Value>("ping").unwrap()), no_run);
+        let call: Function = internal.raw_get("call").unwrap();
+        // Raised as Redis's error table (which Redis's pcall turns into its message).
+        let raised: String = sandbox
+            .lua
+            .load("local call = ... local ok, err = pcall(call, 'ping') return err")
+            .call(call)
+            .unwrap();
+        assert_eq!(raised, no_run);
+        let setresp: Function = internal.raw_get("setresp").unwrap();
+        let (ok, err): (bool, Value) = setresp.call(3).unwrap();
+        assert!(!ok);
+        assert_eq!(
+            message(err),
+            "ERR redis.setresp can only be called inside a script invocation"
+        );
+        let acl_check: Function = internal.raw_get("acl_check").unwrap();
+        let (_, err): (Value, Value) = acl_check.call("get").unwrap();
+        assert_eq!(
+            message(err),
+            "ERR redis.acl_check_cmd can only be called inside a script invocation"
+        );
+        // Past many hook looks, with no run to watch.
+        let sum: f64 = sandbox
+            .lua
+            .load("local n = 0 for i = 1, 1000000 do n = n + 1 end return n")
+            .call(())
+            .unwrap();
+        assert_eq!(sum, 1_000_000.0);
+    }
+}
