@@ -92,12 +92,12 @@ fn eval_generic(ctx: &mut Ctx, args: &Args, by_sha: bool, read_only_command: boo
         ctx.out.error("ERR Number of keys can't be negative");
         return Action::None;
     }
-    let sha = if by_sha {
+    let (sha, script_flags) = if by_sha {
         match ctx.server.scripting.get(args[1]) {
-            Some(_) => {
+            Some(script) => {
                 let mut sha = [0u8; 40];
                 sha.copy_from_slice(args[1]);
-                sha.map(|b| b.to_ascii_lowercase())
+                (sha.map(|b| b.to_ascii_lowercase()), script.flags)
             }
             None => {
                 ctx.out.error(NOSCRIPT);
@@ -106,19 +106,16 @@ fn eval_generic(ctx: &mut Ctx, args: &Args, by_sha: bool, read_only_command: boo
         }
     } else {
         match ctx.server.scripting.load(args[1]) {
-            Ok(sha) => sha,
+            Ok(sha) => {
+                let script = ctx.server.scripting.get(&sha).expect("loaded");
+                (sha, script.flags)
+            }
             Err(error) => {
                 ctx.out.error(&format!("ERR {error}"));
                 return Action::None;
             }
         }
     };
-    let script_flags = ctx
-        .server
-        .scripting
-        .get(&sha)
-        .expect("found or loaded")
-        .flags;
     if script_flags.declares_writes() {
         if let Some(error) = &ctx.server.log_error {
             let message = format!(
