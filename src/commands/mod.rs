@@ -15,6 +15,7 @@ pub mod blocking;
 mod connection;
 mod functions;
 mod hashes;
+mod info;
 mod keys;
 mod lists;
 mod object;

@@ -1,0 +1,421 @@
+//! INFO: the sections Redis 7.0 prints, in its order, with its field names; Tessera's own
+//! figures follow Redis's in the sections they belong to, prefixed `tessera_`.
+
+use super::{Action, Args, Ctx, connection::REDIS_COMPAT_VERSION, lossy};
+use std::fmt::Write;
+
+/// Redis's `bytesToHuman`: K, M, G, T, P with two decimals, plain bytes below 1 KB and
+/// from 1024 P up.
+fn human_bytes(n: u64) -> String {
+    if !(1024..1 << 60).contains(&n) {
+        return format!("{n}B");
+    }
+    let units = [
+        ("P", 1u64 << 50),
+        ("T", 1 << 40),
+        ("G", 1 << 30),
+        ("M", 1 << 20),
+        ("K", 1 << 10),
+    ];
+    let (suffix, size) = units
+        .into_iter()
+        .find(|&(_, size)| n >= size)
+        .expect("n is 1 KB or more");
+    format!("{:.2}{suffix}", n as f64 / size as f64)
+}
+
+const DEFAULT_SECTIONS: &[&str] = &[
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "cpu",
+    "keyspace",
+];
+
+pub(super) fn info(ctx: &mut Ctx, args: &Args) -> Action {
+    let mut sections: Vec<String> = args[1..]
+        .iter()
+        .map(|a| lossy(a).to_ascii_lowercase())
+        .collect();
+    if sections.is_empty()
+        || sections
+            .iter()
+            .any(|s| s == "all" || s == "everything" || s == "default")
+    {
+        sections = DEFAULT_SECTIONS.iter().map(|s| s.to_string()).collect();
+    }
+    let mut text = String::new();
+    for section in DEFAULT_SECTIONS
+        .iter()
+        .filter(|s| sections.iter().any(|x| x == *s))
+    {
+        if !text.is_empty() {
+            text.push_str("\r\n");
+        }
+        info_section(ctx, section, &mut text);
+    }
+    ctx.out.verbatim(text.as_bytes());
+    Action::None
+}
+
+fn kv(out: &mut String, name: &str, value: &dyn std::fmt::Display) {
+    let _ = write!(out, "{name}:{value}\r\n");
+}
+
+/// Seconds since `started`, or -1 when nothing is running (Redis's convention).
+fn seconds_or_minus_one(started: Option<std::time::Instant>) -> i64 {
+    started.map_or(-1, |t| t.elapsed().as_secs() as i64)
+}
+
+fn ok_or_err(failed: bool) -> &'static str {
+    if failed { "err" } else { "ok" }
+}
+
+/// INFO persistence: Redis 7.0's fields in its order (fork and copy-on-write figures are
+/// 0: there is no fork), then Tessera's own.
+fn info_persistence(
+    server: &crate::commands::ServerState,
+    capture_own_bytes: u64,
+    out: &mut String,
+) {
+    let p = &server.persistence;
+    let config = &server.config;
+    out.push_str("# Persistence\r\n");
+    kv(out, "loading", &(p.loading.is_some() as u8));
+    kv(out, "async_loading", &0);
+    kv(out, "current_cow_peak", &0);
+    kv(out, "current_cow_size", &0);
+    kv(out, "current_cow_size_age", &0);
+    kv(out, "current_fork_perc", &"0.00");
+    kv(
+        out,
+        "current_save_keys_processed",
+        &p.current_save_keys_processed,
+    );
+    kv(out, "current_save_keys_total", &p.current_save_keys_total);
+    kv(out, "rdb_changes_since_last_save", &server.dirty);
+    kv(
+        out,
+        "rdb_bgsave_in_progress",
+        &(p.rdb_bgsave_in_progress as u8),
+    );
+    kv(out, "rdb_last_save_time", &server.last_save_unix_seconds);
+    kv(
+        out,
+        "rdb_last_bgsave_status",
+        &ok_or_err(p.rdb_last_bgsave_failed),
+    );
+    kv(
+        out,
+        "rdb_last_bgsave_time_sec",
+        &p.rdb_last_bgsave_seconds.map_or(-1, |s| s as i64),
+    );
+    kv(
+        out,
+        "rdb_current_bgsave_time_sec",
+        &seconds_or_minus_one(p.rdb_bgsave_started),
+    );
+    kv(out, "rdb_saves", &p.rdb_saves);
+    kv(out, "rdb_last_cow_size", &0);
+    kv(
+        out,
+        "rdb_last_load_keys_expired",
+        &p.rdb_last_load_keys_expired,
+    );
+    kv(
+        out,
+        "rdb_last_load_keys_loaded",
+        &p.rdb_last_load_keys_loaded,
+    );
+    // As in Redis, the log counts as enabled once it is loaded and being appended to.
+    kv(
+        out,
+        "aof_enabled",
+        &((config.appendonly && p.loading.is_none()) as u8),
+    );
+    kv(
+        out,
+        "aof_rewrite_in_progress",
+        &(p.aof_rewrite_in_progress as u8),
+    );
+    kv(
+        out,
+        "aof_rewrite_scheduled",
+        &(p.aof_rewrite_scheduled as u8),
+    );
+    kv(
+        out,
+        "aof_last_rewrite_time_sec",
+        &p.aof_last_rewrite_seconds.map_or(-1, |s| s as i64),
+    );
+    kv(
+        out,
+        "aof_current_rewrite_time_sec",
+        &seconds_or_minus_one(p.aof_rewrite_started),
+    );
+    kv(
+        out,
+        "aof_last_bgrewrite_status",
+        &ok_or_err(p.aof_last_bgrewrite_failed),
+    );
+    kv(out, "aof_rewrites", &p.aof_rewrites);
+    kv(
+        out,
+        "aof_rewrites_consecutive_failures",
+        &p.aof_rewrites_consecutive_failures,
+    );
+    kv(
+        out,
+        "aof_last_write_status",
+        &ok_or_err(server.log_error.is_some()),
+    );
+    kv(out, "aof_last_cow_size", &0);
+    kv(out, "module_fork_in_progress", &0);
+    kv(out, "module_fork_last_cow_size", &0);
+    if config.appendonly {
+        kv(out, "aof_current_size", &p.aof_current_size);
+        kv(out, "aof_base_size", &p.aof_base_size);
+        kv(out, "aof_pending_rewrite", &(p.aof_rewrite_scheduled as u8));
+        kv(out, "aof_buffer_length", &p.aof_pending_bytes);
+        kv(out, "aof_pending_bio_fsync", &0);
+        kv(out, "aof_delayed_fsync", &p.aof_delayed_fsync);
+    }
+    if let Some(loading) = &p.loading {
+        use std::sync::atomic::Ordering;
+        let total = loading.progress.total_bytes.load(Ordering::Relaxed);
+        let loaded = loading
+            .progress
+            .loaded_bytes
+            .load(Ordering::Relaxed)
+            .min(total);
+        let elapsed = loading.started.elapsed().as_secs_f64();
+        let fraction = if total == 0 {
+            0.0
+        } else {
+            loaded as f64 / total as f64
+        };
+        let eta = if loaded == 0 {
+            1
+        } else {
+            ((total - loaded) as f64 * elapsed / loaded as f64) as u64
+        };
+        kv(out, "loading_start_time", &loading.start_unix_seconds);
+        kv(out, "loading_total_bytes", &total);
+        kv(out, "loading_rdb_used_mem", &0);
+        kv(out, "loading_loaded_bytes", &loaded);
+        kv(
+            out,
+            "loading_loaded_perc",
+            &format!("{:.2}", fraction * 100.0),
+        );
+        kv(out, "loading_eta_seconds", &eta);
+    }
+    kv(out, "tessera_aof_buffer_peak", &p.aof_pending_peak_bytes);
+    kv(out, "tessera_aof_base_parts", &p.aof_base_parts);
+    kv(
+        out,
+        "tessera_aof_rewrite_threads",
+        &config.aof_rewrite_threads(),
+    );
+    kv(out, "tessera_last_rewrite_bytes", &p.aof_last_rewrite_bytes);
+    kv(out, "tessera_last_rewrite_keys", &p.aof_last_rewrite_keys);
+    kv(out, "tessera_capture_held_bytes", &p.capture_held_bytes);
+    kv(out, "tessera_capture_own_bytes", &capture_own_bytes);
+    let rate = match p.background_rate {
+        crate::storage::Rate::Unlimited => "unlimited".to_string(),
+        crate::storage::Rate::Paused => "paused".to_string(),
+        crate::storage::Rate::BytesPerSecond(n) => n.to_string(),
+    };
+    kv(out, "tessera_background_write_rate", &rate);
+    let stats = &server.stats;
+    kv(
+        out,
+        "tessera_capture_serialised_values",
+        &stats.capture_serialised_values,
+    );
+    kv(
+        out,
+        "tessera_capture_copied_values",
+        &stats.capture_copied_values,
+    );
+    kv(
+        out,
+        "tessera_last_load_seconds",
+        &format!("{:.3}", p.loading_seconds),
+    );
+    kv(out, "tessera_last_load_keys", &p.loaded_keys);
+}
+
+fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
+    let server = &*ctx.server;
+    let config = &server.config;
+    match section {
+        "server" => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            let uptime = server.started_at.elapsed().as_secs();
+            out.push_str("# Server\r\n");
+            kv(out, "redis_version", &REDIS_COMPAT_VERSION);
+            kv(out, "tessera_version", &env!("CARGO_PKG_VERSION"));
+            kv(out, "redis_git_sha1", &"00000000");
+            kv(out, "redis_git_dirty", &0);
+            kv(out, "redis_mode", &"standalone");
+            kv(out, "os", &std::env::consts::OS);
+            kv(out, "arch_bits", &64);
+            kv(out, "multiplexing_api", &"epoll");
+            kv(out, "process_id", &std::process::id());
+            kv(out, "run_id", &server.run_id);
+            kv(out, "tcp_port", &server.tcp_port);
+            kv(out, "server_time_usec", &now.as_micros());
+            kv(out, "uptime_in_seconds", &uptime);
+            kv(out, "uptime_in_days", &(uptime / 86400));
+            kv(out, "hz", &config.hz);
+            kv(out, "configured_hz", &config.hz);
+            kv(out, "executable", &server.executable);
+            kv(out, "config_file", &server.config_file);
+        }
+        "clients" => {
+            out.push_str("# Clients\r\n");
+            kv(out, "connected_clients", &server.connected_clients);
+            kv(out, "cluster_connections", &0);
+            kv(out, "maxclients", &config.clients_max);
+            kv(out, "blocked_clients", &server.blocked.clients());
+            kv(out, "tracking_clients", &server.tracking.client_count());
+        }
+        "memory" => {
+            let (used, rss) = crate::stats::memory_usage();
+            let pending_log = ctx.effects.buffer.capacity() as u64;
+            let not_counted = server.eviction.not_counted(ctx.keyspace, pending_log);
+            // Redis's overhead is the start-up memory, buffers and table overheads; here
+            // the start-up memory and what eviction does not count (log buffers, the
+            // capture's own memory).
+            let startup = server.eviction.startup_bytes;
+            let overhead = startup + not_counted;
+            let dataset = used.saturating_sub(overhead);
+            let net = used.saturating_sub(startup).max(1);
+            out.push_str("# Memory\r\n");
+            kv(out, "used_memory", &used);
+            kv(out, "used_memory_human", &human_bytes(used));
+            kv(out, "used_memory_rss", &rss);
+            kv(out, "used_memory_rss_human", &human_bytes(rss));
+            kv(out, "used_memory_overhead", &overhead);
+            kv(out, "used_memory_startup", &startup);
+            kv(out, "used_memory_dataset", &dataset);
+            kv(
+                out,
+                "used_memory_dataset_perc",
+                &format!("{:.2}%", dataset as f64 * 100.0 / net as f64),
+            );
+            // Redis prints it as a signed number (`%lld`): past 2^63, negative.
+            kv(out, "maxmemory", &(config.memory_bytes_max as i64));
+            kv(
+                out,
+                "maxmemory_human",
+                &human_bytes(config.memory_bytes_max),
+            );
+            kv(out, "maxmemory_policy", &config.eviction_policy.name());
+            kv(out, "mem_not_counted_for_evict", &not_counted);
+            kv(
+                out,
+                "mem_aof_buffer",
+                &server.persistence.aof_buffered_bytes,
+            );
+            kv(out, "mem_allocator", &"jemalloc");
+        }
+        "persistence" => {
+            let own = ctx
+                .keyspace
+                .capture_bytes()
+                .map_or(0, |(_, bytes)| bytes.held());
+            info_persistence(server, own, out)
+        }
+        "stats" => {
+            let s = &server.stats;
+            out.push_str("# Stats\r\n");
+            kv(
+                out,
+                "total_connections_received",
+                &s.total_connections_received,
+            );
+            kv(out, "total_commands_processed", &s.total_commands_processed);
+            kv(out, "instantaneous_ops_per_sec", &s.ops_rate.per_second());
+            kv(out, "total_net_input_bytes", &s.total_net_input_bytes);
+            kv(out, "total_net_output_bytes", &s.total_net_output_bytes);
+            kv(
+                out,
+                "instantaneous_input_kbps",
+                &format!("{:.2}", s.input_rate.per_second() as f64 / 1024.0),
+            );
+            kv(
+                out,
+                "instantaneous_output_kbps",
+                &format!("{:.2}", s.output_rate.per_second() as f64 / 1024.0),
+            );
+            kv(out, "rejected_connections", &s.rejected_connections);
+            kv(out, "expired_keys", &s.expired_keys);
+            kv(out, "evicted_keys", &s.evicted_keys);
+            kv(out, "evicted_clients", &0);
+            let (total, current) = crate::engine::evict::Eviction::exceeded_ms(s);
+            kv(out, "total_eviction_exceeded_time", &total);
+            kv(out, "current_eviction_exceeded_time", &current);
+            kv(out, "keyspace_hits", &s.keyspace_hits);
+            kv(out, "keyspace_misses", &s.keyspace_misses);
+            kv(out, "pubsub_channels", &server.pubsub.channel_count(false));
+            kv(out, "pubsub_patterns", &server.pubsub.pattern_count());
+            kv(
+                out,
+                "pubsubshard_channels",
+                &server.pubsub.channel_count(true),
+            );
+            kv(out, "tracking_total_keys", &server.tracking.total_keys());
+            kv(out, "tracking_total_items", &server.tracking.total_items());
+            kv(
+                out,
+                "tracking_total_prefixes",
+                &server.tracking.total_prefixes(),
+            );
+            kv(out, "total_error_replies", &s.total_error_replies);
+        }
+        "replication" => {
+            out.push_str("# Replication\r\n");
+            kv(out, "role", &"master");
+            kv(out, "connected_slaves", &0);
+        }
+        "cpu" => {
+            // SAFETY: `rusage` is plain integers, for which all zeroes is a valid value.
+            let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+            // SAFETY: `usage` is a valid, exclusively borrowed `rusage` for the call.
+            unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+            let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+            out.push_str("# CPU\r\n");
+            kv(
+                out,
+                "used_cpu_sys",
+                &format!("{:.6}", seconds(usage.ru_stime)),
+            );
+            kv(
+                out,
+                "used_cpu_user",
+                &format!("{:.6}", seconds(usage.ru_utime)),
+            );
+        }
+        "keyspace" => {
+            out.push_str("# Keyspace\r\n");
+            for (index, db) in ctx.keyspace.dbs.iter().enumerate() {
+                if !db.is_empty() {
+                    let _ = write!(
+                        out,
+                        "db{index}:keys={},expires={},avg_ttl=0\r\n",
+                        db.len(),
+                        db.volatile_len()
+                    );
+                }
+            }
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,471 @@
+//! The directive table: each of Redis's directive names Tessera knows, with how its value
+//! is parsed (the config file, `--flags`, CONFIG SET) and printed (CONFIG GET).
+
+use super::*;
+pub(super) type Getter = fn(&Config) -> String;
+pub(super) type Setter = fn(&mut Config, &[String]) -> Result<(), ValueError>;
+
+/// One directive: its name, how to read and write it, and whether CONFIG SET may change it.
+pub struct Directive {
+    pub name: &'static str,
+    pub get: Getter,
+    pub set: Setter,
+    pub mutable: bool,
+}
+
+pub(super) fn one(args: &[String]) -> Result<&str, ValueError> {
+    match args {
+        [value] => Ok(value),
+        _ => Err(ValueError::WrongArgumentCount),
+    }
+}
+
+pub(super) fn parse_bool(args: &[String]) -> Result<bool, ValueError> {
+    match one(args)?.to_ascii_lowercase().as_str() {
+        "yes" => Ok(true),
+        "no" => Ok(false),
+        _ => Err(ValueError::NotYesOrNo),
+    }
+}
+
+pub(super) fn yes_no(b: bool) -> String {
+    if b { "yes" } else { "no" }.into()
+}
+
+/// Redis's `memtoll`: "1gb", "100mb", "5k" (k = 1000, kb = 1024, and so on).
+pub fn parse_memory(text: &str) -> Option<u64> {
+    let lower = text.to_ascii_lowercase();
+    let digits_end = lower
+        .find(|c: char| !(c.is_ascii_digit() || c == '-'))
+        .unwrap_or(lower.len());
+    let (number, unit) = lower.split_at(digits_end);
+    let multiplier: u64 = match unit {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1000 * 1000,
+        "mb" => 1024 * 1024,
+        "g" => 1000 * 1000 * 1000,
+        "gb" => 1024 * 1024 * 1024,
+        _ => return None,
+    };
+    number.parse::<u64>().ok()?.checked_mul(multiplier)
+}
+
+pub(super) fn parse_int_in(args: &[String], min: i64, max: i64) -> Result<i64, ValueError> {
+    let value: i64 = one(args)?.parse().map_err(|_| ValueError::NotInteger)?;
+    if value < min || value > max {
+        return Err(ValueError::OutOfRange { min, max });
+    }
+    Ok(value)
+}
+
+/// An integer as Redis reads its integer directives (`string2ll`: no sign but `-`, no
+/// leading zero, no space), within `min..=max`.
+pub(super) fn parse_strict_int_in(args: &[String], min: i64, max: i64) -> Result<i64, ValueError> {
+    let value = crate::resp::parse_i64(one(args)?.as_bytes()).ok_or(ValueError::NotInteger)?;
+    if value < min || value > max {
+        return Err(ValueError::OutOfRange { min, max });
+    }
+    Ok(value)
+}
+
+/// `maxmemory` as Redis 7.0 reads it (`memtoull`): digits and a unit (`b`, `k`, `kb`,
+/// `m`, `mb`, `g`, `gb`, any case); no sign. Its quirks are kept: no digits is 0, a
+/// number past 2^64 saturates, and the unit's product wraps.
+pub(super) fn parse_maxmemory(args: &[String]) -> Result<u64, ValueError> {
+    let text = one(args)?;
+    let digits_end = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(digits_end);
+    let multiplier: u64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1000 * 1000,
+        "mb" => 1024 * 1024,
+        "g" => 1000 * 1000 * 1000,
+        "gb" => 1024 * 1024 * 1024,
+        _ => return Err(ValueError::NotMemory),
+    };
+    // Redis copies the digits into a 128-byte buffer first.
+    if digits.len() >= 128 {
+        return Err(ValueError::NotMemory);
+    }
+    let value = if digits.is_empty() {
+        0
+    } else {
+        digits.parse::<u64>().unwrap_or(u64::MAX)
+    };
+    Ok(value.wrapping_mul(multiplier))
+}
+
+pub(super) fn parse_memory_arg(args: &[String], min: u64) -> Result<u64, ValueError> {
+    let value = parse_memory(one(args)?).ok_or(ValueError::NotMemory)?;
+    if value < min {
+        return Err(ValueError::MemoryBelowMinimum { min });
+    }
+    Ok(value)
+}
+
+/// Redis's CONFIG_BINDADDR_MAX.
+const BIND_ADDRESSES_MAX: usize = 16;
+
+/// `dir` must name a directory that exists: Redis 7.0 changes into it while reading the
+/// configuration, and a failure is a configuration error with the OS's reason. Tessera
+/// does not change directory (paths are joined to `dir`) and does not create it.
+pub(super) fn existing_dir(text: &str) -> Result<PathBuf, ValueError> {
+    match std::fs::metadata(text) {
+        Ok(meta) if meta.is_dir() => Ok(PathBuf::from(text)),
+        Ok(_) => Err(ValueError::Directory(std::io::Error::from_raw_os_error(
+            libc::ENOTDIR,
+        ))),
+        Err(e) => Err(ValueError::Directory(e)),
+    }
+}
+
+/// A name in the data directory: a plain name, and not the directory's lock file.
+pub(super) fn data_dir_entry(args: &[String]) -> Result<String, ValueError> {
+    let name = file_name(args)?;
+    if name == crate::process::LOCK_FILE {
+        return Err(ValueError::LockFileName);
+    }
+    Ok(name)
+}
+
+pub(super) fn file_name(args: &[String]) -> Result<String, ValueError> {
+    let name = one(args)?;
+    if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+        return Err(ValueError::NotPlainFileName);
+    }
+    Ok(name.to_string())
+}
+
+macro_rules! directive {
+    ($name:literal, $mutable:expr, |$c:ident| $get:expr, |$cs:ident, $a:ident| $set:expr) => {
+        Directive {
+            name: $name,
+            mutable: $mutable,
+            get: |$c: &Config| $get,
+            set: |$cs: &mut Config, $a: &[String]| {
+                $set;
+                Ok(())
+            },
+        }
+    };
+}
+
+pub static DIRECTIVES: &[Directive] = &[
+    directive!("port", false, |c| c.port.to_string(), |c, a| c.port =
+        parse_int_in(a, 0, 65535)? as u16),
+    directive!("bind", false, |c| c.bind.join(" "), |c, a| {
+        if a.is_empty() {
+            return Err(ValueError::WrongArgumentCount);
+        }
+        if a.len() > BIND_ADDRESSES_MAX {
+            return Err(ValueError::TooManyBindAddresses);
+        }
+        // As in Redis, one empty word is no address at all.
+        c.bind = if a.len() == 1 && a[0].is_empty() {
+            Vec::new()
+        } else {
+            a.to_vec()
+        }
+    }),
+    directive!(
+        "tcp-backlog",
+        false,
+        |c| c.tcp_backlog.to_string(),
+        |c, a| c.tcp_backlog = parse_int_in(a, 0, i32::MAX as i64)? as i32
+    ),
+    directive!(
+        "protected-mode",
+        true,
+        |c| yes_no(c.protected_mode),
+        |c, a| c.protected_mode = parse_bool(a)?
+    ),
+    directive!("dir", false, |c| c.dir.display().to_string(), |c, a| c
+        .dir =
+        existing_dir(one(a)?)?),
+    directive!("appendonly", false, |c| yes_no(c.appendonly), |c, a| c
+        .appendonly =
+        parse_bool(a)?),
+    directive!(
+        "appendfilename",
+        false,
+        |c| c.appendfilename.clone(),
+        |c, a| c.appendfilename = file_name(a)?
+    ),
+    directive!(
+        "appenddirname",
+        false,
+        |c| c.appenddirname.clone(),
+        |c, a| c.appenddirname = data_dir_entry(a)?
+    ),
+    directive!("dbfilename", false, |c| c.dbfilename.clone(), |c, a| c
+        .dbfilename =
+        data_dir_entry(a)?),
+    directive!(
+        "appendfsync",
+        true,
+        |c| c.appendfsync.name().into(),
+        |c, a| {
+            c.appendfsync = match one(a)?.to_ascii_lowercase().as_str() {
+                "always" => FsyncPolicy::Always,
+                "everysec" => FsyncPolicy::EverySec,
+                "no" => FsyncPolicy::No,
+                _ => {
+                    return Err(ValueError::NotOneOf {
+                        choices: "everysec, always, no",
+                    });
+                }
+            }
+        }
+    ),
+    directive!(
+        "aof-load-truncated",
+        true,
+        |c| yes_no(c.aof_load_truncated),
+        |c, a| c.aof_load_truncated = parse_bool(a)?
+    ),
+    directive!(
+        "requirepass",
+        true,
+        |c| c.requirepass.clone().unwrap_or_default(),
+        |c, a| {
+            let pass = one(a)?;
+            c.requirepass = (!pass.is_empty()).then(|| pass.to_string())
+        }
+    ),
+    directive!("maxclients", true, |c| c.clients_max.to_string(), |c, a| {
+        c.clients_max = parse_int_in(a, 1, i32::MAX as i64)? as usize
+    }),
+    directive!("databases", false, |c| c.databases.to_string(), |c, a| c
+        .databases =
+        parse_int_in(a, 1, i32::MAX as i64)? as usize),
+    directive!(
+        "proto-max-bulk-len",
+        true,
+        |c| c.bulk_bytes_max.to_string(),
+        |c, a| c.bulk_bytes_max = parse_memory_arg(a, 1024 * 1024)? as usize
+    ),
+    directive!(
+        "client-query-buffer-limit",
+        true,
+        |c| c.query_buffer_bytes_max.to_string(),
+        |c, a| c.query_buffer_bytes_max = parse_memory_arg(a, 1024 * 1024)? as usize
+    ),
+    directive!(
+        "client-output-buffer-limit",
+        true,
+        |c| c.output_buffer_limits.text(),
+        |c, a| c.output_buffer_limits.set(a)?
+    ),
+    directive!(
+        "timeout",
+        true,
+        |c| c.timeout_seconds.to_string(),
+        |c, a| c.timeout_seconds = parse_int_in(a, 0, i32::MAX as i64)? as u64
+    ),
+    directive!("loglevel", false, |c| c.loglevel.clone(), |c, a| {
+        let level = one(a)?.to_ascii_lowercase();
+        if !["debug", "verbose", "notice", "warning", "nothing"].contains(&level.as_str()) {
+            return Err(ValueError::NotOneOf {
+                choices: "debug, verbose, notice, warning, nothing",
+            });
+        }
+        c.loglevel = level
+    }),
+    directive!(
+        "rdbcompression",
+        true,
+        |c| yes_no(c.rdbcompression),
+        |c, a| c.rdbcompression = parse_bool(a)?
+    ),
+    // Tessera's log base is always RDB; accepted so that redis.conf files load unchanged.
+    directive!("aof-use-rdb-preamble", true, |_c| yes_no(true), |_c, a| {
+        if !parse_bool(a)? {
+            return Err(ValueError::RdbPreambleRequired);
+        }
+    }),
+    directive!(
+        "busy-reply-threshold",
+        true,
+        |c| c.busy_reply_threshold_ms.to_string(),
+        |c, a| c.busy_reply_threshold_ms = parse_int_in(a, 0, i64::MAX)? as u64
+    ),
+    directive!(
+        "lua-time-limit",
+        true,
+        |c| c.busy_reply_threshold_ms.to_string(),
+        |c, a| c.busy_reply_threshold_ms = parse_int_in(a, 0, i64::MAX)? as u64
+    ),
+    directive!(
+        "tracking-table-max-keys",
+        true,
+        |c| c.tracking_table_max_keys.to_string(),
+        |c, a| c.tracking_table_max_keys = parse_int_in(a, 0, i64::MAX)? as u64
+    ),
+    directive!(
+        "key-load-delay",
+        true,
+        |c| c.key_load_delay_us.to_string(),
+        |c, a| c.key_load_delay_us = parse_int_in(a, 0, i32::MAX as i64)? as u64
+    ),
+    directive!(
+        "rdb-key-save-delay",
+        true,
+        |c| c.rdb_key_save_delay_us.to_string(),
+        |c, a| c.rdb_key_save_delay_us = parse_int_in(a, 0, i32::MAX as i64)? as u64
+    ),
+    directive!("logfile", false, |c| c.logfile.clone(), |c, a| c.logfile =
+        one(a)?.to_string()),
+    directive!("hz", true, |c| c.hz.to_string(), |c, a| c.hz =
+        parse_int_in(a, 1, 500)? as u32),
+    directive!("daemonize", false, |c| yes_no(c.daemonize), |c, a| {
+        if parse_bool(a)? {
+            return Err(ValueError::DaemonizeUnsupported);
+        }
+        c.daemonize = false
+    }),
+    directive!("pidfile", false, |c| c.pidfile.clone(), |c, a| c.pidfile =
+        one(a)?.to_string()),
+    directive!(
+        "aof-rewrite-threads",
+        true,
+        |c| c.aof_rewrite_threads_setting.to_string(),
+        |c, a| c.aof_rewrite_threads_setting = parse_int_in(a, 0, 1024)? as usize
+    ),
+    directive!(
+        "auto-aof-rewrite-percentage",
+        true,
+        |c| c.auto_aof_rewrite_percentage.to_string(),
+        |c, a| c.auto_aof_rewrite_percentage = parse_int_in(a, 0, i32::MAX as i64)? as u64
+    ),
+    directive!(
+        "auto-aof-rewrite-min-size",
+        true,
+        |c| c.auto_aof_rewrite_min_size.to_string(),
+        |c, a| c.auto_aof_rewrite_min_size = parse_memory_arg(a, 0)?
+    ),
+    directive!(
+        "aof-rewrite-incremental-fsync",
+        true,
+        |c| yes_no(c.aof_rewrite_incremental_fsync),
+        |c, a| c.aof_rewrite_incremental_fsync = parse_bool(a)?
+    ),
+    directive!(
+        "rdb-save-incremental-fsync",
+        true,
+        |c| yes_no(c.rdb_save_incremental_fsync),
+        |c, a| c.rdb_save_incremental_fsync = parse_bool(a)?
+    ),
+    directive!(
+        "aof-rewrite-max-rate",
+        true,
+        |c| c.aof_rewrite_max_rate.to_string(),
+        |c, a| c.aof_rewrite_max_rate = parse_memory_arg(a, 0)?
+    ),
+    directive!(
+        "aof-rewrite-adaptive-rate",
+        true,
+        |c| yes_no(c.aof_rewrite_adaptive_rate),
+        |c, a| c.aof_rewrite_adaptive_rate = parse_bool(a)?
+    ),
+    directive!(
+        "notify-keyspace-events",
+        true,
+        |c| c.notify_keyspace_events.to_string(),
+        |c, a| c.notify_keyspace_events =
+            crate::notify::KeyspaceEvents::parse(one(a)?).map_err(ValueError::KeyspaceEvents)?
+    ),
+    directive!("aclfile", false, |c| c.aclfile.clone(), |c, a| c.aclfile =
+        one(a)?.to_string()),
+    directive!(
+        "acl-pubsub-default",
+        true,
+        |c| if c.acl_pubsub_default_all {
+            "allchannels".into()
+        } else {
+            "resetchannels".into()
+        },
+        |c, a| {
+            c.acl_pubsub_default_all = match one(a)?.to_ascii_lowercase().as_str() {
+                "allchannels" => true,
+                "resetchannels" => false,
+                _ => {
+                    return Err(ValueError::NotOneOf {
+                        choices: "allchannels, resetchannels",
+                    });
+                }
+            }
+        }
+    ),
+    directive!(
+        "acllog-max-len",
+        true,
+        |c| c.acllog_max_len.to_string(),
+        |c, a| c.acllog_max_len = parse_int_in(a, 0, i64::MAX)? as u64
+    ),
+    directive!(
+        "enable-protected-configs",
+        false,
+        |c| c.enable_protected_configs.name().into(),
+        |c, a| c.enable_protected_configs = ProtectedAction::parse(a)?
+    ),
+    directive!(
+        "enable-debug-command",
+        false,
+        |c| c.enable_debug_command.name().into(),
+        |c, a| c.enable_debug_command = ProtectedAction::parse(a)?
+    ),
+    directive!(
+        "enable-module-command",
+        false,
+        |c| c.enable_module_command.name().into(),
+        |c, a| c.enable_module_command = ProtectedAction::parse(a)?
+    ),
+    directive!(
+        "maxmemory",
+        true,
+        |c| c.memory_bytes_max.to_string(),
+        |c, a| c.memory_bytes_max = parse_maxmemory(a)?
+    ),
+    directive!(
+        "maxmemory-policy",
+        true,
+        |c| c.eviction_policy.name().into(),
+        |c, a| c.eviction_policy = EvictionPolicy::parse(a)?
+    ),
+    directive!(
+        "maxmemory-samples",
+        true,
+        |c| c.eviction_samples.to_string(),
+        |c, a| c.eviction_samples = parse_strict_int_in(a, 1, i32::MAX as i64)? as u32
+    ),
+    directive!(
+        "maxmemory-eviction-tenacity",
+        true,
+        |c| c.eviction_tenacity.to_string(),
+        |c, a| c.eviction_tenacity = parse_strict_int_in(a, 0, 100)? as u32
+    ),
+    directive!(
+        "lfu-log-factor",
+        true,
+        |c| c.lfu_log_factor.to_string(),
+        |c, a| c.lfu_log_factor = parse_strict_int_in(a, 0, i32::MAX as i64)? as u32
+    ),
+    directive!(
+        "lfu-decay-time",
+        true,
+        |c| c.lfu_decay_time.to_string(),
+        |c, a| c.lfu_decay_time = parse_strict_int_in(a, 0, i32::MAX as i64)? as u32
+    ),
+    directive!(
+        "save",
+        true,
+        |c| save_points_text(&c.save_points),
+        |c, a| { set_save_points(c, a)? }
+    ),
+];
