@@ -8,7 +8,7 @@ use super::{
     Action, Args, Ctx, ReplyShows, eq_ignore_case, flags, lossy, unknown_subcommand, wrong_arity,
 };
 use crate::command;
-use crate::scripting::run::{ScriptCall, Target};
+use crate::scripting::run::Target;
 
 pub fn commands() -> Vec<super::CommandSpec> {
     use flags::*;
@@ -74,37 +74,14 @@ fn fcall_generic(ctx: &mut Ctx, args: &Args, read_only_command: bool) -> Action 
         ctx.out.error("ERR Number of keys can't be negative");
         return Action::None;
     }
-    if !function_flags.no_writes {
-        if let Some(error) = &ctx.server.log_error {
-            let message = format!(
-                "MISCONF Redis is configured to persist data to AOF, but it's currently unable to persist to disk. Writable scripts are blocked. Use 'no-writes' flag for read only scripts. AOF error: {error}"
-            );
-            ctx.out.error(&message);
-            return Action::None;
-        }
-        if read_only_command {
-            ctx.out
-                .error("ERR Can not execute a script with write flag using *_ro command.");
-            return Action::None;
-        }
-    }
-    // Redis's `scriptPrepareForRun`; `no-writes` implies `allow-oom`.
-    if !function_flags.allow_oom
-        && !function_flags.no_writes
-        && ctx.server.eviction.out_of_memory
-        && ctx.server.config.memory_bytes_max != 0
-    {
-        ctx.out.error("OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'");
-        return Action::None;
-    }
-    let numkeys = numkeys as usize;
-    Action::RunScript(Box::new(ScriptCall {
-        target: Target::Function(name),
-        keys: args[3..3 + numkeys].iter().map(|k| k.to_vec()).collect(),
-        args: args[3 + numkeys..].iter().map(|a| a.to_vec()).collect(),
-        read_only: read_only_command || function_flags.no_writes,
-        allow_oom: function_flags.allow_oom,
-    }))
+    super::scripting::prepare_run(
+        ctx,
+        args,
+        numkeys as usize,
+        Target::Function(name),
+        function_flags,
+        read_only_command,
+    )
 }
 
 const FUNCTION_HELP: &[&str] = &[

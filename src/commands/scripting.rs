@@ -116,7 +116,29 @@ fn eval_generic(ctx: &mut Ctx, args: &Args, by_sha: bool, read_only_command: boo
             }
         }
     };
-    if script_flags.declares_writes() {
+    prepare_run(
+        ctx,
+        args,
+        numkeys as usize,
+        Target::Script(sha),
+        script_flags,
+        read_only_command,
+    )
+}
+
+/// Redis's `scriptPrepareForRun`, for EVAL and FCALL alike, once the script or function
+/// and the key count are known: a script that may write is refused while the log fails
+/// (MISCONF) and by the *_RO commands; over `maxmemory`, one without `allow-oom` is
+/// refused (`no-writes` implies it). Then the call, with what its flags allow.
+pub(super) fn prepare_run(
+    ctx: &mut Ctx,
+    args: &Args,
+    numkeys: usize,
+    target: Target,
+    flags: crate::scripting::ScriptFlags,
+    read_only_command: bool,
+) -> Action {
+    if flags.declares_writes() {
         if let Some(error) = &ctx.server.log_error {
             let message = format!(
                 "MISCONF Redis is configured to persist data to AOF, but it's currently unable to persist to disk. Writable scripts are blocked. Use 'no-writes' flag for read only scripts. AOF error: {error}"
@@ -130,25 +152,21 @@ fn eval_generic(ctx: &mut Ctx, args: &Args, by_sha: bool, read_only_command: boo
             return Action::None;
         }
     }
-    // Redis's `scriptPrepareForRun`; `no-writes` implies `allow-oom`.
-    if !script_flags.compat
-        && !script_flags.allow_oom
-        && !script_flags.no_writes
+    if !flags.compat
+        && !flags.allow_oom
+        && !flags.no_writes
         && ctx.server.eviction.out_of_memory
         && ctx.server.config.memory_bytes_max != 0
     {
         ctx.out.error("OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'");
         return Action::None;
     }
-    let numkeys = numkeys as usize;
-    let keys = args[3..3 + numkeys].iter().map(|k| k.to_vec()).collect();
-    let arguments = args[3 + numkeys..].iter().map(|a| a.to_vec()).collect();
     Action::RunScript(Box::new(ScriptCall {
-        target: Target::Script(sha),
-        keys,
-        args: arguments,
-        read_only: read_only_command || (!script_flags.compat && script_flags.no_writes),
-        allow_oom: !script_flags.compat && script_flags.allow_oom,
+        target,
+        keys: args[3..3 + numkeys].iter().map(|k| k.to_vec()).collect(),
+        args: args[3 + numkeys..].iter().map(|a| a.to_vec()).collect(),
+        read_only: read_only_command || (!flags.compat && flags.no_writes),
+        allow_oom: !flags.compat && flags.allow_oom,
     }))
 }
 
