@@ -14,7 +14,8 @@
 //! what Redis's `freeMemoryGetNotCountedMemory` leaves out for it, which is for Tessera:
 //! - the log's buffers — records of this turn not yet handed to the writer, and the
 //!   batches the writer holds, queued or kept until their fsync (Redis's AOF buffer): a
-//!   DEL logged for an eviction must not call for more evictions;
+//!   DEL logged for an eviction must not call for more evictions. Under `everysec` the
+//!   writer syncs once 1/32 of `maxmemory` is unsynced, so these stay small beside it;
 //! - the memory a running snapshot's capture holds alone (`keyspace::CaptureBytes`:
 //!   copied slot tables, records serialised before a write, values the live dataset has
 //!   let go of since): deleting live keys cannot free it, so counting it would evict the

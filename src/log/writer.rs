@@ -126,6 +126,8 @@ struct Shared {
     retained_bytes: AtomicU64,
     /// Times writes were held because an `everysec` fsync ran longer than 2 s.
     delayed_fsyncs: AtomicU64,
+    /// `everysec` syncs early once this much is unsynced (`fsync::unsynced_max_for`).
+    unsynced_max: AtomicU64,
     failed: AtomicBool,
     error: Mutex<Option<LogError>>,
     /// The writer is waiting on `wake_writer`: only then does a submit need to signal it
@@ -240,6 +242,7 @@ impl LogWriter {
             pending_bytes: AtomicU64::new(0),
             retained_bytes: AtomicU64::new(0),
             delayed_fsyncs: AtomicU64::new(0),
+            unsynced_max: AtomicU64::new(fsync::unsynced_max_for(0)),
             failed: AtomicBool::new(false),
             error: Mutex::new(None),
             writer_waiting: AtomicBool::new(false),
@@ -363,6 +366,13 @@ impl LogWriter {
         self.shared.failed.load(Ordering::Acquire)
     }
 
+    /// Bounds what `everysec` keeps unsynced, and so in memory, by `maxmemory` (0: none).
+    pub fn set_memory_limit(&self, maxmemory: u64) {
+        self.shared
+            .unsynced_max
+            .store(fsync::unsynced_max_for(maxmemory), Ordering::Relaxed);
+    }
+
     pub fn set_policy(&self, policy: FsyncPolicy) {
         self.shared.pending.lock().unwrap().policy = policy;
         self.shared.wake_writer.notify_one();
@@ -432,6 +442,10 @@ struct Batch {
 }
 
 impl WriterThread {
+    fn unsynced_max(&self) -> u64 {
+        self.shared.unsynced_max.load(Ordering::Relaxed)
+    }
+
     fn new(
         shared: Arc<Shared>,
         storage: Arc<dyn Storage>,
@@ -504,7 +518,8 @@ impl WriterThread {
                             len: self.written_len,
                             seq: self.written_seq,
                         };
-                        self.fsync.written(written, work.policy);
+                        self.fsync
+                            .written(written, work.policy, self.unsynced_max());
                     }
                 }
             }
@@ -657,7 +672,7 @@ impl WriterThread {
                 seq: self.written_seq,
             };
             let policy = self.shared.pending.lock().unwrap().policy;
-            self.fsync.written(written, policy);
+            self.fsync.written(written, policy, self.unsynced_max());
         }
         result
     }

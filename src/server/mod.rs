@@ -73,6 +73,8 @@ pub struct Server {
     loop_idle: Duration,
     /// The fsync policy the log writer was last given (CONFIG SET changes the config).
     writer_policy: FsyncPolicy,
+    /// The `maxmemory` the log writer was last told (it bounds what `everysec` keeps).
+    writer_memory_limit: u64,
     storage: Arc<dyn Storage>,
     waker: Arc<Waker>,
     /// Set by `halt`: leave the loop at once, saving nothing (crash tests in-process).
@@ -196,6 +198,7 @@ impl Server {
             pacer: pace::Pacer::default(),
             loop_idle: Duration::ZERO,
             writer_policy,
+            writer_memory_limit: 0,
             storage,
             waker,
             halt_flag: Arc::new(AtomicBool::new(false)),
@@ -465,6 +468,11 @@ impl Server {
             if policy != self.writer_policy {
                 writer.set_policy(policy); // CONFIG SET appendfsync
                 self.writer_policy = policy;
+            }
+            let maxmemory = self.engine.state.config.memory_bytes_max;
+            if maxmemory != self.writer_memory_limit {
+                writer.set_memory_limit(maxmemory); // CONFIG SET maxmemory
+                self.writer_memory_limit = maxmemory;
             }
             if !self.engine.effects.buffer.is_empty() {
                 writer.submit(&mut self.engine.effects.buffer);

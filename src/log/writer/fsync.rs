@@ -24,6 +24,21 @@ use std::time::{Duration, Instant};
 /// for the second: the writer keeps every unsynced batch in memory (to rewrite it if the
 /// fsync fails), and at a saturating load a second of log is hundreds of megabytes.
 const EVERYSEC_UNSYNCED_MAX_BYTES: u64 = 64 << 20;
+/// The least `unsynced_max_for` sets, so that a small `maxmemory` does not turn
+/// `everysec` into a sync per batch.
+const EVERYSEC_UNSYNCED_MIN_BYTES: u64 = 1 << 20;
+
+/// How much `everysec` may leave written and unsynced (so kept in the writer's memory)
+/// under `maxmemory` (0: no limit). Eviction leaves those bytes out of its measure, as
+/// Redis leaves out its AOF buffer; Redis's buffer is one event-loop turn of writes, but
+/// the writer's is up to a second of them, so under a limit it is kept to 1/32 of it:
+/// used memory stays within a few percent of `maxmemory` whatever the write rate.
+pub(super) fn unsynced_max_for(maxmemory: u64) -> u64 {
+    if maxmemory == 0 {
+        return EVERYSEC_UNSYNCED_MAX_BYTES;
+    }
+    (maxmemory / 32).clamp(EVERYSEC_UNSYNCED_MIN_BYTES, EVERYSEC_UNSYNCED_MAX_BYTES)
+}
 
 /// A point in the log file: its length there and the last batch ending there.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -54,6 +69,8 @@ struct Slot {
     /// Writeback was started up to this length (`everysec`).
     written_back: u64,
     policy: FsyncPolicy,
+    /// `everysec` syncs early once this much is unsynced (`unsynced_max_for`).
+    unsynced_max: u64,
     /// When the last sync started (`everysec` counts its second from there, as Redis does
     /// from queueing its background fsync).
     last_start: Instant,
@@ -84,6 +101,7 @@ impl FsyncThread {
                 synced: start,
                 written_back: start.len,
                 policy,
+                unsynced_max: EVERYSEC_UNSYNCED_MAX_BYTES,
                 last_start: Instant::now(),
                 failed: false,
                 stop: false,
@@ -106,12 +124,13 @@ impl FsyncThread {
     }
 
     /// Hands over what is written so far; the thread syncs it when the policy says so.
-    pub fn written(&self, written: Mark, policy: FsyncPolicy) {
+    pub fn written(&self, written: Mark, policy: FsyncPolicy, unsynced_max: u64) {
         let mut slot = self.lock();
         // The thread waits without a deadline only when it had nothing to sync.
         let was_idle = slot.written == slot.synced || slot.policy != policy;
         slot.written = written;
         slot.policy = policy;
+        slot.unsynced_max = unsynced_max;
         let write_back = write_back_due(&slot) || too_much_unsynced(&slot);
         drop(slot);
         if policy == FsyncPolicy::Always || was_idle || write_back {
@@ -220,7 +239,7 @@ fn due(slot: &Slot) -> Due {
 /// Under `everysec`, more is written and unsynced than the writer should keep in memory for
 /// a rewrite after a failed fsync: sync now rather than at the second.
 fn too_much_unsynced(slot: &Slot) -> bool {
-    slot.written.len >= slot.synced.len + EVERYSEC_UNSYNCED_MAX_BYTES
+    slot.written.len >= slot.synced.len + slot.unsynced_max
 }
 
 /// A chunk written under `everysec` whose writeback is not started yet.
@@ -324,6 +343,7 @@ mod tests {
             synced,
             written_back: synced.len,
             policy,
+            unsynced_max: EVERYSEC_UNSYNCED_MAX_BYTES,
             last_start: Instant::now(),
             failed: false,
             stop: false,
@@ -353,5 +373,19 @@ mod tests {
         let mut failed = slot(FsyncPolicy::Always, 1);
         failed.failed = true;
         assert!(matches!(due(&failed), Due::Never));
+    }
+
+    /// Under `maxmemory`, `everysec` keeps 1/32 of it unsynced at most (1 MB to 64 MB).
+    #[test]
+    fn everysec_syncs_early_under_a_memory_limit() {
+        let mb = 1 << 20;
+        assert_eq!(unsynced_max_for(0), 64 * mb);
+        assert_eq!(unsynced_max_for(100 * mb), 100 * mb / 32);
+        assert_eq!(unsynced_max_for(mb), mb);
+        assert_eq!(unsynced_max_for(64 << 30), 64 * mb);
+        let mut limited = slot(FsyncPolicy::EverySec, 4 * mb);
+        assert!(!matches!(due(&limited), Due::Sync));
+        limited.unsynced_max = unsynced_max_for(100 * mb);
+        assert!(matches!(due(&limited), Due::Sync));
     }
 }
