@@ -3,7 +3,8 @@
 //! ordering for unordered replies); random picks (SPOP, SRANDMEMBER, HRANDFIELD,
 //! ZRANDMEMBER) are checked against the key instead (`differential/picks.rs`); scripts
 //! and functions (EVAL, EVALSHA, EVAL_RO, FCALL, FCALL_RO over the same keys) are one
-//! more family (`differential/scripting.rs`).
+//! more family (`differential/scripting.rs`). The stream runs twice: over RESP2, and with
+//! other seeds over RESP3, where every reply's type must be Redis's too.
 //!
 //! Seeds come from `TESSERA_DIFF_SEEDS` (comma-separated) and the number of commands per
 //! seed from `TESSERA_DIFF_OPS`. A failure names the seed and the op index, so
@@ -52,6 +53,8 @@ use std::collections::{BTreeSet, VecDeque};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 const DEFAULT_SEEDS: &[u64] = &[1, 7, 42, 20240601, 99, 123457];
+/// The RESP3 run's seeds (`TESSERA_DIFF_RESP3_SEEDS`): other streams than RESP2's.
+const DEFAULT_RESP3_SEEDS: &[u64] = &[3, 2025];
 const DEFAULT_OPS: usize = 4000;
 
 /// Databases the stream works in (both servers have 16).
@@ -925,7 +928,8 @@ fn replies_match(check: Check, ours: &Reply, theirs: &Reply) -> bool {
                 (a - b).abs() <= tolerance
             }
         }
-        (Check::Unordered, Ok(Value::Array(a)), Ok(Value::Array(b))) => {
+        (Check::Unordered, Ok(Value::Array(a)), Ok(Value::Array(b)))
+        | (Check::Unordered, Ok(Value::Set(a)), Ok(Value::Set(b))) => {
             let sorted = |items: &Vec<Value>| {
                 let mut keys: Vec<String> = items.iter().map(|v| format!("{v:?}")).collect();
                 keys.sort();
@@ -971,14 +975,46 @@ fn show(args: &[Vec<u8>]) -> String {
 
 #[test]
 fn random_command_stream_matches_redis() {
+    let seeds = common::env_numbers("TESSERA_DIFF_SEEDS", DEFAULT_SEEDS, 0);
+    run_stream(Protocol::Resp2, "TESSERA_DIFF_SEEDS", &seeds);
+}
+
+/// The same stream over RESP3 connections: every reply's type must be Redis 7.0's too
+/// (a double, a map, a set, a null where Redis sends one; a bulk string where it does —
+/// ZSCAN's scores, say). Families that reduce a reply (scans, random picks) keep its
+/// types in what they compare.
+#[test]
+fn random_command_stream_matches_redis_in_resp3() {
+    let seeds = common::env_numbers("TESSERA_DIFF_RESP3_SEEDS", DEFAULT_RESP3_SEEDS, 0);
+    run_stream(Protocol::Resp3, "TESSERA_DIFF_RESP3_SEEDS", &seeds);
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Protocol {
+    Resp2,
+    Resp3,
+}
+
+fn connect(port: u16, protocol: Protocol) -> redis::Connection {
+    let version = match protocol {
+        Protocol::Resp2 => 2,
+        Protocol::Resp3 => 3,
+    };
+    redis::Client::open(format!("redis://127.0.0.1:{port}/?protocol=resp{version}"))
+        .unwrap()
+        .get_connection()
+        .unwrap()
+}
+
+fn run_stream(protocol: Protocol, seeds_variable: &str, seeds: &[u64]) {
     let Some(redis_path) = common::require_redis_or_skip(common::WHOLE_TEST) else {
         return;
     };
     let dir = common::temp_dir();
     let server = common::start_server(dir.path(), &["--appendfsync", "everysec"]);
     let oracle = common::RedisOracle::start(&redis_path);
-    let mut ours = server.connection();
-    let mut theirs = oracle.connection();
+    let mut ours = connect(server.port, protocol);
+    let mut theirs = connect(oracle.port, protocol);
     for conn in [&mut ours, &mut theirs] {
         let every_event = [
             b"CONFIG".to_vec(),
@@ -991,14 +1027,13 @@ fn random_command_stream_matches_redis() {
     let mut our_events = common::keyspace_events::Collector::new(server.port);
     let mut their_events = common::keyspace_events::Collector::new(oracle.port);
 
-    let seeds = common::env_numbers("TESSERA_DIFF_SEEDS", DEFAULT_SEEDS, 0);
     let ops = common::env_number("TESSERA_DIFF_OPS", DEFAULT_OPS, 1);
     let started = std::time::Instant::now();
     let mut total_steps = 0usize;
     let mut total_events = 0usize;
     // Per command name: (commands sent, error replies), to show what the stream covered.
     let mut coverage: std::collections::BTreeMap<String, (usize, usize)> = Default::default();
-    for &seed in &seeds {
+    for &seed in seeds {
         for conn in [&mut ours, &mut theirs] {
             let reset: Reply = query(conn, &[b"FLUSHALL".to_vec()]);
             assert_eq!(reset, Ok(Value::Okay), "FLUSHALL before seed {seed}");
@@ -1021,8 +1056,8 @@ fn random_command_stream_matches_redis() {
                 if !replies_match(step.check, &our_reply, &their_reply) {
                     let context: Vec<String> = history.iter().cloned().collect();
                     panic!(
-                        "\nreplies differ: seed {seed}, op {op} (replay with \
-                         TESSERA_DIFF_SEEDS={seed} TESSERA_DIFF_OPS={})\n\
+                        "\nreplies differ ({protocol:?}): seed {seed}, op {op} (replay with \
+                         {seeds_variable}={seed} TESSERA_DIFF_OPS={})\n\
                          command: {}\n\
                          check:   {:?}\n\
                          tessera: {:?}\n\
@@ -1055,7 +1090,7 @@ fn random_command_stream_matches_redis() {
         .map(|(name, (sent, errors))| format!("{name} {sent}/{errors}err"))
         .collect();
     eprintln!(
-        "differential: {} seeds x {ops} ops ({total_steps} commands, {total_events} keyspace \
+        "differential ({protocol:?}): {} seeds x {ops} ops ({total_steps} commands, {total_events} keyspace \
          events) matched in {:.1?}\n  {}",
         seeds.len(),
         started.elapsed(),

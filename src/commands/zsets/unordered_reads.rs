@@ -62,7 +62,9 @@ pub(super) fn zscan(ctx: &mut Ctx, args: &Args) -> Action {
     ctx.out.array(picked.len() * 2);
     for (member, score) in picked {
         ctx.out.bulk(member);
-        ctx.out.double(*score);
+        // A bulk string in RESP3 too: Redis's SCAN replies strings whatever the type.
+        ctx.out
+            .bulk(crate::types::score::reply_text(*score).as_bytes());
     }
     Action::None
 }
