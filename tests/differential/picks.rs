@@ -108,6 +108,35 @@ fn read(conn: &mut redis::Connection, read: &[&[u8]], pairs: bool) -> Result<Con
     Ok(items.into_iter().collect())
 }
 
+/// A reply's types without its values (a list's distinct item shapes, sorted): what the
+/// two servers' picks must agree on beyond their count (RESP3 nests WITHVALUES pairs and
+/// sends scores as doubles).
+fn shape(reply: &Value) -> String {
+    let list = |kind: &str, items: Vec<String>| {
+        let mut items = items;
+        items.sort();
+        items.dedup();
+        format!("{kind}<{}>", items.join("|"))
+    };
+    match reply {
+        Value::Array(items) => list("array", items.iter().map(shape).collect()),
+        Value::Set(items) => list("set", items.iter().map(shape).collect()),
+        Value::Map(pairs) => list(
+            "map",
+            pairs
+                .iter()
+                .map(|(k, v)| format!("{}=>{}", shape(k), shape(v)))
+                .collect(),
+        ),
+        Value::Nil => "nil".into(),
+        Value::Int(_) => "integer".into(),
+        Value::BulkString(_) => "bulk".into(),
+        Value::SimpleString(_) | Value::Okay => "simple".into(),
+        Value::Double(_) => "double".into(),
+        other => format!("{other:?}"),
+    }
+}
+
 /// Checks one pick against `before`; returns the items picked.
 fn check_pick(
     step: &Step,
@@ -186,7 +215,12 @@ fn pick(
         Err(e) => return Err(broken(step, format!("{reply:?} where reading gave {e}"))),
     };
     let picked = check_pick(step, &before, &reply, pairs).map_err(|e| broken(step, e))?;
-    let summary = Value::SimpleString(format!("{} picked from {}", picked.len(), show(&before)));
+    let summary = Value::SimpleString(format!(
+        "{} picked from {} as {}",
+        picked.len(),
+        show(&before),
+        shape(&reply)
+    ));
     Ok((before, picked, summary))
 }
 
