@@ -8,12 +8,14 @@ The workload is a cache in front of a keyspace five times larger than `maxmemory
 (values of --value-size bytes, keys `key:<n>`): each client draws key ranks from a Zipf
 distribution (exponent --zipf; rank r drawn with probability proportional to 1/r^s;
 ranks are scattered over the key names), GETs the key and, on a miss, SETs it
-(cache-aside); a fraction --set-ratio of the operations SET without reading first.
+(cache-aside); a fraction --set-ratio of the operations SET without reading first. Every
+value written is distinct (its key and a counter, padded to the size).
 --clients processes run it, each on its own connection, pipelining --pipeline
 operations. A warm-up of the same workload (not timed) fills the server to its limit
 first; then the timed phase runs --ops operations in all.
 
-For each policy (--policies, default allkeys-lru and allkeys-lfu), each server starts
+For each policy (--policies, default the four LRU and LFU ones; under volatile-* every
+key is SET with a long expiry), each server starts
 fresh in its own temporary directory on a free loopback port, with the append-only log
 on (everysec) and the same maxmemory:
 
@@ -137,7 +139,18 @@ def key_of(rank: int, keys: int) -> bytes:
 def worker(port: int, seed: int, ops: int, settings: dict, ready, start, results) -> None:
     rng = random.Random(seed)
     cdf = zipf_cdf(settings["keys"], settings["zipf"])
-    value = b"v" * settings["value_size"]
+    size = settings["value_size"]
+    # Each SET's value is its own (the key and a counter, padded): a server that shared
+    # or compressed alike values would otherwise look better than it is.
+    written = 0
+
+    def value_for(key: bytes) -> bytes:
+        nonlocal written
+        written += 1
+        return (key + b":%d:" % written).ljust(size, b"v")[:size]
+
+    # Under a volatile-* policy every key has a (long) expiry, or nothing could be evicted.
+    expiry = [b"EX", b"100000"] if settings["volatile"] else []
     conn = Connection(port)
     ready.put(True)
     start.wait()
@@ -148,7 +161,8 @@ def worker(port: int, seed: int, ops: int, settings: dict, ready, start, results
         keys = [key_of(bisect.bisect_left(cdf, rng.random()), settings["keys"]) for _ in range(batch)]
         writes = [rng.random() < settings["set_ratio"] for _ in range(batch)]
         replies = conn.pipeline(
-            [encode(b"SET", k, value) if w else encode(b"GET", k) for k, w in zip(keys, writes)]
+            [encode(b"SET", k, value_for(k), *expiry) if w else encode(b"GET", k)
+             for k, w in zip(keys, writes)]
         )
         fills = []
         for key, write, reply in zip(keys, writes, replies):
@@ -156,7 +170,7 @@ def worker(port: int, seed: int, ops: int, settings: dict, ready, start, results
                 continue
             if reply is None:
                 misses += 1
-                fills.append(encode(b"SET", key, value))
+                fills.append(encode(b"SET", key, value_for(key), *expiry))
             else:
                 hits += 1
         if fills:
@@ -269,6 +283,7 @@ def stop_server(proc: subprocess.Popen, port: int, directory: Path) -> None:
 
 def one_run(args, name: str, policy: str, settings: dict, seed: int) -> dict:
     proc, port, directory = start_server(args, name, policy)
+    settings = dict(settings, volatile=policy.startswith("volatile"))
     try:
         run_phase(port, settings["warmup_ops"], settings, seed)
         outcome = run_phase(port, settings["ops"], settings, seed + 1)
@@ -288,7 +303,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tessera-bin", type=Path, default=REPO / "target/release/tessera-server")
     parser.add_argument("--redis-server", default=shutil.which("redis-server") or "redis-server")
-    parser.add_argument("--policies", default="allkeys-lru,allkeys-lfu")
+    parser.add_argument("--policies",
+                        default="allkeys-lru,allkeys-lfu,volatile-lru,volatile-lfu")
     parser.add_argument("--maxmemory-mb", type=int, default=32)
     parser.add_argument("--value-size", type=int, default=100)
     parser.add_argument("--keyspace-factor", type=float, default=5.0,

@@ -8,6 +8,7 @@ pub mod in_process;
 pub mod keyspace_events;
 pub mod knobs;
 pub mod model;
+pub mod raw_client;
 pub mod skip;
 
 // Not every test binary uses every helper.
