@@ -9,11 +9,11 @@ Driven by a harness (tests/job_queue.rs) over stdin and stdout:
     a blocking wait for the result) and checked, with the key each job writes.
   - phase 2: jobs enqueued one after another; the ids whose enqueue() returned are
     the acknowledged ones. Once BEFORE_KILL are acknowledged and FINISHED_BEFORE_KILL
-    finished, the script prints KILL_LINE and goes on enqueuing (the enqueues fail
+    finished, the script asks for the kill and goes on enqueuing (the enqueues fail
     while the server is down); the harness kills the server with SIGKILL, restarts it
-    on the same directory and port (`appendfsync always`) and writes RESTARTED_LINE to
-    stdin. Workers that die on the
-    lost connection are restarted, as a supervisor would. After the restart: every
+    on the same directory and port (`appendfsync always`) and says so on stdin (the
+    protocol of queue_harness.py). Workers that die on the lost connection are
+    restarted, as a supervisor would. After the restart: every
     acknowledged job must exist; the operator's recovery runs (below); AFTER_RESTART
     more jobs are enqueued; every acknowledged job must finish with its correct result.
 
@@ -30,17 +30,14 @@ Prints "job_queue: ok" and exits 0 on success; on failure prints what went wrong
 states, registries, worker exits and the tails of their logs) and exits 1.
 """
 
-import ctypes
 import os
-import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 try:
     import redis
+    from queue_harness import CONNECTION_ERRORS, Failure, Pool, Script, retrying
     from rq import Queue, Worker
     from rq.job import Job, JobStatus
     from rq.registry import FailedJobRegistry, FinishedJobRegistry, StartedJobRegistry
@@ -59,8 +56,6 @@ PHASE1_JOBS = 40
 BEFORE_KILL = 60
 FINISHED_BEFORE_KILL = 15
 AFTER_RESTART = 30
-KILL_LINE = "job_queue: kill the server now"
-RESTARTED_LINE = "restarted"
 # How RQ words the failures a crash causes (a lost connection, a work horse that died,
 # an abandoned execution, a job stuck between the queue and the started registry).
 CRASH_FAILURES = (
@@ -69,11 +64,6 @@ CRASH_FAILURES = (
     "AbandonedJobError",
     "stuck in intermediate queue",
 )
-CONNECTION_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
-
-
-class Failure(Exception):
-    pass
 
 
 def log(text):
@@ -88,118 +78,23 @@ def connect(port):
     return redis.Redis(host="127.0.0.1", port=port, socket_timeout=10)
 
 
-def retrying(what, deadline=15.0):
-    """what(), retried on connection errors (a pooled connection from before the
-    restart fails once) until `deadline` seconds have passed."""
-    end = time.monotonic() + deadline
-    while True:
-        try:
-            return what()
-        except CONNECTION_ERRORS:
-            if time.monotonic() > end:
-                raise
-            time.sleep(0.1)
-
-
-def die_with_parent():
-    """In a worker, before exec: SIGKILL when the script that started it dies, so that
-    no worker outlives a failed or killed run."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-class Pool:
-    """RQ workers as separate processes (the `rq worker` CLI), restarted when they die
-    (as a supervisor such as systemd or supervisord would). `check` is called from the
-    main thread's loops: children die with the thread that started them."""
-
-    def __init__(self, port, log_dir):
-        self.port = port
-        self.log_dir = log_dir
-        self.workers = {}  # slot -> (name, Popen, log path)
-        self.generation = 0
-        self.exits = []  # (name, exit status) of every worker that died unasked
-        self.restart_after = {}  # slot -> monotonic time before which not to restart
-
-    def _spawn(self, slot):
-        self.generation += 1
-        # Names are unique: RQ refuses a name a live (or not yet expired) worker has.
-        name = f"w{slot}-g{self.generation}-{os.getpid()}"
-        path = os.path.join(self.log_dir, f"{name}.log")
-        out = open(path, "wb")
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "rq.cli",
-                "worker",
-                "--url",
-                f"redis://127.0.0.1:{self.port}",
-                "--path",
-                HERE,
-                "--name",
-                name,
-                "--logging_level",
-                "INFO",
-                QUEUE,
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            preexec_fn=die_with_parent,
-        )
-        out.close()
-        self.workers[slot] = (name, process, path)
-
-    def start(self):
-        for slot in range(WORKERS):
-            self._spawn(slot)
-
-    def check(self):
-        """Restarts the workers that died (after a short pause: while the server is
-        down a new worker dies at once)."""
-        for slot, (name, process, _) in list(self.workers.items()):
-            status = process.poll()
-            if status is None:
-                continue
-            if slot not in self.restart_after:
-                self.exits.append((name, status))
-                log(f"worker {name} exited with status {status}; restarting it")
-                self.restart_after[slot] = time.monotonic() + 0.5
-            elif time.monotonic() >= self.restart_after[slot]:
-                del self.restart_after[slot]
-                self._spawn(slot)
-
-    def stop(self):
-        """Warm shutdown (SIGTERM: RQ finishes the job at hand, then exits); SIGKILL
-        for a worker still there after 15 s."""
-        for _, process, _ in self.workers.values():
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        end = time.monotonic() + 15
-        for name, process, _ in self.workers.values():
-            try:
-                process.wait(max(0.1, end - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                log(f"worker {name} ignored SIGTERM for 15 s; killing it")
-                process.kill()
-                process.wait()
-        self.workers.clear()
-        self.restart_after.clear()
-
-    def kill_all(self):
-        for _, process, _ in self.workers.values():
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-
-    def log_tails(self, lines=15):
-        out = []
-        for path in sorted(os.listdir(self.log_dir)):
-            with open(os.path.join(self.log_dir, path), errors="replace") as f:
-                tail = f.readlines()[-lines:]
-            out.append(f"--- {path} (last {len(tail)} lines)\n" + "".join(tail))
-        return "\n".join(out)
+def rq_worker(port):
+    """The command line of an RQ worker (the `rq worker` CLI, RQ's forking Worker)."""
+    return lambda name: [
+        sys.executable,
+        "-m",
+        "rq.cli",
+        "worker",
+        "--url",
+        f"redis://127.0.0.1:{port}",
+        "--path",
+        HERE,
+        "--name",
+        name,
+        "--logging_level",
+        "INFO",
+        QUEUE,
+    ]
 
 
 def job_states(r, ids):
@@ -335,7 +230,7 @@ def recover(r, pool, queue, ids_to_n):
     pool.start()
 
 
-def phase2(r, pool, queue, restarted, closed):
+def phase2(r, pool, queue, script):
     started = time.monotonic()
     acknowledged = {}  # job id -> n: enqueue() returned
     unacknowledged = 0  # enqueue() raised: the job may or may not exist
@@ -345,7 +240,7 @@ def phase2(r, pool, queue, restarted, closed):
     recovered = False
     while after_restart < AFTER_RESTART:
         pool.check()
-        if restarted.is_set() and not recovered:
+        if script.restarted.is_set() and not recovered:
             # Every job acknowledged before the kill must have survived it.
             ids = list(acknowledged)
             states = retrying(lambda: job_states(r, ids))
@@ -361,11 +256,8 @@ def phase2(r, pool, queue, restarted, closed):
             )
             retrying(lambda: recover(r, pool, queue, acknowledged))
             recovered = True
-        if kill_asked_at is not None and not restarted.is_set():
-            if closed.is_set():
-                raise Failure("stdin closed before the harness said the server restarted")
-            if time.monotonic() - kill_asked_at > 30:
-                raise Failure("the harness did not restart the server within 30 s")
+        if kill_asked_at is not None:
+            script.check_restart_deadline(kill_asked_at)
         job_id = f"p2-{n}"
         try:
             queue.enqueue("jobs.square", n, job_id=job_id)
@@ -381,7 +273,7 @@ def phase2(r, pool, queue, restarted, closed):
             finished = FinishedJobRegistry(queue=queue).count - PHASE1_JOBS
             if finished >= FINISHED_BEFORE_KILL:
                 log(f"{len(acknowledged)} acknowledged, {queue.count} queued, {finished} finished")
-                print(KILL_LINE, flush=True)
+                script.ask_for_kill()
                 kill_asked_at = time.monotonic()
             elif time.monotonic() - started > 30:
                 raise Failure(f"phase 2: only {finished} jobs finished in 30 s")
@@ -402,34 +294,22 @@ def phase2(r, pool, queue, restarted, closed):
     )
 
 
-def read_stdin(restarted, closed):
-    for line in sys.stdin:
-        if line.strip() == RESTARTED_LINE:
-            restarted.set()
-    closed.set()
-
-
 def main():
     port = int(sys.argv[1])
     r = connect(port)
     r.flushall()
     queue = Queue(QUEUE, connection=r)
-    restarted, closed = threading.Event(), threading.Event()
-    threading.Thread(target=read_stdin, args=(restarted, closed), daemon=True).start()
+    script = Script("job_queue")
     with tempfile.TemporaryDirectory(prefix="job-queue-logs-") as log_dir:
-        pool = Pool(port, log_dir)
+        pool = Pool(WORKERS, rq_worker(port), log_dir, log)
         try:
             pool.start()
             phase1(r, pool, queue)
-            phase2(r, pool, queue, restarted, closed)
+            phase2(r, pool, queue, script)
         except Exception as e:  # noqa: BLE001 - everything is reported, then exit 1
-            print(f"job_queue: FAILED: {type(e).__name__}: {e}", flush=True)
-            print(f"worker exits: {pool.exits}", flush=True)
-            print(pool.log_tails(), flush=True)
-            pool.kill_all()
-            sys.exit(1)
+            script.fail(e, pool)
         pool.stop()
-    print("job_queue: ok", flush=True)
+    script.ok()
 
 
 if __name__ == "__main__":
