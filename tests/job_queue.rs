@@ -1,15 +1,16 @@
-//! A real job queue end to end: RQ (`tests/python/job_queue.py`), its workers in separate
+//! Real job queues end to end: RQ (`tests/python/job_queue.py`) and Celery with a Redis
+//! broker and result backend (`tests/python/celery_queue.py`), their workers in separate
 //! processes, jobs enqueued, processed and their results read back; then, mid-run, the
 //! server killed -9 and restarted on the same directory and port under `appendfsync
 //! always`: no acknowledged job is lost, and every one finishes with its correct result.
 //!
-//! The script asks for the kill with a line on its stdout; this test kills the server,
-//! restarts it and answers with a line on the script's stdin. The same run against
-//! redis-server shows that the test itself is sound. Against Tessera it waits for
-//! streams, which RQ keeps its results in (see the ignored test).
+//! A script asks for the kill with a line on its stdout; this test kills the server,
+//! restarts it and answers with a line on the script's stdin. The same runs against
+//! redis-server show that the scripts themselves are sound. Against Tessera, RQ waits
+//! for streams, which it keeps its results in (see the ignored test); Celery runs.
 //!
-//! Fails, never skips, when python3 or RQ is missing: `scripts/test` installs them from
-//! `tests/python/requirements.txt`.
+//! Fails, never skips, when python3, RQ or Celery is missing: `scripts/test` installs them
+//! from `tests/python/requirements.txt`.
 
 mod common;
 
@@ -21,9 +22,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/job_queue.py");
-/// What the script prints when it wants the server killed, and what it waits for after.
-const KILL_LINE: &str = "job_queue: kill the server now";
+const RQ: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/job_queue.py");
+const CELERY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/celery_queue.py");
+/// What the script waits for on stdin after it asked for the kill (with the line
+/// "<name>: kill the server now", where <name> is the script's file stem).
 const RESTARTED_LINE: &str = "restarted\n";
 /// The whole run; the script's own deadlines are shorter.
 const DEADLINE: Duration = Duration::from_secs(150);
@@ -159,13 +161,15 @@ impl Drop for Script {
     }
 }
 
-/// Runs the script against `server`, killing and restarting the server when it asks;
-/// panics with everything the script printed unless it ends with "job_queue: ok".
-fn run_job_queue(server: &mut dyn Restartable) {
+/// Runs `script` against `server`, killing and restarting the server when it asks;
+/// panics with everything the script printed unless it ends with "<name>: ok".
+fn run_job_queue(script_path: &str, server: &mut dyn Restartable) {
+    let name = Path::new(script_path).file_stem().unwrap().to_str().unwrap();
+    let kill_line = format!("{name}: kill the server now");
     let started = Instant::now();
     let mut script = Script(
         Command::new("python3")
-            .arg(SCRIPT)
+            .arg(script_path)
             .arg(server.port().to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -173,7 +177,7 @@ fn run_job_queue(server: &mut dyn Restartable) {
             .spawn()
             .unwrap_or_else(|e| {
                 panic!(
-                    "python3 could not run ({e}): scripts/test installs python3's RQ and redis-py"
+                    "python3 could not run ({e}): scripts/test installs python3's RQ, Celery and redis-py"
                 )
             }),
     );
@@ -202,7 +206,7 @@ fn run_job_queue(server: &mut dyn Restartable) {
         let left = DEADLINE.saturating_sub(started.elapsed());
         match received.recv_timeout(left) {
             Ok(line) => {
-                if line == KILL_LINE {
+                if line == kill_line {
                     assert!(killed_at.is_none(), "the script asked twice for a kill");
                     let kill = Instant::now();
                     server.kill9_and_restart();
@@ -219,7 +223,7 @@ fn run_job_queue(server: &mut dyn Restartable) {
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 panic!(
-                    "job_queue.py still running after {DEADLINE:?}:\n{}",
+                    "{name}.py still running after {DEADLINE:?}:\n{}",
                     output.join("\n")
                 )
             }
@@ -230,11 +234,11 @@ fn run_job_queue(server: &mut dyn Restartable) {
     let stderr = stderr.join().unwrap();
     let output = output.join("\n");
     assert!(
-        status.success() && output.ends_with("job_queue: ok") && killed_at.is_some(),
-        "job_queue.py failed ({status}, killed at {killed_at:?}):\n{output}\n{stderr}"
+        status.success() && output.ends_with(&format!("{name}: ok")) && killed_at.is_some(),
+        "{name}.py failed ({status}, killed at {killed_at:?}):\n{output}\n{stderr}"
     );
     eprintln!(
-        "job_queue.py passed in {:.1} s:\n{output}",
+        "{name}.py passed in {:.1} s:\n{output}",
         started.elapsed().as_secs_f64()
     );
 }
@@ -249,7 +253,7 @@ fn run_job_queue(server: &mut dyn Restartable) {
 fn rq_job_queue_loses_no_acknowledged_job_across_kill9() {
     let dir = temp_dir();
     let mut server = Tessera::start(dir.path(), None);
-    run_job_queue(&mut server);
+    run_job_queue(RQ, &mut server);
 }
 
 /// The same run against redis-server: the script and its assertions hold where the
@@ -261,5 +265,25 @@ fn rq_job_queue_run_holds_on_redis() {
     };
     let dir = temp_dir();
     let mut server = Redis::start(&binary, dir.path());
-    run_job_queue(&mut server);
+    run_job_queue(RQ, &mut server);
+}
+
+/// Celery (`tests/python/celery_queue.py`) with a Redis broker and a Redis result backend,
+/// against Tessera.
+#[test]
+fn celery_job_queue_loses_no_acknowledged_task_across_kill9() {
+    let dir = temp_dir();
+    let mut server = Tessera::start(dir.path(), None);
+    run_job_queue(CELERY, &mut server);
+}
+
+/// The same Celery run against redis-server.
+#[test]
+fn celery_job_queue_run_holds_on_redis() {
+    let Some(binary) = require_redis_or_skip(WHOLE_TEST) else {
+        return;
+    };
+    let dir = temp_dir();
+    let mut server = Redis::start(&binary, dir.path());
+    run_job_queue(CELERY, &mut server);
 }

@@ -23,7 +23,12 @@ CONNECTION_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutE
 
 
 class Failure(Exception):
-    pass
+    """A failed check; `ids` are the jobs it is about (their workers' log lines are
+    printed)."""
+
+    def __init__(self, text, ids=()):
+        super().__init__(text)
+        self.ids = list(ids)[:20]
 
 
 class Script:
@@ -62,6 +67,9 @@ class Script:
         """Reports `error` with the workers' exits and logs, kills them, exits 1."""
         print(f"{self.name}: FAILED: {type(error).__name__}: {error}", flush=True)
         print(f"worker exits: {pool.exits}", flush=True)
+        ids = getattr(error, "ids", [])
+        if ids:
+            print(f"worker log lines naming {ids}:\n{pool.log_lines_naming(ids)}", flush=True)
         print(pool.log_tails(), flush=True)
         pool.kill_all()
         sys.exit(1)
@@ -170,6 +178,13 @@ class Pool:
     def kill_all(self):
         for _, process, _ in self.workers.values():
             _kill_group(process)
+
+    def log_lines_naming(self, ids):
+        out = []
+        for path in sorted(os.listdir(self.log_dir)):
+            with open(os.path.join(self.log_dir, path), errors="replace") as f:
+                out += [f"{path}: {line}" for line in f if any(i in line for i in ids)]
+        return "".join(out)
 
     def log_tails(self, lines=15):
         out = []
