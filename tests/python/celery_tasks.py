@@ -15,6 +15,7 @@ import time
 import redis
 from celery import Celery
 from celery.signals import worker_process_init
+from kombu.transport import redis as kombu_redis
 
 from queue_harness import die_with_parent, retrying
 
@@ -24,7 +25,7 @@ PORT = int(os.environ["CELERY_QUEUE_PORT"])
 # message has been unacknowledged for the visibility timeout: an hour by default, which
 # a test cannot wait. A few seconds is safe here because every task takes milliseconds
 # (a task running longer than the timeout would be delivered a second time while it
-# runs). The restore itself runs in each worker every 10 s at most.
+# runs). kombu runs the restore in each worker only now and then (see celery_queue.py).
 VISIBILITY_TIMEOUT = 3
 
 app = Celery(
@@ -50,6 +51,26 @@ app.conf.update(
     result_serializer="json",
     accept_content=["json"],
 )
+
+# kombu takes a message from the queue with BRPOP and only then records it as delivered
+# but unacknowledged (ZADD "unacked_index", HSET "unacked"): when the server dies between
+# the two, the message is gone on the client's side although the server did everything
+# it acknowledged (the message was popped and delivered). That window is kombu's, so the
+# worker says which message it dropped there (a line DROPPED_MARK <task id> in its log),
+# and celery_queue.py tells such a loss from one of the server's.
+DROPPED_MARK = "celery_tasks: kombu dropped a delivered message:"
+_append = kombu_redis.QoS.append
+
+
+def _append_or_say_dropped(self, message, delivery_tag):
+    try:
+        return _append(self, message, delivery_tag)
+    except Exception:
+        os.write(2, f"{DROPPED_MARK} {message.headers.get('id')}\n".encode())
+        raise
+
+
+kombu_redis.QoS.append = _append_or_say_dropped
 
 _client = None
 

@@ -186,6 +186,13 @@ class Pool:
                 out += [f"{path}: {line}" for line in f if any(i in line for i in ids)]
         return "".join(out)
 
+    def log_lines_with(self, mark):
+        out = []
+        for path in sorted(os.listdir(self.log_dir)):
+            with open(os.path.join(self.log_dir, path), errors="replace") as f:
+                out += [line for line in f if mark in line]
+        return out
+
     def log_tails(self, lines=15):
         out = []
         for path in sorted(os.listdir(self.log_dir)):
