@@ -164,7 +164,11 @@ impl Drop for Script {
 /// Runs `script` against `server`, killing and restarting the server when it asks;
 /// panics with everything the script printed unless it ends with "<name>: ok".
 fn run_job_queue(script_path: &str, server: &mut dyn Restartable) {
-    let name = Path::new(script_path).file_stem().unwrap().to_str().unwrap();
+    let name = Path::new(script_path)
+        .file_stem()
+        .unwrap()
+        .to_str()
+        .unwrap();
     let kill_line = format!("{name}: kill the server now");
     let started = Instant::now();
     let mut script = Script(
