@@ -574,10 +574,11 @@ def machine_info(args) -> list[tuple[str, str]]:
 # --------------------------------------------------------------------------
 
 
-def render(args, info, results: list[Result], started: float, status: str,
-           warnings: dict[str, set[str]], stale: str | None) -> str:
+def report_header(title: str, info, started: float, status: str,
+                  stale: str | None) -> list[str]:
+    """A report's first lines: the title, the exact command, date, status and machine."""
     argv = [Path(sys.executable).name] + sys.argv
-    lines = ["# Tessera vs Redis: redis-benchmark comparison", ""]
+    lines = [f"# {title}", ""]
     where = "the repository root" if Path.cwd().resolve() == REPO else "elsewhere"
     lines.append(f"- Command: `{shlex.join(shown_path(a) for a in argv)}` (run from {where})")
     lines.append(f"- Date: {dt.datetime.now().astimezone().isoformat(timespec='seconds')}")
@@ -587,19 +588,33 @@ def render(args, info, results: list[Result], started: float, status: str,
         lines.append(f"- {k}: `{v}`")
     if stale:
         lines.append(f"- **{stale}**")
+    return lines
+
+
+def server_lines(args) -> list[str]:
+    """How the servers are started, as the reports show it."""
+    def template(name):
+        words = Servers(args).command(name, "$PORT", "$DIR", "$FSYNC")
+        text = shlex.join(shown_path(w) for w in words)
+        return re.sub(r"'(\$[A-Z]+)'", r"\1", text)
+    return [
+        "- Servers (fresh per run, own temp dir, free port, append-only log on):",
+        f"  - `{template('tessera')}`",
+        f"  - `{template('redis')}`"
+        " (aof-use-rdb-preamble and auto-aof-rewrite at their defaults)",
+    ]
+
+
+def render(args, info, results: list[Result], started: float, status: str,
+           warnings: dict[str, set[str]], stale: str | None) -> str:
+    lines = report_header("Tessera vs Redis: redis-benchmark comparison", info, started,
+                          status, stale)
     lines.append(
         f"- Mode: {'QUICK smoke run (small -n, numbers are not meaningful)' if args.quick else 'full'}; "
         f"repeat {args.repeat} per server per case, median reported"
         + ("" if args.quick or args.n_scale == 1.0 else f"; -n scaled by {args.n_scale}")
     )
-    lines.append("- Servers (fresh per run, own temp dir, free port, append-only log on):")
-    def template(name):
-        words = Servers(args).command(name, "$PORT", "$DIR", "$FSYNC")
-        text = shlex.join(shown_path(w) for w in words)
-        return re.sub(r"'(\$[A-Z]+)'", r"\1", text)
-    lines.append(f"  - `{template('tessera')}`")
-    lines.append(f"  - `{template('redis')}`"
-                 " (aof-use-rdb-preamble and auto-aof-rewrite at their defaults)")
+    lines += server_lines(args)
     lines.append(f"- Client: `{args.redis_benchmark} -h {HOST} -p $PORT --csv <flags>`, "
                  "one redis-benchmark process (single-threaded) on the same machine as the server")
     lines += [
@@ -701,17 +716,9 @@ def render(args, info, results: list[Result], started: float, status: str,
 # --------------------------------------------------------------------------
 
 
-def parse_args(cases: list[Case]):
-    p = argparse.ArgumentParser(
-        description="Compare tessera-server and redis-server with redis-benchmark.",
-        epilog="Cases: " + ", ".join(c.id for c in cases),
-    )
-    p.add_argument("--repeat", type=int, default=3, help="runs per server per case (default 3); the median is reported")
-    p.add_argument("--quick", action="store_true", help="smoke run with small -n (numbers not meaningful)")
-    p.add_argument("--output", metavar="FILE", help="also write the markdown table to FILE")
-    p.add_argument("--only", metavar="IDS", help="comma-separated case ids to run (see --list)")
-    p.add_argument("--list", action="store_true", help="list the cases and their redis-benchmark flags, then exit")
-    p.add_argument("--n-scale", type=float, default=1.0, help="multiply every full-run -n by this (default 1.0)")
+def add_common_args(p: argparse.ArgumentParser) -> None:
+    """The options every redis-benchmark comparison takes: binaries, server arguments,
+    pauses and time-outs."""
     p.add_argument("--settle", type=float, default=1.0, help="seconds to pause between runs (default 1)")
     p.add_argument("--run-timeout", type=float, default=900, help="seconds before a redis-benchmark run is abandoned (default 900)")
     p.add_argument("--build", action="store_true", help="run `cargo build --release` first")
@@ -724,6 +731,20 @@ def parse_args(cases: list[Case]):
     p.add_argument("--redis-arg", action="append", default=[], metavar="ARG",
                    help="extra argument for redis-server (repeatable, default none; e.g. "
                         "--redis-arg=--auto-aof-rewrite-percentage --redis-arg=0)")
+
+
+def parse_args(cases: list[Case]):
+    p = argparse.ArgumentParser(
+        description="Compare tessera-server and redis-server with redis-benchmark.",
+        epilog="Cases: " + ", ".join(c.id for c in cases),
+    )
+    p.add_argument("--repeat", type=int, default=3, help="runs per server per case (default 3); the median is reported")
+    p.add_argument("--quick", action="store_true", help="smoke run with small -n (numbers not meaningful)")
+    p.add_argument("--output", metavar="FILE", help="also write the markdown table to FILE")
+    p.add_argument("--only", metavar="IDS", help="comma-separated case ids to run (see --list)")
+    p.add_argument("--list", action="store_true", help="list the cases and their redis-benchmark flags, then exit")
+    p.add_argument("--n-scale", type=float, default=1.0, help="multiply every full-run -n by this (default 1.0)")
+    add_common_args(p)
     args = p.parse_args()
     if args.repeat < 1:
         p.error("--repeat must be >= 1")
@@ -742,6 +763,21 @@ def raise_interrupt(signum, _frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def prepare(args) -> bool:
+    """Builds if asked, checks the binaries are there, turns SIGINT/SIGTERM/SIGHUP into
+    KeyboardInterrupt (so the servers are stopped). False when a binary is missing."""
+    if args.build:
+        subprocess.run(["cargo", "build", "--release"], cwd=REPO, check=True)
+    for tool in (args.tessera_bin, args.redis_server, args.redis_benchmark):
+        if shutil.which(tool) is None:
+            print(f"error: {tool} not found (build Tessera with `cargo build --release`)", file=sys.stderr)
+            return False
+    signal.signal(signal.SIGINT, raise_interrupt)  # even if started with SIGINT ignored
+    signal.signal(signal.SIGTERM, raise_interrupt)
+    signal.signal(signal.SIGHUP, raise_interrupt)
+    return True
+
+
 def main() -> int:
     cases = build_cases()
     args = parse_args(cases)
@@ -749,16 +785,8 @@ def main() -> int:
         for c in args.selected:
             print(f"{c.id:22} appendfsync {c.fsync:8} {c.shown_flags(c.requests(args.quick, args.n_scale))}")
         return 0
-    if args.build:
-        subprocess.run(["cargo", "build", "--release"], cwd=REPO, check=True)
-    for tool in (args.tessera_bin, args.redis_server, args.redis_benchmark):
-        if shutil.which(tool) is None:
-            print(f"error: {tool} not found (build Tessera with `cargo build --release`)", file=sys.stderr)
-            return 2
-
-    signal.signal(signal.SIGINT, raise_interrupt)  # even if started with SIGINT ignored
-    signal.signal(signal.SIGTERM, raise_interrupt)
-    signal.signal(signal.SIGHUP, raise_interrupt)
+    if not prepare(args):
+        return 2
 
     started = time.monotonic()
     info = machine_info(args)
@@ -767,7 +795,40 @@ def main() -> int:
         print(stale, file=sys.stderr)
     results = [Result(c, c.requests(args.quick, args.n_scale)) for c in args.selected]
     warnings: dict[str, set[str]] = {"tessera": set(), "redis": set()}
-    servers = Servers(args)
+
+    def measure(srv: Server, r: Result):
+        preload_keys = None
+        if r.case.test == "get":
+            pre_n = r.n if args.quick else 2 * KEYSPACE
+            pre = Case("preload", "SET", "set", r.case.clients, 16, r.case.datasize,
+                       r.case.fsync, pre_n, pre_n)
+            run_benchmark(args, srv.port, pre.bench_flags(pre_n))
+            wait_for_background_work(srv.port)
+            preload_keys = resp(srv.port, "DBSIZE")
+            time.sleep(args.settle)
+        rps, p50, err = run_benchmark(args, srv.port, r.case.bench_flags(r.n))
+        if srv.proc.poll() is not None:
+            raise RuntimeError(f"{srv.name} exited during the run:\n{srv.log_tail()}")
+        dbsize = resp(srv.port, "DBSIZE")
+        rewrites = info_fields(srv.port, "persistence").get("aof_rewrites")
+        sample = Sample(rps, p50, dbsize, int(rewrites) if rewrites is not None else None,
+                        preload_keys)
+        return sample, err, f"{rps:,.0f} ops/s"
+
+    status = run_round_robin(args, results, Servers(args), lambda case: case.fsync, measure,
+                             warnings)
+    report = render(args, info, results, started, status, warnings, stale)
+    return finish(args, report, status, results)
+
+
+def run_round_robin(args, results, servers: Servers, fsync_of, measure,
+                    warnings: dict[str, set[str]]) -> str:
+    """Runs every result's case args.repeat times per server: repetition is the outer
+    loop, then the cases in turn, alternating which server goes first. Each run starts a
+    fresh server (`servers.start(name, fsync_of(case))`), calls `measure(srv, result)`,
+    which returns (sample, redis-benchmark's stderr, a summary for the progress line),
+    and stops the server. A failed run is recorded in `result.failures[name]`; the
+    samples go to `result.samples[name]`. Returns the run's status for the report."""
     status = "complete"
     total = len(results) * args.repeat * 2
     done = 0
@@ -775,35 +836,19 @@ def main() -> int:
         for rep in range(args.repeat):
             for i, r in enumerate(results):
                 order = ["tessera", "redis"] if (rep + i) % 2 == 0 else ["redis", "tessera"]
+                fsync = fsync_of(r.case)
                 for name in order:
                     done += 1
-                    tag = f"[{done}/{total}] {r.case.id} ({r.case.fsync}) rep {rep + 1}/{args.repeat} {name}"
+                    tag = f"[{done}/{total}] {r.case.id} ({fsync}) rep {rep + 1}/{args.repeat} {name}"
                     srv = None
                     try:
-                        srv = servers.start(name, r.case.fsync)
-                        preload_keys = None
-                        if r.case.test == "get":
-                            pre_n = r.n if args.quick else 2 * KEYSPACE
-                            pre = Case("preload", "SET", "set", r.case.clients, 16, r.case.datasize,
-                                       r.case.fsync, pre_n, pre_n)
-                            run_benchmark(args, srv.port, pre.bench_flags(pre_n))
-                            wait_for_background_work(srv.port)
-                            preload_keys = resp(srv.port, "DBSIZE")
-                            time.sleep(args.settle)
-                        rps, p50, err = run_benchmark(args, srv.port, r.case.bench_flags(r.n))
+                        srv = servers.start(name, fsync)
+                        sample, err, summary = measure(srv, r)
                         for line in err.splitlines():
                             if line.strip():
                                 warnings[name].add(line.strip())
-                        if srv.proc.poll() is not None:
-                            raise RuntimeError(f"{name} exited during the run:\n{srv.log_tail()}")
-                        dbsize = resp(srv.port, "DBSIZE")
-                        rewrites = info_fields(srv.port, "persistence").get("aof_rewrites")
-                        r.samples[name].append(Sample(
-                            rps, p50, dbsize,
-                            int(rewrites) if rewrites is not None else None,
-                            preload_keys,
-                        ))
-                        print(f"{tag}: {rps:,.0f} ops/s", file=sys.stderr)
+                        r.samples[name].append(sample)
+                        print(f"{tag}: {summary}", file=sys.stderr)
                     except KeyboardInterrupt:
                         raise
                     except Exception as e:
@@ -824,8 +869,12 @@ def main() -> int:
         print("\ninterrupted; stopping servers and removing temp dirs", file=sys.stderr)
     finally:
         servers.stop_all()
+    return status
 
-    report = render(args, info, results, started, status, warnings, stale)
+
+def finish(args, report: str, status: str, results) -> int:
+    """Prints the report (and writes --output); the exit code: 130 if interrupted, 1 if a
+    run failed, else 0."""
     sys.stdout.write(report)
     if args.output:
         Path(args.output).write_text(report)

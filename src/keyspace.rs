@@ -10,6 +10,7 @@
 //! Whether an expired key is removed on access is the caller's decision (during log
 //! replay nothing expires, exactly as in Redis), so lookups here never delete.
 
+pub use crate::access::Access;
 use crate::types::{Hash, List, Set, Str, ZSet};
 use hashbrown::HashTable;
 use std::hash::BuildHasher;
@@ -20,46 +21,100 @@ pub const SLOT_COUNT: usize = 16384;
 /// A stored value. Collections sit behind `Arc` so that a snapshot's capture copies a
 /// pointer; a write goes through `Arc::make_mut`, which clones only while a snapshot
 /// still holds the old version.
-#[derive(Clone, Debug, PartialEq)]
+///
+/// Each variant carries the key's access field (`crate::access`), beside the tag in what
+/// would otherwise be padding: see that module for why it lives here. Equality ignores it.
+#[derive(Clone, Debug)]
 pub enum Value {
-    String(Str),
-    List(Arc<List>),
-    Hash(Arc<Hash>),
-    Set(Arc<Set>),
-    ZSet(Arc<ZSet>),
+    String(Str, Access),
+    List(Arc<List>, Access),
+    Hash(Arc<Hash>, Access),
+    Set(Arc<Set>, Access),
+    ZSet(Arc<ZSet>, Access),
+}
+
+impl PartialEq for Value {
+    fn eq(&self, other: &Value) -> bool {
+        match (self, other) {
+            (Value::String(a, _), Value::String(b, _)) => a == b,
+            (Value::List(a, _), Value::List(b, _)) => a == b,
+            (Value::Hash(a, _), Value::Hash(b, _)) => a == b,
+            (Value::Set(a, _), Value::Set(b, _)) => a == b,
+            (Value::ZSet(a, _), Value::ZSet(b, _)) => a == b,
+            _ => false,
+        }
+    }
 }
 
 impl Value {
+    /// A string value with a new access field (Redis's `createObject`).
+    pub fn string(s: Str) -> Value {
+        Value::String(s, Access::new())
+    }
+
+    /// The key's access field.
+    pub fn access(&self) -> Access {
+        match self {
+            Value::String(_, a)
+            | Value::List(_, a)
+            | Value::Hash(_, a)
+            | Value::Set(_, a)
+            | Value::ZSet(_, a) => *a,
+        }
+    }
+
+    pub fn access_mut(&mut self) -> &mut Access {
+        match self {
+            Value::String(_, a)
+            | Value::List(_, a)
+            | Value::Hash(_, a)
+            | Value::Set(_, a)
+            | Value::ZSet(_, a) => a,
+        }
+    }
+
+    /// Whether something else holds this very value too (a snapshot's capture, most
+    /// often): dropping the key's reference then frees nothing.
+    pub fn is_shared(&self) -> bool {
+        match self {
+            Value::String(s, _) => s.is_shared(),
+            Value::List(l, _) => Arc::strong_count(l) > 1,
+            Value::Hash(h, _) => Arc::strong_count(h) > 1,
+            Value::Set(s, _) => Arc::strong_count(s) > 1,
+            Value::ZSet(z, _) => Arc::strong_count(z) > 1,
+        }
+    }
+
     /// TYPE's answer.
     pub fn type_name(&self) -> &'static str {
         match self {
-            Value::String(_) => "string",
-            Value::List(_) => "list",
-            Value::Hash(_) => "hash",
-            Value::Set(_) => "set",
-            Value::ZSet(_) => "zset",
+            Value::String(_, _) => "string",
+            Value::List(_, _) => "list",
+            Value::Hash(_, _) => "hash",
+            Value::Set(_, _) => "set",
+            Value::ZSet(_, _) => "zset",
         }
     }
 
     /// OBJECT ENCODING's answer, with Redis 7.0's names.
     pub fn encoding(&self) -> &'static str {
         match self {
-            Value::String(s) => string_encoding(s),
-            Value::List(l) => l.encoding(),
-            Value::Hash(h) => h.encoding(),
-            Value::Set(s) => s.encoding(),
-            Value::ZSet(z) => z.encoding(),
+            Value::String(s, _) => string_encoding(s),
+            Value::List(l, _) => l.encoding(),
+            Value::Hash(h, _) => h.encoding(),
+            Value::Set(s, _) => s.encoding(),
+            Value::ZSet(z, _) => z.encoding(),
         }
     }
 
     /// A list, hash, set or sorted set with no elements (never kept in the keyspace).
     pub fn is_empty_collection(&self) -> bool {
         match self {
-            Value::String(_) => false,
-            Value::List(l) => l.is_empty(),
-            Value::Hash(h) => h.is_empty(),
-            Value::Set(s) => s.is_empty(),
-            Value::ZSet(z) => z.is_empty(),
+            Value::String(_, _) => false,
+            Value::List(l, _) => l.is_empty(),
+            Value::Hash(h, _) => h.is_empty(),
+            Value::Set(s, _) => s.is_empty(),
+            Value::ZSet(z, _) => z.is_empty(),
         }
     }
 
@@ -70,31 +125,31 @@ impl Value {
     pub fn is_deep_and_shared(&self) -> bool {
         self.is_deep()
             && match self {
-                Value::Hash(h) => Arc::strong_count(h) > 1,
-                Value::Set(s) => Arc::strong_count(s) > 1,
-                Value::ZSet(z) => Arc::strong_count(z) > 1,
-                Value::String(_) | Value::List(_) => false,
+                Value::Hash(h, _) => Arc::strong_count(h) > 1,
+                Value::Set(s, _) => Arc::strong_count(s) > 1,
+                Value::ZSet(z, _) => Arc::strong_count(z) > 1,
+                Value::String(_, _) | Value::List(_, _) => false,
             }
     }
 
     /// A hash table, set table or skip list (see `is_deep_and_shared`).
     pub fn is_deep(&self) -> bool {
         match self {
-            Value::Hash(h) => matches!(**h, Hash::Table(_)),
-            Value::Set(s) => matches!(**s, Set::Table(_)),
-            Value::ZSet(z) => matches!(**z, ZSet::Tree(_)),
-            Value::String(_) | Value::List(_) => false,
+            Value::Hash(h, _) => matches!(**h, Hash::Table(_)),
+            Value::Set(s, _) => matches!(**s, Set::Table(_)),
+            Value::ZSet(z, _) => matches!(**z, ZSet::Tree(_)),
+            Value::String(_, _) | Value::List(_, _) => false,
         }
     }
 
     /// Payload bytes held, approximately (capture accounting).
     pub fn approx_bytes(&self) -> usize {
         match self {
-            Value::String(s) => s.len(),
-            Value::List(l) => l.approx_bytes(),
-            Value::Hash(h) => h.approx_bytes(),
-            Value::Set(s) => s.approx_bytes(),
-            Value::ZSet(z) => z.approx_bytes(),
+            Value::String(s, _) => s.len(),
+            Value::List(l, _) => l.approx_bytes(),
+            Value::Hash(h, _) => h.approx_bytes(),
+            Value::Set(s, _) => s.approx_bytes(),
+            Value::ZSet(z, _) => z.approx_bytes(),
         }
     }
 }
@@ -206,14 +261,46 @@ impl Slot {
 /// Receives the slots captured for a snapshot in progress (see `Db::begin_capture`).
 pub trait CaptureSink: Send + Sync {
     /// `db` is the database's index when the snapshot started (SWAPDB may have moved it
-    /// since). The slot's table is as it was at that moment.
-    fn accept(&self, db: u32, slot: usize, captured: Slot);
+    /// since). The slot's table is as it was at that moment: a copy sharing keys' values
+    /// with the live table, or the live table itself, `moved` out by FLUSHDB/FLUSHALL.
+    fn accept(&self, db: u32, slot: usize, captured: Slot, moved: bool);
 
     /// Serialise before write: if the capture of `slot` that holds `key` is still queued
     /// (its writer has not taken it yet), serialise that entry now and drop it from the
     /// capture, so that the live value is no longer shared. False if the writer has the
     /// slot already (the caller then copies the value, as before).
     fn serialise_queued(&self, db: u32, slot: usize, key: &[u8]) -> bool;
+
+    /// The live dataset let go of a value of `slot` that something else still holds
+    /// (overwritten, deleted, or about to be copied by a write in place): if that is this
+    /// capture, not yet written, the value is now held for the capture alone.
+    fn diverged(&self, db: u32, slot: usize, bytes: u64);
+
+    /// The memory held for this capture alone (see `CaptureBytes`).
+    fn own_bytes(&self) -> CaptureBytes;
+}
+
+/// The memory a snapshot's capture holds beyond the live dataset, as two running totals
+/// (held = `added - released`): the event loop adds (copied tables, records serialised
+/// before a write, values the live dataset let go while captured), the writer threads
+/// release (once a slot is written). Eviction leaves it out of its measure
+/// (`engine::evict`): deleting live keys cannot free it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CaptureBytes {
+    pub added: u64,
+    pub released: u64,
+}
+
+impl CaptureBytes {
+    pub fn held(self) -> u64 {
+        self.added.saturating_sub(self.released)
+    }
+}
+
+/// What a value is counted for when a capture keeps it alone: its payload and a little
+/// for its allocation.
+fn value_bytes(value: &Value) -> u64 {
+    value.approx_bytes() as u64 + 16
 }
 
 /// A snapshot in progress over one database: which slots still hold their state of the
@@ -279,6 +366,21 @@ impl Db {
             .map(|e| &**e)
     }
 
+    /// A command's lookup (Redis's `lookupKey`): the entry, its access field updated
+    /// (`crate::access`). The slot is not captured first: the field is no part of what a
+    /// snapshot writes, and a capture holds copies of the entries, not these.
+    pub fn get_touched(&mut self, key: &[u8]) -> Option<&Entry> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        let slot = &mut self.slots[key_slot(key)];
+        let entry = slot
+            .table
+            .find_mut(hash_key(key), |e| e.key.as_ref() == key)?;
+        entry.value.access_mut().touch();
+        Some(&**entry)
+    }
+
     pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut Entry> {
         if self.slots.is_empty() {
             return None;
@@ -306,7 +408,13 @@ impl Db {
             .entry(hash, |e| e.key == entry.key, |e| hash_key(&e.key))
         {
             hashbrown::hash_table::Entry::Occupied(mut occupied) => {
-                Some(std::mem::replace(&mut **occupied.get_mut(), entry))
+                let stored = &mut **occupied.get_mut();
+                let previous = std::mem::replace(stored, entry);
+                // Redis's `dbSetValue`: under LFU an overwritten key keeps its counter.
+                if crate::access::is_lfu() {
+                    *stored.value.access_mut() = previous.value.access();
+                }
+                Some(previous)
             }
             hashbrown::hash_table::Entry::Vacant(vacant) => {
                 vacant.insert(Box::new(entry));
@@ -318,7 +426,20 @@ impl Db {
             self.key_count += 1;
         }
         Self::adjust_volatile(slot, &mut self.volatile_count, old_volatile, new_volatile);
+        if let Some(previous) = &previous {
+            self.let_go(index, &previous.value);
+        }
         previous
+    }
+
+    /// The live dataset is letting go of `value`, of slot `slot`: a running snapshot that
+    /// still shares it may now be its only holder (`CaptureSink::diverged`).
+    pub fn let_go(&self, slot: usize, value: &Value) {
+        if let Some((db, sink)) = &self.queued_in
+            && value.is_shared()
+        {
+            sink.diverged(*db, slot, value_bytes(value));
+        }
     }
 
     pub fn remove(&mut self, key: &[u8]) -> Option<Entry> {
@@ -337,6 +458,7 @@ impl Db {
             slot.volatile_count -= 1;
             self.volatile_count -= 1;
         }
+        self.let_go(index, &entry.value);
         Some(entry)
     }
 
@@ -409,21 +531,78 @@ impl Db {
         None
     }
 
+    /// Up to `count` entries picked at random, for eviction (Redis's `dictGetSomeKeys`):
+    /// each from the first slot with keys at or after a random one, at a random place in
+    /// it; `volatile`: only keys with an expiry. An entry may come twice. Like RANDOMKEY,
+    /// keys in sparse slots are a little favoured.
+    pub fn sample(
+        &self,
+        count: usize,
+        volatile: bool,
+        mut random: impl FnMut() -> u64,
+        mut each: impl FnMut(&Entry),
+    ) {
+        let available = if volatile {
+            self.volatile_count
+        } else {
+            self.key_count
+        };
+        if available == 0 {
+            return;
+        }
+        for _ in 0..count {
+            let chance = random();
+            let start = chance as usize % SLOT_COUNT;
+            for step in 0..SLOT_COUNT {
+                let slot = &self.slots[(start + step) % SLOT_COUNT];
+                let keys = if volatile {
+                    slot.volatile_count
+                } else {
+                    slot.len()
+                };
+                if keys > 0 {
+                    let place = (chance >> 14) as usize % keys;
+                    let entry = if volatile {
+                        slot.iter().filter(|e| e.has_expiry()).nth(place)
+                    } else {
+                        slot.iter().nth(place)
+                    };
+                    each(entry.expect("the slot has that many keys"));
+                    break;
+                }
+            }
+        }
+    }
+
     /// Empties the database. A capture in progress gets the slots it still needs by
     /// moving their tables (FLUSHDB/FLUSHALL during a snapshot copy nothing).
     pub fn clear(&mut self) {
+        // Values of slots captured already go on living in the capture alone.
+        if self.queued_in.is_some() {
+            for (index, slot) in self.slots.iter().enumerate() {
+                let pending = self.capture.as_ref().is_some_and(|c| c.is_pending(index));
+                if !pending {
+                    slot.iter()
+                        .for_each(|entry| self.let_go(index, &entry.value));
+                }
+            }
+        }
         if let Some(mut capture) = self.capture.take() {
             let mut slot = capture.cursor;
             while capture.remaining > 0 {
                 if capture.is_pending(slot) {
                     capture.clear(slot);
                     let taken = std::mem::take(&mut self.slots[slot]);
-                    capture.sink.accept(capture.db, slot, taken);
+                    capture.sink.accept(capture.db, slot, taken, true);
                 }
                 slot = (slot + 1) % SLOT_COUNT;
             }
         }
+        // The snapshot may still hold what this database held: it stays known, so that
+        // its memory is still told apart (`capture_bytes`).
+        let queued_in = self.queued_in.take();
         *self = Db::default();
+        self.queued_in = queued_in;
     }
 
     /// Moves every key of `other` into this database: a whole table for each slot empty
@@ -544,7 +723,7 @@ impl Db {
         capture.clear(slot);
         capture
             .sink
-            .accept(capture.db, slot, self.slots[slot].clone());
+            .accept(capture.db, slot, self.slots[slot].clone(), false);
         if capture.remaining == 0 {
             self.capture = None;
         }
@@ -604,6 +783,17 @@ impl Keyspace {
             db.forget_snapshot();
         }
     }
+
+    /// The memory the running snapshot's capture holds alone, and which snapshot that is
+    /// (an identity, to tell one job's totals from the next one's); None when no snapshot
+    /// shares this dataset.
+    pub fn capture_bytes(&self) -> Option<(usize, CaptureBytes)> {
+        self.dbs.iter().find_map(|db| {
+            db.queued_in
+                .as_ref()
+                .map(|(_, sink)| (Arc::as_ptr(sink) as *const () as usize, sink.own_bytes()))
+        })
+    }
 }
 
 #[cfg(test)]
@@ -624,7 +814,7 @@ mod tests {
     fn absorb_moves_disjoint_slots_and_merges_shared_ones() {
         let entry = |k: &str, exp: i64| Entry {
             key: Key::from(k.as_bytes()),
-            value: Value::String(Str::from(k.as_bytes())),
+            value: Value::string(Str::from(k.as_bytes())),
             expire_at_ms: exp,
         };
         let mut target = Db::default();
@@ -650,7 +840,7 @@ mod tests {
         let mut db = Db::default();
         let entry = |k: &str, exp: i64| Entry {
             key: Key::from(k.as_bytes()),
-            value: Value::String(Str::from("v")),
+            value: Value::string(Str::from("v")),
             expire_at_ms: exp,
         };
         assert!(db.insert(entry("a", NO_EXPIRY)).is_none());

@@ -13,6 +13,8 @@
 //!
 //! See ARCHITECTURE.md for the flows in prose.
 
+pub mod access;
+pub mod acl;
 pub mod client_buffers;
 pub mod clock;
 pub mod commands;
@@ -36,4 +38,5 @@ pub mod server;
 pub mod snapshot;
 pub mod stats;
 pub mod storage;
+pub mod tracking;
 pub mod types;

@@ -7,8 +7,8 @@
 //! `KEg$lshzxetmdnA`, parsed and printed as Redis does). Events are raised where the
 //! change happens: each command handler names its event (`Ctx::notify`, with Redis 7.0's
 //! event name for that command), expirations raise `expired` where they are found (on
-//! access, and by the active cycle). They go out through `pubsub::PubSub::publish`, the
-//! path PUBLISH takes.
+//! access, and by the active cycle), evictions `evicted`. They go out through
+//! `pubsub::PubSub::publish`, the path PUBLISH takes.
 
 use crate::pubsub::{Message, PubSub};
 
@@ -29,6 +29,8 @@ pub enum EventClass {
     ZSet,
     /// `x`: a key expired (found on access or by the active cycle).
     Expired,
+    /// `e`: a key was evicted under `maxmemory` (`engine::evict`).
+    Evicted,
     /// `m`: a read found no key (not part of `A`).
     KeyMiss,
     /// `n`: a key was created (not part of `A`).
@@ -45,6 +47,7 @@ impl EventClass {
             EventClass::Hash => HASH,
             EventClass::ZSet => ZSET,
             EventClass::Expired => EXPIRED,
+            EventClass::Evicted => EVICTED,
             EventClass::KeyMiss => KEY_MISS,
             EventClass::New => NEW,
         }

@@ -11,8 +11,9 @@
 //! running session's copy straight into its reply (where Redis puts it, before the
 //! command's own reply) and sends the others through its `Host`, since the event loop
 //! owns the sessions (`engine::Host::deliver`). Keyspace notifications (`crate::notify`)
-//! are published through the same function. PUBLISH changes no data: nothing here is
-//! logged.
+//! are published through the same function, and client-side caching's invalidations
+//! (`crate::tracking`) travel as `Message`s on the same path. PUBLISH changes no data:
+//! nothing here is logged.
 
 use crate::glob::glob_match;
 use crate::resp::ReplyWriter;
@@ -87,6 +88,14 @@ impl Subscriptions {
         self.of(kind).len()
     }
 
+    /// Every subscription with its kind (ACL checks them again when a user's channels
+    /// change).
+    pub fn iter_all(&self) -> impl Iterator<Item = (Kind, &[u8])> {
+        [Kind::Channel, Kind::Pattern, Kind::Shard]
+            .into_iter()
+            .flat_map(move |kind| self.of(kind).iter().map(move |c| (kind, c.as_ref())))
+    }
+
     /// The count a confirmation carries, as Redis's: channels and patterns together,
     /// shard channels on their own.
     fn confirmation_count(&self, kind: Kind) -> usize {
@@ -140,7 +149,8 @@ const SUBSCRIBED_COMMANDS: &[&str] = &[
     "reset",
 ];
 
-/// A message as a subscriber receives it (a push in RESP3, an array in RESP2).
+/// A message pushed to a client: what a subscriber receives (a push in RESP3, an array in
+/// RESP2), or a tracking client's invalidation, which in RESP2 is a pub/sub message too.
 #[derive(Clone, Copy, Debug)]
 pub enum Message<'a> {
     /// `message <channel> <payload>`: a channel subscription matched.
@@ -159,6 +169,25 @@ pub enum Message<'a> {
         channel: &'a [u8],
         payload: &'a [u8],
     },
+    /// Client-side caching (`crate::tracking`): these keys may no longer be cached. RESP3
+    /// `invalidate <keys>`; in RESP2 only for a client that invalidations are
+    /// `redirected` to and that is subscribed: `message __redis__:invalidate <keys>`.
+    Invalidate {
+        keys: Invalidated<'a>,
+        redirected: bool,
+    },
+    /// RESP3 only, `tracking-redir-broken <id>`: the client this one's invalidations are
+    /// redirected to is gone.
+    RedirectBroken { redirect: u64 },
+}
+
+/// The keys of an invalidation.
+#[derive(Clone, Copy, Debug)]
+pub enum Invalidated<'a> {
+    Key(&'a [u8]),
+    Keys(&'a [Bytes]),
+    /// Every key (FLUSHDB, FLUSHALL): a null instead of the array.
+    All,
 }
 
 impl Message<'_> {
@@ -188,6 +217,40 @@ impl Message<'_> {
                 out.bulk(channel);
                 out.bulk(payload);
             }
+            Message::Invalidate { keys, .. } => {
+                if out.resp3 {
+                    out.push(2);
+                    out.bulk(b"invalidate");
+                } else {
+                    out.push(3);
+                    out.bulk(b"message");
+                    out.bulk(crate::tracking::INVALIDATE_CHANNEL);
+                }
+                match keys {
+                    Invalidated::Key(key) => {
+                        out.array(1);
+                        out.bulk(key);
+                    }
+                    Invalidated::Keys(keys) => out.bulk_strings(keys.iter()),
+                    Invalidated::All => out.null(),
+                }
+            }
+            Message::RedirectBroken { redirect } => {
+                out.push(2);
+                out.bulk(b"tracking-redir-broken");
+                out.integer(redirect as i64);
+            }
+        }
+    }
+
+    /// Whether a client speaking RESP3 (`resp3`) or not, subscribed to something or not,
+    /// can be sent this message at all (Redis's rule: RESP2 has no push frames, so only a
+    /// subscriber can be told anything, and only what comes as a pub/sub message).
+    pub fn reaches(&self, resp3: bool, subscribed: bool) -> bool {
+        match *self {
+            Message::Channel { .. } | Message::Pattern { .. } | Message::Shard { .. } => true,
+            Message::Invalidate { redirected, .. } => resp3 || (redirected && subscribed),
+            Message::RedirectBroken { .. } => resp3,
         }
     }
 }

@@ -270,7 +270,7 @@ pub fn replay_log(
                 } => {
                     engine.keyspace.dbs[session.db].insert(crate::keyspace::Entry {
                         key,
-                        value: crate::keyspace::Value::String(value),
+                        value: crate::keyspace::Value::string(value),
                         expire_at_ms,
                     });
                     Ok(())

@@ -18,10 +18,11 @@
 //! Failures are `SnapshotError`s; a job's outcome carries its finisher's error type, into
 //! which a `SnapshotError` converts (the compaction's error wraps it, BGSAVE's is it).
 
-use crate::keyspace::{CaptureSink, Db, Entry, Keyspace, SLOT_COUNT, Slot};
+use crate::keyspace::{CaptureBytes, CaptureSink, Db, Entry, Keyspace, SLOT_COUNT, Slot};
 use crate::rdb::{RdbError, RdbWriter, RdbWriterOptions, Refusal};
 use crate::storage::{CrashPoint, PacedFile, RateLimit, Storage, StorageFile, StorageReader};
 use std::collections::VecDeque;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::io::{self, BufWriter};
 use std::path::{Path, PathBuf};
@@ -352,6 +353,9 @@ struct Captured {
     serialised: Vec<SerialisedEntry>,
     /// What `held_bytes` counts for it.
     bytes: u64,
+    /// What it holds alone, beyond the live dataset (`own_added`): its copy of the table,
+    /// or all of a table moved out by a flush; records serialised into it.
+    own_bytes: u64,
 }
 
 /// One key's RDB record (`rdb::encode_entry`), and its expiry for the writer's filter.
@@ -394,8 +398,22 @@ struct JobShared {
     /// Memory held by captures not yet written: the copied tables plus the payload they
     /// reference (an upper bound: most of it is shared with the live dataset).
     held_bytes: AtomicU64,
+    /// The memory held for the capture alone (`keyspace::CaptureBytes`): added by the
+    /// event loop, released by the writers once a slot is written.
+    own_added: AtomicU64,
+    own_released: AtomicU64,
+    /// Values of captured slots that the live dataset let go while the capture held them.
+    diverged: Mutex<Diverged>,
     keys_written: AtomicU64,
     cancelled: AtomicBool,
+}
+
+/// Per captured slot not yet written, the bytes of the values only its capture holds;
+/// and the slots written, which hold nothing any more.
+#[derive(Default)]
+struct Diverged {
+    bytes: HashMap<(u32, usize), u64>,
+    written: HashSet<(u32, usize)>,
 }
 
 /// Where the job's thread leaves the outcome for the event loop, which takes it.
@@ -435,6 +453,19 @@ impl JobShared {
     }
 }
 
+/// The memory a copy of `slot`'s table takes: its buckets, a boxed entry each (40 bytes
+/// in jemalloc's 48-byte class) and the keys too long to sit inline. The values are
+/// shared with the live table.
+fn table_copy_bytes(slot: &Slot) -> u64 {
+    let long_keys: usize = slot
+        .iter()
+        .map(|e| e.key.len())
+        .filter(|&len| len > 15)
+        .sum();
+    (slot.table.capacity() * (std::mem::size_of::<Box<Entry>>() + 1) + slot.len() * 48 + long_keys)
+        as u64
+}
+
 fn captured_bytes(slot: &Slot) -> u64 {
     let table = slot.table.capacity() * (std::mem::size_of::<Box<Entry>>() + 1)
         + slot.len() * std::mem::size_of::<Entry>();
@@ -446,12 +477,18 @@ fn captured_bytes(slot: &Slot) -> u64 {
 }
 
 impl CaptureSink for JobShared {
-    fn accept(&self, db: u32, slot: usize, captured: Slot) {
+    fn accept(&self, db: u32, slot: usize, captured: Slot, moved: bool) {
         if self.cancelled.load(Ordering::Acquire) {
             return;
         }
         let bytes = captured_bytes(&captured);
         self.held_bytes.fetch_add(bytes, Ordering::Relaxed);
+        let own_bytes = if moved {
+            bytes
+        } else {
+            table_copy_bytes(&captured)
+        };
+        self.own_added.fetch_add(own_bytes, Ordering::Relaxed);
         let queue = &self.queues[part_of_slot(slot, self.queues.len())];
         queue.inbox.lock().unwrap().items.push_back(Captured {
             db,
@@ -459,6 +496,7 @@ impl CaptureSink for JobShared {
             slot: captured,
             serialised: Vec::new(),
             bytes,
+            own_bytes,
         });
         queue.ready.notify_one();
     }
@@ -494,10 +532,47 @@ impl CaptureSink for JobShared {
         // The item's count included the entry (its value is unchanged since the capture:
         // it is still shared), and the total includes the item's: neither goes below 0.
         item.bytes = item.bytes - shared_bytes + record_bytes;
+        item.own_bytes += record_bytes;
         drop(inbox);
         self.held_bytes.fetch_add(record_bytes, Ordering::Relaxed);
         self.held_bytes.fetch_sub(shared_bytes, Ordering::Relaxed);
+        self.own_added.fetch_add(record_bytes, Ordering::Relaxed);
         true
+    }
+
+    fn diverged(&self, db: u32, slot: usize, bytes: u64) {
+        // Under the lock that `finish_slot` takes: a slot either has its writer's release
+        // still to come (which will take these bytes along) or is written already (and
+        // the value was shared with something else: nothing is held for the capture).
+        let mut diverged = self.diverged.lock().unwrap();
+        if diverged.written.contains(&(db, slot)) {
+            return;
+        }
+        *diverged.bytes.entry((db, slot)).or_default() += bytes;
+        self.own_added.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    fn own_bytes(&self) -> CaptureBytes {
+        CaptureBytes {
+            added: self.own_added.load(Ordering::Relaxed),
+            released: self.own_released.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl JobShared {
+    /// A writer is done with `captured`: what it held alone is released (it is dropped
+    /// right after). Values the live dataset lets go of from now on are no longer
+    /// counted for it.
+    fn finish_slot(&self, captured: &Captured) {
+        let key = (captured.db, captured.slot_index);
+        let diverged = {
+            let mut diverged = self.diverged.lock().unwrap();
+            diverged.written.insert(key);
+            diverged.bytes.remove(&key).unwrap_or(0)
+        };
+        self.own_released
+            .fetch_add(captured.own_bytes + diverged, Ordering::Relaxed);
     }
 }
 
@@ -551,6 +626,9 @@ impl<E: From<SnapshotError> + Send + 'static> SnapshotJob<E> {
         let shared = Arc::new(JobShared {
             queues: (0..parts).map(|_| PartQueue::default()).collect(),
             held_bytes: AtomicU64::new(0),
+            own_added: AtomicU64::new(0),
+            own_released: AtomicU64::new(0),
+            diverged: Mutex::new(Diverged::default()),
             keys_written: AtomicU64::new(0),
             cancelled: AtomicBool::new(false),
         });
@@ -837,6 +915,7 @@ fn write_part(
         shared
             .held_bytes
             .fetch_sub(captured.bytes, Ordering::Relaxed);
+        shared.finish_slot(&captured);
     }
     if shared.cancelled.load(Ordering::Acquire) {
         return Err(SnapshotError::Cancelled);

@@ -44,6 +44,12 @@ pub struct Stats {
     pub capture_serialised_values: u64,
     /// ... or copied whole by the write, because the capture was with its writer already.
     pub capture_copied_values: u64,
+    /// Keys evicted under `maxmemory` (`engine::evict`).
+    pub evicted_keys: u64,
+    /// Time spent over `maxmemory` with eviction not done, before the current episode,
+    /// and when the current one began (Redis's `stat_*_eviction_exceeded_time`).
+    pub eviction_exceeded_total: std::time::Duration,
+    pub eviction_exceeded_since: Option<std::time::Instant>,
     pub ops_rate: RateSampler,
     pub input_rate: RateSampler,
     pub output_rate: RateSampler,
@@ -90,4 +96,26 @@ pub fn memory_usage() -> (u64, u64) {
         })
         .map_or(0, |pages| pages * page);
     (allocated, rss)
+}
+
+thread_local! {
+    /// jemalloc's counters of the bytes this thread has allocated and freed, ever.
+    static THREAD_COUNTERS: Option<(
+        tikv_jemalloc_ctl::thread::ThreadLocal<u64>,
+        tikv_jemalloc_ctl::thread::ThreadLocal<u64>,
+    )> = tikv_jemalloc_ctl::thread::allocatedp::read()
+        .ok()
+        .zip(tikv_jemalloc_ctl::thread::deallocatedp::read().ok());
+}
+
+/// The bytes the calling thread has allocated minus those it has freed (whoever
+/// allocated them), as jemalloc counts them: two loads, where `allocated_bytes` costs an
+/// epoch refresh of every arena (microseconds). Its changes follow `allocated_bytes` for
+/// what this thread does.
+pub fn thread_net_allocated_bytes() -> i64 {
+    THREAD_COUNTERS.with(|counters| {
+        counters.map_or(0, |(allocated, deallocated)| {
+            allocated.get() as i64 - deallocated.get() as i64
+        })
+    })
 }

@@ -2,8 +2,8 @@
 //! redis-server 7.0, and every reply must be identical (up to clock skew for TTLs and
 //! ordering for unordered replies); random picks (SPOP, SRANDMEMBER, HRANDFIELD,
 //! ZRANDMEMBER) are checked against the key instead (`differential/picks.rs`); scripts
-//! (EVAL, EVALSHA, EVAL_RO over the same keys) are one more family
-//! (`differential/scripting.rs`).
+//! and functions (EVAL, EVALSHA, EVAL_RO, FCALL, FCALL_RO over the same keys) are one
+//! more family (`differential/scripting.rs`).
 //!
 //! Seeds come from `TESSERA_DIFF_SEEDS` (comma-separated) and the number of commands per
 //! seed from `TESSERA_DIFF_OPS`. A failure names the seed and the op index, so

@@ -180,6 +180,28 @@ const CONVERSATIONS: &[(&str, usize, Conversation)] = &[
              PUBLISH a\nSPUBLISH a b c\nRESET x\n",
         )],
     ),
+    (
+        "a script publishes, to others and to its RESP3 caller, and its writes raise events",
+        3,
+        &[
+            (0, "SUBSCRIBE news\nPSUBSCRIBE __keyevent@0__:*\n"),
+            (1, "HELLO 3\nSUBSCRIBE own\n"),
+            (
+                2,
+                "CONFIG SET notify-keyspace-events E$\n\
+                 EVAL \"redis.call('publish','news','one') redis.call('set',KEYS[1],'v') \
+                 return redis.call('publish','own','two')\" 1 sk\n\
+                 CONFIG SET notify-keyspace-events \"\"\n",
+            ),
+            (0, ""),
+            (1, ""),
+            (
+                1,
+                "EVAL \"redis.call('publish','news','three') return redis.call('publish','own','self')\" 0\n",
+            ),
+            (0, ""),
+        ],
+    ),
 ];
 
 #[test]

@@ -131,7 +131,7 @@ fn write_rdb(path: &Path, dataset: &Dataset, extra: &[(u32, Entry)]) -> u64 {
         for ((_, key), (value, expire_at_ms)) in entries {
             let entry = Entry {
                 key: key.to_vec().into(),
-                value: Value::String(value.to_vec().into()),
+                value: Value::string(value.to_vec().into()),
                 expire_at_ms: *expire_at_ms,
             };
             writer.write_entry(db, &entry).unwrap();
@@ -151,7 +151,7 @@ fn load_rdb(path: &Path) -> Result<Dataset, RdbError> {
     load(
         std::fs::File::open(path).unwrap(),
         &mut |db: u32, entry: Entry| {
-            let Value::String(value) = entry.value else {
+            let Value::String(value, _) = entry.value else {
                 panic!("only strings are expected in these files");
             };
             dataset.insert(
@@ -181,7 +181,7 @@ fn tessera_file_round_trips() {
     let mut dataset = tessera_dataset();
     let expired = Entry {
         key: expired_key().1.into(),
-        value: Value::String("gone".into()),
+        value: Value::string("gone".into()),
         expire_at_ms: 1000,
     };
     write_rdb(&path, &dataset, &[(1, expired)]);
@@ -245,7 +245,7 @@ fn redis_server_loads_a_tessera_file() {
     let dataset = tessera_dataset();
     let expired = Entry {
         key: expired_key().1.into(),
-        value: Value::String("gone".into()),
+        value: Value::string("gone".into()),
         expire_at_ms: 1000,
     };
     let size = write_rdb(&dir.path().join("x.rdb"), &dataset, &[(1, expired)]);

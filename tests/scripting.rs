@@ -59,12 +59,16 @@ fn encode(args: &[&[u8]]) -> Vec<u8> {
     out
 }
 
+/// How long a reply may take: generous, since a hostile script (a 1 GB string, a reply
+/// nested 100,000 deep) runs for seconds in a debug build on a loaded machine.
+const REPLY_WAIT: Duration = Duration::from_secs(90);
+
 /// Sends one command and returns its whole reply's bytes.
 fn exchange(stream: &mut TcpStream, args: &[&[u8]]) -> Vec<u8> {
     stream.write_all(&encode(args)).unwrap();
     let mut reply = Vec::new();
     let mut buf = [0u8; 65536];
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + REPLY_WAIT;
     loop {
         if let Some(len) = reply_len(&reply) {
             assert_eq!(len, reply.len(), "one reply expected for {args:?}");
@@ -79,9 +83,7 @@ fn exchange(stream: &mut TcpStream, args: &[&[u8]]) -> Vec<u8> {
 
 fn connect(port: u16) -> TcpStream {
     let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
+    stream.set_read_timeout(Some(REPLY_WAIT)).unwrap();
     stream
 }
 

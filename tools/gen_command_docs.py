@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Regenerates src/commands/command_docs.json, the data behind Tessera's COMMAND DOCS.
+"""Regenerates src/commands/command_docs.json, the data behind Tessera's COMMAND DOCS,
+and src/acl/commands.json, Redis 7.0's command table as ACL sees it.
 
 redis-cli (and other clients) build argument hints from COMMAND DOCS, so Tessera serves
 Redis 7.0's own documentation for the commands it implements. This script asks a real
@@ -40,6 +41,16 @@ With that rule it re-encodes each entry and compares the bytes with what Redis s
 `COMMAND DOCS <name>` (and for each kept subcommand, `COMMAND DOCS <container>|<sub>`),
 in RESP2 and in RESP3, so the JSON is known to reproduce Redis's reply exactly.
 
+The second file comes from the same redis-server: its `COMMAND` reply (every command and
+subcommand Redis 7.0 has, not only Tessera's) reduced to what ACL needs, one command per
+line: arity, flags, ACL categories (COMMAND INFO's 7th element, after Redis added the
+implicit ones: @write for write commands, @slow for those not @fast, ...) and key specs
+(which arguments are keys and whether a command reads or writes each). ACL rules name
+commands Tessera lacks too (`+@all -xadd`, an aclfile Redis wrote), and ACL GETUSER
+describes a user by counting the commands of each category, so the whole table is kept.
+Nothing is added for what Redis 7.0 lacks (CLIENT SETINFO): a description naming it
+would not load into Redis 7.0; ACL checks CLIENT SETINFO as its container, CLIENT.
+
 Python 3 standard library only.
 """
 
@@ -56,19 +67,34 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_OUTPUT = os.path.join(REPO, "src", "commands", "command_docs.json")
+DEFAULT_ACL_OUTPUT = os.path.join(REPO, "src", "acl", "commands.json")
 COMMANDS_DIR = os.path.join(REPO, "src", "commands")
 
 # The subcommands Tessera implements, per container (see the `match sub` arms of
 # `client` in connection.rs, of `config` / `command_command` in server.rs and of
 # `pubsub` in pubsub.rs).
 SUBCOMMANDS = {
-    "client": ["id", "setname", "getname", "setinfo", "list", "info", "help"],
+    "client": [
+        "id",
+        "setname",
+        "getname",
+        "setinfo",
+        "list",
+        "info",
+        "tracking",
+        "caching",
+        "getredir",
+        "trackinginfo",
+        "help",
+    ],
     "config": ["get", "set", "resetstat", "help"],
     "object": ["encoding", "freq", "idletime", "refcount", "help"],
     "command": ["count", "info", "docs", "list", "help"],
     "pubsub": ["channels", "numpat", "numsub", "shardchannels", "shardnumsub", "help"],
     "script": ["load", "exists", "flush", "kill", "help"],
     "function": ["load", "delete", "list", "flush", "stats", "kill", "help"],
+    "acl": ["cat", "deluser", "dryrun", "genpass", "getuser", "list", "load", "log", "save",
+            "setuser", "users", "whoami", "help"],
 }
 
 # Entries Redis 7.0 does not have, in the shape Redis replies with. CLIENT SETINFO came in
@@ -289,6 +315,77 @@ def start_redis(binary, workdir):
     fail(f"could not start {binary}")
 
 
+# --- ACL command table --------------------------------------------------------------------
+
+
+def key_spec(spec):
+    """A key spec of COMMAND INFO as compact JSON: flags, begin_search, find_keys."""
+    spec = dict(spec)
+    begin, find = dict(spec["begin_search"]), dict(spec["find_keys"])
+    begin_spec, find_spec = dict(begin["spec"]), dict(find["spec"])
+    out = {"flags": [str(f) for f in spec["flags"]]}
+    if begin["type"] == "index":
+        out["begin_search"] = {"index": begin_spec["index"]}
+    elif begin["type"] == "keyword":
+        out["begin_search"] = {"keyword": begin_spec["keyword"],
+                               "startfrom": begin_spec["startfrom"]}
+    elif begin["type"] == "unknown":
+        out["begin_search"] = "unknown"  # SORT's BY/GET and STORE: Redis asks its getkeys
+    else:
+        fail(f"unknown begin_search type {begin['type']!r}")
+    if find["type"] == "range":
+        out["find_keys"] = {"range": [find_spec["lastkey"], find_spec["keystep"],
+                                      find_spec["limit"]]}
+    elif find["type"] == "keynum":
+        out["find_keys"] = {"keynum": [find_spec["keynumidx"], find_spec["firstkey"],
+                                       find_spec["keystep"]]}
+    elif find["type"] == "unknown":
+        out["find_keys"] = "unknown"
+    else:
+        fail(f"unknown find_keys type {find['type']!r}")
+    return out
+
+
+def acl_entry(info):
+    """One COMMAND reply entry (name, arity, flags, first, last, step, categories, tips,
+    key specs, subcommands) as {name: entry}."""
+    name, arity, flags = info[0], info[1], info[2]
+    entry = {
+        "arity": arity,
+        "flags": [str(f) for f in flags],
+        "acl_categories": [str(c) for c in info[6]],
+    }
+    specs = [key_spec(s) for s in info[8]]
+    if specs:
+        entry["key_specs"] = specs
+    subcommands = {}
+    for sub in sorted(info[9], key=lambda s: s[0]):
+        subcommands.update(acl_entry(sub))
+    if subcommands:
+        entry["subcommands"] = subcommands
+    return {name: entry}
+
+
+def build_acl_table(port):
+    conn = Connection(port)
+    try:
+        conn.call("HELLO", "3")
+        reply, _ = conn.call("COMMAND")
+    finally:
+        conn.close()
+    table = {}
+    for info in reply:
+        table.update(acl_entry(info))
+    return dict(sorted(table.items()))
+
+
+def acl_table_text(table):
+    """One command per line, so that a diff shows which command changed."""
+    lines = [f"  {json.dumps(name)}: {json.dumps(entry, ensure_ascii=False)}"
+             for name, entry in table.items()]
+    return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
 # --- main ---------------------------------------------------------------------------------
 
 
@@ -358,6 +455,8 @@ def main():
                         help="comma-separated command names (default: the command!() rows "
                              "in src/commands/*.rs)")
     parser.add_argument("--output", default=DEFAULT_OUTPUT, help="where to write the JSON")
+    parser.add_argument("--acl-output", default=DEFAULT_ACL_OUTPUT,
+                        help="where to write the ACL command table")
     parser.add_argument("--check", action="store_true",
                         help="do not write; exit 1 if the output file differs")
     parser.add_argument("--any-version", action="store_true",
@@ -374,28 +473,39 @@ def main():
     try:
         proc, port = start_redis(args.redis_server, workdir)
         docs = build(port, names, args.any_version)
+        acl_table = build_acl_table(port)
     finally:
         if proc is not None:
             proc.kill()
             proc.wait()
         shutil.rmtree(workdir, ignore_errors=True)
 
-    text = json.dumps(docs, indent=2, ensure_ascii=False) + "\n"
+    outputs = [
+        (args.output, json.dumps(docs, indent=2, ensure_ascii=False) + "\n",
+         f"{len(docs)} commands"),
+        (args.acl_output, acl_table_text(acl_table), f"{len(acl_table)} commands"),
+    ]
     if args.check:
-        try:
-            with open(args.output, encoding="utf-8") as f:
-                current = f.read()
-        except FileNotFoundError:
-            current = None
-        if current != text:
-            print(f"{args.output} is stale: run python3 tools/gen_command_docs.py",
-                  file=sys.stderr)
+        stale = False
+        for path, text, what in outputs:
+            try:
+                with open(path, encoding="utf-8") as f:
+                    current = f.read()
+            except FileNotFoundError:
+                current = None
+            if current != text:
+                print(f"{path} is stale: run python3 tools/gen_command_docs.py",
+                      file=sys.stderr)
+                stale = True
+            else:
+                print(f"{path} is up to date ({what})")
+        if stale:
             sys.exit(1)
-        print(f"{args.output} is up to date ({len(docs)} commands)")
         return
-    with open(args.output, "w", encoding="utf-8") as f:
-        f.write(text)
-    print(f"wrote {args.output}: {len(docs)} commands")
+    for path, text, what in outputs:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        print(f"wrote {path}: {what}")
 
 
 if __name__ == "__main__":

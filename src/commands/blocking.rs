@@ -230,8 +230,8 @@ fn found(ctx: &mut Ctx, key: &[u8]) -> Found {
     ctx.expire_if_needed(key);
     match ctx.keyspace.dbs[ctx.client.db].get(key).map(|e| &e.value) {
         None => Found::Missing,
-        Some(Value::List(l)) if !l.is_empty() => Found::List,
-        Some(Value::ZSet(z)) if !z.is_empty() => Found::ZSet,
+        Some(Value::List(l, _)) if !l.is_empty() => Found::List,
+        Some(Value::ZSet(z, _)) if !z.is_empty() => Found::ZSet,
         Some(_) => Found::Other,
     }
 }

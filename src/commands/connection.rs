@@ -6,6 +6,8 @@ use super::{
 };
 use crate::command;
 use crate::pubsub::Context;
+use crate::tracking::{Mode, Options, TrackingError};
+use bytes::Bytes;
 
 /// The Redis version Tessera reports: clients gate features on it, and Tessera implements
 /// Redis 7.0's command semantics.
@@ -100,18 +102,20 @@ fn ping(ctx: &mut Ctx, args: &Args) -> Action {
 }
 
 /// RESET: the connection as new (Redis's `clearClientConnectionState`): no transaction
-/// or watched keys, no subscriptions, database 0, RESP2, no name, and authenticated only
-/// if no password is set.
+/// or watched keys, no subscriptions, no tracking, database 0, RESP2, no name, the default
+/// user, and authenticated only if that user is on and needs no password.
 fn reset(ctx: &mut Ctx, _args: &Args) -> Action {
     ctx.client.multi = None;
     ctx.server.watches.unwatch_all(ctx.client);
     let id = ctx.client.id;
     ctx.server.pubsub.forget(&mut ctx.client.subscriptions, id);
+    ctx.server.tracking.disable(id);
     ctx.client.db = 0;
     ctx.client.resp3 = false;
     ctx.out.resp3 = false;
     ctx.client.name = None;
-    ctx.client.authenticated = ctx.server.config.requirepass.is_none();
+    ctx.client.user = crate::acl::SessionUser::default();
+    ctx.client.authenticated = ctx.server.acl.new_sessions_authenticated();
     ctx.out.simple("RESET");
     Action::None
 }
@@ -126,34 +130,50 @@ fn quit(ctx: &mut Ctx, _args: &Args) -> Action {
     Action::Close
 }
 
-/// Checks a password against `requirepass`; replies with the error on failure.
-fn check_password(ctx: &mut Ctx, user: Option<&[u8]>, password: &[u8]) -> bool {
-    let expected = ctx.server.config.requirepass.clone();
-    let user_ok = user.is_none_or(|u| u == b"default");
-    let ok = match expected {
-        Some(pass) => user_ok && pass.as_bytes() == password,
-        None => user_ok,
-    };
-    if ok {
+/// Logs in as `user` if `password` is its password and it is on (Redis's
+/// `ACLAuthenticateUser`); else replies WRONGPASS and records the failure in ACL LOG.
+fn authenticate(ctx: &mut Ctx, command: &[u8], user: &[u8], password: &[u8]) -> bool {
+    if ctx.server.acl.authenticate(user, password) {
         ctx.client.authenticated = true;
-    } else {
-        ctx.out
-            .error("WRONGPASS invalid username-password pair or user is disabled.");
+        ctx.client.user = crate::acl::SessionUser::named(user);
+        return true;
     }
-    ok
+    let context = if ctx.client.multi.is_some() || ctx.in_exec() {
+        crate::acl::log::Context::Multi
+    } else {
+        crate::acl::log::Context::TopLevel
+    };
+    let entry = crate::acl::log::Entry {
+        count: 1,
+        reason: crate::acl::log::Reason::Auth,
+        context,
+        object: command.to_vec(),
+        username: user.to_vec(),
+        time_ms: crate::clock::unix_ms(),
+        client_info: ctx.host.describe_client(
+            ctx.client,
+            &lossy(command).to_ascii_lowercase(),
+            &ctx.server.tracking,
+        ),
+    };
+    let max_len = ctx.server.config.acllog_max_len as usize;
+    ctx.server.acl.log.add(entry, max_len);
+    ctx.out
+        .error("WRONGPASS invalid username-password pair or user is disabled.");
+    false
 }
 
 fn auth(ctx: &mut Ctx, args: &Args) -> Action {
     match args.len() {
         2 => {
-            if ctx.server.config.requirepass.is_none() {
+            if ctx.server.acl.default_user().nopass {
                 ctx.out.error("ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?");
-            } else if check_password(ctx, None, args[1]) {
+            } else if authenticate(ctx, args[0], b"default", args[1]) {
                 ctx.out.ok();
             }
         }
         3 => {
-            if check_password(ctx, Some(args[1]), args[2]) {
+            if authenticate(ctx, args[0], args[1], args[2]) {
                 ctx.out.ok();
             }
         }
@@ -182,16 +202,25 @@ fn hello(ctx: &mut Ctx, args: &Args) -> Action {
             Some(v) => protocol = v,
         }
     }
-    let mut auth: Option<(&[u8], &[u8])> = None;
-    let mut name: Option<&[u8]> = None;
+    // Redis's loop: AUTH and SETNAME take effect as they are read, so a bad option
+    // after them leaves them done.
     let mut i = 2;
     while i < args.len() {
         let remaining = args.len() - i - 1;
         if eq_ignore_case(args[i], "auth") && remaining >= 2 {
-            auth = Some((args[i + 1], args[i + 2]));
+            if !authenticate(ctx, args[0], args[i + 1], args[i + 2]) {
+                return Action::None;
+            }
             i += 3;
         } else if eq_ignore_case(args[i], "setname") && remaining >= 1 {
-            name = Some(args[i + 1]);
+            let name = args[i + 1];
+            if !valid_client_name(name) {
+                ctx.out.error(
+                    "ERR Client names cannot contain spaces, newlines or special characters.",
+                );
+                return Action::None;
+            }
+            ctx.client.name = (!name.is_empty()).then(|| lossy(name));
             i += 2;
         } else {
             ctx.out.error(&format!(
@@ -201,22 +230,9 @@ fn hello(ctx: &mut Ctx, args: &Args) -> Action {
             return Action::None;
         }
     }
-    if let Some((user, password)) = auth
-        && !check_password(ctx, Some(user), password)
-    {
-        return Action::None;
-    }
     if !ctx.client.authenticated {
         ctx.out.error("NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time");
         return Action::None;
-    }
-    if let Some(name) = name {
-        if !valid_client_name(name) {
-            ctx.out
-                .error("ERR Client names cannot contain spaces, newlines or special characters.");
-            return Action::None;
-        }
-        ctx.client.name = (!name.is_empty()).then(|| lossy(name));
     }
     ctx.client.resp3 = protocol == 3;
     ctx.out.resp3 = ctx.client.resp3;
@@ -240,6 +256,10 @@ fn hello(ctx: &mut Ctx, args: &Args) -> Action {
 
 const CLIENT_HELP: &[&str] = &[
     "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "CACHING (YES|NO)",
+    "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+    "GETREDIR",
+    "    Return the client ID we are redirecting to when tracking is enabled.",
     "ID",
     "    Return the ID of the current connection.",
     "INFO",
@@ -252,6 +272,11 @@ const CLIENT_HELP: &[&str] = &[
     "    Assign the name <name> to the current connection.",
     "SETINFO <LIB-NAME|LIB-VER> <value>",
     "    Set client library name or version.",
+    "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+    "         [OPTIN] [OPTOUT] [NOLOOP]",
+    "    Control server assisted client side caching.",
+    "TRACKINGINFO",
+    "    Report tracking status for the current connection.",
     "HELP",
     "    Print this help.",
 ];
@@ -259,8 +284,9 @@ const CLIENT_HELP: &[&str] = &[
 fn client(ctx: &mut Ctx, args: &Args) -> Action {
     let sub = lossy(args[1]).to_ascii_lowercase();
     let arity_ok = match sub.as_str() {
-        "id" | "getname" | "info" | "help" => args.len() == 2,
-        "setname" => args.len() == 3,
+        "id" | "getname" | "info" | "help" | "getredir" | "trackinginfo" => args.len() == 2,
+        "setname" | "caching" => args.len() == 3,
+        "tracking" => args.len() >= 3,
         "setinfo" => args.len() == 4,
         "list" => args.len() >= 2,
         _ => {
@@ -306,6 +332,35 @@ fn client(ctx: &mut Ctx, args: &Args) -> Action {
                     .error(&format!("ERR Unrecognized option '{}'", lossy(args[2])));
             }
         }
+        "tracking" => client_tracking(ctx, args),
+        "caching" => {
+            let yes = if eq_ignore_case(args[2], "yes") {
+                true
+            } else if eq_ignore_case(args[2], "no") {
+                false
+            } else if ctx.server.tracking.client(ctx.client.id).is_none() {
+                // Redis checks tracking before the argument.
+                ctx.out
+                    .error(&TrackingError::CachingWithoutTracking.to_string());
+                return Action::None;
+            } else {
+                ctx.out.error(super::SYNTAX_ERROR);
+                return Action::None;
+            };
+            match ctx.server.tracking.set_caching(ctx.client.id, yes) {
+                Ok(()) => ctx.out.ok(),
+                Err(error) => ctx.out.error(&error.to_string()),
+            }
+        }
+        "getredir" => {
+            let redirect = ctx
+                .server
+                .tracking
+                .client(ctx.client.id)
+                .map_or(-1, |t| t.redirect.map_or(0, |id| id as i64));
+            ctx.out.integer(redirect);
+        }
+        "trackinginfo" => client_trackinginfo(ctx),
         "info" => {
             return Action::ClientList {
                 only_self: true,
@@ -373,4 +428,83 @@ fn client(ctx: &mut Ctx, args: &Args) -> Action {
         }
     }
     Action::None
+}
+
+/// CLIENT TRACKING ON|OFF [REDIRECT id] [BCAST] [PREFIX p ...] [OPTIN] [OPTOUT] [NOLOOP]:
+/// the options are parsed (and their errors given) before ON or OFF is looked at, as
+/// Redis does.
+fn client_tracking(ctx: &mut Ctx, args: &Args) {
+    let mut options = Options::default();
+    let mut index = 3;
+    while index < args.len() {
+        let word = args[index];
+        let has_value = index + 1 < args.len();
+        if eq_ignore_case(word, "redirect") && has_value {
+            index += 1;
+            if options.redirect.is_some() {
+                ctx.out.error(&TrackingError::SecondRedirect.to_string());
+                return;
+            }
+            let Some(id) = super::int_arg(ctx, args[index]) else {
+                return;
+            };
+            // Checked now, though the client may leave later (then the redirect breaks).
+            let exists =
+                id > 0 && (id as u64 == ctx.client.id || ctx.host.client_exists(id as u64));
+            if !exists {
+                ctx.out.error(&TrackingError::NoSuchRedirect.to_string());
+                return;
+            }
+            options.redirect = Some(id as u64);
+        } else if eq_ignore_case(word, "bcast") {
+            options.broadcast = true;
+        } else if eq_ignore_case(word, "optin") {
+            options.opt_in = true;
+        } else if eq_ignore_case(word, "optout") {
+            options.opt_out = true;
+        } else if eq_ignore_case(word, "noloop") {
+            options.noloop = true;
+        } else if eq_ignore_case(word, "prefix") && has_value {
+            index += 1;
+            options.prefixes.push(Bytes::copy_from_slice(args[index]));
+        } else {
+            ctx.out.error(super::SYNTAX_ERROR);
+            return;
+        }
+        index += 1;
+    }
+    let id = ctx.client.id;
+    if eq_ignore_case(args[2], "on") {
+        match ctx.server.tracking.enable(id, options) {
+            Ok(()) => ctx.out.ok(),
+            Err(error) => ctx.out.error(&error.to_string()),
+        }
+    } else if eq_ignore_case(args[2], "off") {
+        ctx.server.tracking.disable(id);
+        ctx.out.ok();
+    } else {
+        ctx.out.error(super::SYNTAX_ERROR);
+    }
+}
+
+/// CLIENT TRACKINGINFO: a map of `flags` (a set), `redirect` (-1 when not tracking, 0
+/// without REDIRECT) and `prefixes`.
+fn client_trackinginfo(ctx: &mut Ctx) {
+    let tracking = ctx.server.tracking.client(ctx.client.id);
+    let flags = tracking.map_or_else(|| vec!["off"], |t| t.info_flags());
+    let redirect = tracking.map_or(-1, |t| t.redirect.map_or(0, |id| id as i64));
+    let prefixes: Vec<Bytes> = match tracking.map(|t| &t.mode) {
+        Some(Mode::Broadcast(prefixes)) => prefixes.iter().cloned().collect(),
+        _ => Vec::new(),
+    };
+    ctx.out.map(3);
+    ctx.out.bulk(b"flags");
+    ctx.out.set(flags.len());
+    for flag in flags {
+        ctx.out.bulk(flag.as_bytes());
+    }
+    ctx.out.bulk(b"redirect");
+    ctx.out.integer(redirect);
+    ctx.out.bulk(b"prefixes");
+    ctx.out.bulk_strings(prefixes.iter());
 }

@@ -88,12 +88,22 @@ fn fcall_generic(ctx: &mut Ctx, args: &Args, read_only_command: bool) -> Action 
             return Action::None;
         }
     }
+    // Redis's `scriptPrepareForRun`; `no-writes` implies `allow-oom`.
+    if !function_flags.allow_oom
+        && !function_flags.no_writes
+        && ctx.server.eviction.out_of_memory
+        && ctx.server.config.memory_bytes_max != 0
+    {
+        ctx.out.error("OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'");
+        return Action::None;
+    }
     let numkeys = numkeys as usize;
     Action::RunScript(Box::new(ScriptCall {
         target: Target::Function(name),
         keys: args[3..3 + numkeys].iter().map(|k| k.to_vec()).collect(),
         args: args[3 + numkeys..].iter().map(|a| a.to_vec()).collect(),
         read_only: read_only_command || function_flags.no_writes,
+        allow_oom: function_flags.allow_oom,
     }))
 }
 

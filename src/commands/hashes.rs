@@ -166,7 +166,7 @@ pub fn commands() -> Vec<super::CommandSpec> {
 /// The hash at `key` without touching statistics (after `Ctx::read` checked it).
 fn peek<'a>(keyspace: &'a Keyspace, db: usize, key: &[u8]) -> Option<&'a Hash> {
     match keyspace.dbs[db].get(key).map(|e| &e.value) {
-        Some(Value::Hash(hash)) => Some(hash),
+        Some(Value::Hash(hash, _)) => Some(hash),
         _ => None,
     }
 }

@@ -260,7 +260,7 @@ fn del(ctx: &mut Ctx, args: &Args) -> Action {
 fn exists(ctx: &mut Ctx, args: &Args) -> Action {
     let mut count = 0;
     for key in &args[1..] {
-        if ctx.lookup_read(key).is_some() {
+        if ctx.lookup_read_no_touch(key).is_some() {
             count += 1;
         }
     }
@@ -270,7 +270,7 @@ fn exists(ctx: &mut Ctx, args: &Args) -> Action {
 
 fn type_command(ctx: &mut Ctx, args: &Args) -> Action {
     let name = ctx
-        .lookup_read(args[1])
+        .lookup_read_no_touch(args[1])
         .map_or("none", |e| e.value.type_name());
     ctx.out.simple(name);
     Action::None
@@ -354,7 +354,7 @@ fn ttl(ctx: &mut Ctx, args: &Args) -> Action {
     let in_ms = name.starts_with('p');
     let absolute = name.ends_with("time");
     let now = ctx.now_ms;
-    let Some(expire_at) = ctx.lookup_read(args[1]).map(|e| e.expire_at_ms) else {
+    let Some(expire_at) = ctx.lookup_read_no_touch(args[1]).map(|e| e.expire_at_ms) else {
         ctx.out.integer(-2);
         return Action::None;
     };
@@ -485,9 +485,13 @@ fn copy(ctx: &mut Ctx, args: &Args) -> Action {
         ctx.out.integer(0);
         return Action::None;
     }
+    let mut value = entry.value;
+    // A copy is a new value (Redis duplicates the object): a new access field.
+    *value.access_mut() = crate::keyspace::Access::new();
     ctx.keyspace.dbs[target_db].insert(Entry {
         key: crate::keyspace::Key::from(target),
-        ..entry
+        value,
+        expire_at_ms: entry.expire_at_ms,
     });
     // A replaced target is deleted and the copy added anew: `new` either way.
     ctx.notify_in(target_db, EventClass::New, "new", target);
@@ -719,6 +723,8 @@ fn flush(ctx: &mut Ctx, args: &Args) -> Action {
             return Action::None;
         }
     }
+    // One invalidation of everything for the whole command, as Redis's signalFlushedDb.
+    ctx.invalidate_all_tracked();
     if all {
         for db in 0..ctx.keyspace.dbs.len() {
             ctx.touch_db(db, None);

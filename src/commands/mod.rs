@@ -10,6 +10,7 @@
 //! runs the checks that come before any command, and builds the `Ctx`: nothing else
 //! builds one. A handler's `Action` tells the engine what must happen beyond the reply.
 
+mod acl;
 pub mod blocking;
 mod connection;
 mod functions;
@@ -193,9 +194,38 @@ pub struct Ctx<'a> {
     /// which count no keyspace hit or miss and raise no `keymiss` (`reading` lifts it
     /// where Redis reads inside a write).
     pub write_lookups: bool,
+    /// The client whose request is running, where tracking's messages for it wait until
+    /// its reply is written (`crate::tracking::Origin`); None during replay.
+    pub origin: Option<&'a mut crate::tracking::Origin>,
+    /// The keys this command has accessed (database, and the argument's address and
+    /// length): a key looked up again by the same command (a read, then the write) is one
+    /// access for LRU and LFU, as Redis's handlers mostly look a key up once.
+    pub accessed: smallvec::SmallVec<[(usize, usize, usize); 4]>,
 }
 
 impl<'a> Ctx<'a> {
+    /// Whether looking `key` up now is an access (`crate::access`): the first lookup of
+    /// that argument in this command.
+    fn first_access(&mut self, key: &[u8]) -> bool {
+        let id = (self.client.db, key.as_ptr() as usize, key.len());
+        if self.accessed.contains(&id) {
+            return false;
+        }
+        self.accessed.push(id);
+        true
+    }
+
+    /// The entry at `key` in the session's database, updating its access field if this
+    /// is the command's first access to it.
+    fn get_accessed(&mut self, key: &[u8]) -> Option<&Entry> {
+        let db = self.client.db;
+        if self.first_access(key) {
+            self.keyspace.dbs[db].get_touched(key)
+        } else {
+            self.keyspace.dbs[db].get(key)
+        }
+    }
+
     /// Running inside EXEC (queued commands never block, background jobs are scheduled).
     pub fn in_exec(&self) -> bool {
         !self.loading && self.block_mode == blocking::BlockMode::Never
@@ -289,13 +319,17 @@ impl<'a> Ctx<'a> {
         self.server.dirty += 1;
         let db = self.client.db;
         self.effects.record(db, args);
-        if !self.server.watches.is_empty() || !self.server.blocked.is_empty() {
+        if !self.server.watches.is_empty()
+            || !self.server.blocked.is_empty()
+            || self.server.tracking.watches_changes()
+        {
             self.touch_keys_of(args);
         }
     }
 
-    /// Touches the keys a logged record changes (for WATCH, and to wake clients blocked
-    /// on them): from the command table's key positions,
+    /// Touches the keys a logged record changes (for WATCH, to wake clients blocked on
+    /// them, and to invalidate them in tracking clients' caches): from the command
+    /// table's key positions,
     /// but for the commands whose table positions say more (a *STORE's sources) or less
     /// (MOVE's and COPY's other database).
     fn touch_keys_of(&mut self, args: &[&[u8]]) {
@@ -336,8 +370,40 @@ impl<'a> Ctx<'a> {
                 if exists {
                     self.server.blocked.signal(db, key);
                 }
+                let changed_by = self.client.id;
+                self.invalidate_tracked(key, Some(changed_by));
             }
         }
+    }
+
+    /// Tells tracking clients that `key` changed (Redis's `trackingInvalidateKey`).
+    /// `changed_by`: the session whose command changed it (a script's own session inside
+    /// a script, as Redis's script client), None for an expiry.
+    fn invalidate_tracked(&mut self, key: &[u8], changed_by: Option<u64>) {
+        if !self.server.tracking.watches_changes() {
+            return;
+        }
+        let running = self.origin.as_ref().map(|origin| origin.id);
+        let mut origin = self.origin.as_deref_mut();
+        let host = &mut *self.host;
+        self.server
+            .tracking
+            .key_changed(key, changed_by, running, &mut |id, message| {
+                crate::tracking::Origin::route(origin.as_deref_mut(), host, id, message)
+            });
+    }
+
+    /// FLUSHDB / FLUSHALL, once per command: every tracking client is told that all its
+    /// cached keys are invalid (SWAPDB tells nobody, as in Redis 7.0).
+    pub fn invalidate_all_tracked(&mut self) {
+        if self.server.tracking.client_count() == 0 {
+            return;
+        }
+        let mut origin = self.origin.as_deref_mut();
+        let host = &mut *self.host;
+        self.server.tracking.flushed(&mut |id, message| {
+            crate::tracking::Origin::route(origin.as_deref_mut(), host, id, message)
+        });
     }
 
     /// Before FLUSHDB / FLUSHALL empties `db`, or SWAPDB exchanges it with `other`.
@@ -365,21 +431,32 @@ impl<'a> Ctx<'a> {
                 self.notify_in(db_index, EventClass::Expired, "expired", key);
                 self.effects.record(db_index, &[b"DEL", key]);
                 self.server.watches.touch(db_index, key, false);
+                self.invalidate_tracked(key, None);
                 true
             }
             _ => false,
         }
     }
 
-    /// A key lookup for a command: expires the key first if due.
+    /// A key lookup for a command: expires the key first if due, and counts as an access
+    /// (`crate::access`), as every lookup but `lookup_read_no_touch`.
     pub fn lookup(&mut self, key: &[u8]) -> Option<&Entry> {
         self.expire_if_needed(key);
-        self.keyspace.dbs[self.client.db].get(key)
+        self.get_accessed(key)
     }
 
     /// A read lookup: counts a keyspace hit or miss and raises `keymiss` on a miss (not
     /// in a write command: see `write_lookups`).
     pub fn lookup_read(&mut self, key: &[u8]) -> Option<&Entry> {
+        self.expire_if_needed(key);
+        let found = self.get_accessed(key).is_some();
+        self.count_lookup(key, found);
+        self.keyspace.dbs[self.client.db].get(key)
+    }
+
+    /// `lookup_read` that is no access for eviction (Redis's LOOKUP_NOTOUCH: EXISTS,
+    /// TYPE, TTL and its kin).
+    pub fn lookup_read_no_touch(&mut self, key: &[u8]) -> Option<&Entry> {
         self.expire_if_needed(key);
         let found = self.keyspace.dbs[self.client.db].get(key).is_some();
         self.count_lookup(key, found);
@@ -390,7 +467,7 @@ impl<'a> Ctx<'a> {
     pub fn get_string(&mut self, key: &[u8]) -> Result<Option<crate::types::Str>, AlreadyReplied> {
         match self.lookup_read(key).map(|e| &e.value) {
             None => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(Value::String(s, _)) => Ok(Some(s.clone())),
             Some(_) => {
                 self.wrong_type();
                 Err(AlreadyReplied)
@@ -407,7 +484,7 @@ impl<'a> Ctx<'a> {
     pub fn read<T: Collection>(&mut self, key: &[u8]) -> Result<Option<&T>, AlreadyReplied> {
         self.expire_if_needed(key);
         let db = self.client.db;
-        let is_type = match self.keyspace.dbs[db].get(key) {
+        let is_type = match self.get_accessed(key) {
             None => {
                 self.count_lookup(key, false);
                 return Ok(None);
@@ -427,6 +504,7 @@ impl<'a> Ctx<'a> {
     /// commands that check every key before changing any (Redis's order of errors).
     pub fn check_type<T: Collection>(&mut self, key: &[u8]) -> Result<bool, AlreadyReplied> {
         self.expire_if_needed(key);
+        // No access: the check is always followed by the lookup that reads or writes.
         match self.keyspace.dbs[self.client.db].get(key) {
             None => Ok(false),
             Some(e) if T::of(&e.value).is_some() => Ok(true),
@@ -441,6 +519,15 @@ impl<'a> Ctx<'a> {
     /// after replying WRONGTYPE. If a snapshot's capture still shares it, a big one is
     /// serialised into the capture first (`Db::release_captured`), others are copied.
     pub fn write<T: Collection>(&mut self, key: &[u8]) -> Result<Option<&mut T>, AlreadyReplied> {
+        self.write_value(key, true)
+    }
+
+    /// `write`; `touch`: the lookup is an access (not for a key just created).
+    fn write_value<T: Collection>(
+        &mut self,
+        key: &[u8],
+        touch: bool,
+    ) -> Result<Option<&mut T>, AlreadyReplied> {
         self.expire_if_needed(key);
         let db = self.client.db;
         let (is_type, is_deep) = match self.keyspace.dbs[db].get(key) {
@@ -464,7 +551,19 @@ impl<'a> Ctx<'a> {
                 self.server.stats.capture_copied_values += 1;
             }
         }
+        // A value still shared (with a capture, most often: `get_mut` has captured the
+        // slot by now) is copied by `make_mut` below: the old one is let go of.
+        let shared = self.keyspace.dbs[db]
+            .get_mut(key)
+            .and_then(|entry| entry.value.is_shared().then(|| entry.value.clone()));
+        if let Some(value) = shared {
+            self.keyspace.dbs[db].let_go(crate::keyspace::key_slot(key), &value);
+        }
+        let touch = touch && self.first_access(key);
         let entry = self.keyspace.dbs[db].get_mut(key).expect("found above");
+        if touch {
+            entry.value.access_mut().touch();
+        }
         Ok(Some(Arc::make_mut(
             T::of_mut(&mut entry.value).expect("checked above"),
         )))
@@ -485,7 +584,8 @@ impl<'a> Ctx<'a> {
             });
             self.notify(EventClass::New, "new", key);
         }
-        Ok(self.write::<T>(key)?.expect("just created"))
+        // One access at most: the lookup above made it, or the key is new.
+        Ok(self.write_value::<T>(key, false)?.expect("just created"))
     }
 
     /// Deletes `key` if it holds an empty collection (after a pop or a removal); returns
@@ -528,18 +628,18 @@ macro_rules! collection {
         impl Collection for $type {
             fn of(value: &Value) -> Option<&Arc<Self>> {
                 match value {
-                    Value::$variant(c) => Some(c),
+                    Value::$variant(c, _) => Some(c),
                     _ => None,
                 }
             }
             fn of_mut(value: &mut Value) -> Option<&mut Arc<Self>> {
                 match value {
-                    Value::$variant(c) => Some(c),
+                    Value::$variant(c, _) => Some(c),
                     _ => None,
                 }
             }
             fn into_value(this: Arc<Self>) -> Value {
-                Value::$variant(this)
+                Value::$variant(this, crate::access::Access::new())
             }
         }
     };
@@ -617,6 +717,7 @@ pub fn table() -> Vec<CommandSpec> {
     all.extend(pubsub::commands());
     all.extend(scripting::commands());
     all.extend(functions::commands());
+    all.extend(acl::commands());
     all
 }
 
@@ -625,6 +726,27 @@ pub fn table() -> Vec<CommandSpec> {
 pub fn global_registry() -> &'static Registry {
     static REGISTRY: std::sync::OnceLock<Registry> = std::sync::OnceLock::new();
     REGISTRY.get_or_init(Registry::new)
+}
+
+/// The argument indexes of the keys a read-only command reads, for client-side caching:
+/// the table's positions, or, for the commands whose keys follow a count (ZUNION,
+/// SINTERCARD…, Redis's movable keys), the keys that count announces.
+pub fn tracked_key_positions(spec: &CommandSpec, argv: &[&[u8]]) -> Vec<usize> {
+    if !spec.has(flags::MOVABLEKEYS) {
+        return key_positions(spec, argv.len()).collect();
+    }
+    let counted_at = match spec.name {
+        "sintercard" | "zunion" | "zinter" | "zdiff" | "zintercard" => 1,
+        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => 2,
+        _ => return Vec::new(),
+    };
+    let count = argv
+        .get(counted_at)
+        .and_then(|arg| crate::resp::parse_i64(arg))
+        .filter(|&count| count > 0)
+        .map_or(0, |count| count as usize);
+    let first = counted_at + 1;
+    (first..first.saturating_add(count).min(argv.len())).collect()
 }
 
 /// The argument indexes a command's table row says are keys, for `argc` arguments.

@@ -3,9 +3,9 @@
 //! ENCODING names Redis's encodings (int/embstr/raw, listpack, quicklist, intset,
 //! hashtable, skiplist), chosen by the same thresholds, so scripts and tests that check
 //! them read the same answers. REFCOUNT follows Redis's shared integers (0..9999 answer
-//! INT_MAX). Tessera keeps no access clock or counter per key: FREQ answers Redis's error
-//! for a non-LFU policy (the only policy Tessera has is `noeviction`), and IDLETIME
-//! answers 0 (a documented difference).
+//! INT_MAX). IDLETIME and FREQ read the key's access field (`crate::access`) as Redis's
+//! `objectCommand` does: IDLETIME is refused under an LFU policy, FREQ under any other;
+//! OBJECT's own lookup is no access.
 
 use super::{Action, Args, Ctx, flags, lossy, unknown_subcommand, wrong_arity};
 use crate::command;
@@ -78,20 +78,48 @@ fn object(ctx: &mut Ctx, args: &Args) -> Action {
             ctx.out.bulk(encoding.as_bytes());
         }
         "refcount" => {
+            // Redis shares no integers while an LRU or LFU policy needs each key's own
+            // access field (MAXMEMORY_FLAG_NO_SHARED_INTEGERS).
+            let config = &ctx.server.config;
+            let per_key_access = config.memory_bytes_max != 0
+                && (config.eviction_policy.is_lfu()
+                    || matches!(
+                        config.eviction_policy,
+                        crate::config::EvictionPolicy::AllKeysLru
+                            | crate::config::EvictionPolicy::VolatileLru
+                    ));
             let shared = match &entry.value {
-                Value::String(s) if entry.value.encoding() == "int" => {
+                Value::String(s, _) if entry.value.encoding() == "int" && !per_key_access => {
                     crate::resp::parse_i64(s).is_some_and(|n| (0..SHARED_INTEGERS).contains(&n))
                 }
                 _ => false,
             };
             ctx.out.integer(if shared { i32::MAX as i64 } else { 1 });
         }
-        "freq" => ctx.out.error(
-            "ERR An LFU maxmemory policy is not selected, access frequency not tracked. \
-             Please note that when switching between policies at runtime LRU and LFU data \
-             will take some time to adjust.",
-        ),
-        _ => ctx.out.integer(0), // idletime: no access clock per key (see the module doc)
+        "freq" => {
+            if crate::access::is_lfu() {
+                let frequency = entry.value.access().frequency();
+                ctx.out.integer(frequency as i64);
+            } else {
+                ctx.out.error(
+                    "ERR An LFU maxmemory policy is not selected, access frequency not \
+                     tracked. Please note that when switching between policies at runtime \
+                     LRU and LFU data will take some time to adjust.",
+                );
+            }
+        }
+        _ => {
+            if crate::access::is_lfu() {
+                ctx.out.error(
+                    "ERR An LFU maxmemory policy is selected, idle time not tracked. Please \
+                     note that when switching between policies at runtime LRU and LFU data \
+                     will take some time to adjust.",
+                );
+            } else {
+                let idle_seconds = entry.value.access().idle_ms() / 1000;
+                ctx.out.integer(idle_seconds as i64);
+            }
+        }
     }
     Action::None
 }

@@ -92,12 +92,12 @@ fn eval_generic(ctx: &mut Ctx, args: &Args, by_sha: bool, read_only_command: boo
         ctx.out.error("ERR Number of keys can't be negative");
         return Action::None;
     }
-    let sha = if by_sha {
+    let (sha, script_flags) = if by_sha {
         match ctx.server.scripting.get(args[1]) {
-            Some(_) => {
+            Some(script) => {
                 let mut sha = [0u8; 40];
                 sha.copy_from_slice(args[1]);
-                sha.map(|b| b.to_ascii_lowercase())
+                (sha.map(|b| b.to_ascii_lowercase()), script.flags)
             }
             None => {
                 ctx.out.error(NOSCRIPT);
@@ -106,19 +106,16 @@ fn eval_generic(ctx: &mut Ctx, args: &Args, by_sha: bool, read_only_command: boo
         }
     } else {
         match ctx.server.scripting.load(args[1]) {
-            Ok(sha) => sha,
+            Ok(sha) => {
+                let script = ctx.server.scripting.get(&sha).expect("loaded");
+                (sha, script.flags)
+            }
             Err(error) => {
                 ctx.out.error(&format!("ERR {error}"));
                 return Action::None;
             }
         }
     };
-    let script_flags = ctx
-        .server
-        .scripting
-        .get(&sha)
-        .expect("found or loaded")
-        .flags;
     if script_flags.declares_writes() {
         if let Some(error) = &ctx.server.log_error {
             let message = format!(
@@ -133,6 +130,16 @@ fn eval_generic(ctx: &mut Ctx, args: &Args, by_sha: bool, read_only_command: boo
             return Action::None;
         }
     }
+    // Redis's `scriptPrepareForRun`; `no-writes` implies `allow-oom`.
+    if !script_flags.compat
+        && !script_flags.allow_oom
+        && !script_flags.no_writes
+        && ctx.server.eviction.out_of_memory
+        && ctx.server.config.memory_bytes_max != 0
+    {
+        ctx.out.error("OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'");
+        return Action::None;
+    }
     let numkeys = numkeys as usize;
     let keys = args[3..3 + numkeys].iter().map(|k| k.to_vec()).collect();
     let arguments = args[3 + numkeys..].iter().map(|a| a.to_vec()).collect();
@@ -141,6 +148,7 @@ fn eval_generic(ctx: &mut Ctx, args: &Args, by_sha: bool, read_only_command: boo
         keys,
         args: arguments,
         read_only: read_only_command || (!script_flags.compat && script_flags.no_writes),
+        allow_oom: !script_flags.compat && script_flags.allow_oom,
     }))
 }
 

@@ -331,13 +331,16 @@ fn config_set(ctx: &mut Ctx, pairs: &Args) -> Action {
             return Action::None;
         }
         seen.push(directive.name);
+        // Redis's PROTECTED_CONFIG (`dir`, `dbfilename`) needs enable-protected-configs;
+        // Tessera keeps them immutable even then.
+        let protected = crate::config::PROTECTED.contains(&directive.name);
+        let local = ctx.client.local;
+        if protected && !ctx.server.config.enable_protected_configs.allows(local) {
+            ctx.out.error(&fail("can't set protected config"));
+            return Action::None;
+        }
         if !directive.mutable {
-            let why = if matches!(directive.name, "dir" | "dbfilename") {
-                "can't set protected config"
-            } else {
-                "can't set immutable config"
-            };
-            ctx.out.error(&fail(why));
+            ctx.out.error(&fail("can't set immutable config"));
             return Action::None;
         }
         // CONFIG SET save replaces every point (a config file adds one per line).
@@ -354,6 +357,11 @@ fn config_set(ctx: &mut Ctx, pairs: &Args) -> Action {
             "ERR CONFIG SET failed (possibly related to argument 'maxclients') - {reason}"
         ));
         return Action::None;
+    }
+    // requirepass is the default user's password (Redis's `updateRequirePass`).
+    if updated.requirepass != ctx.server.config.requirepass {
+        let password = updated.requirepass.as_deref().map(str::as_bytes);
+        ctx.server.acl.set_default_password(password);
     }
     ctx.server.config = updated;
     ctx.out.ok();
@@ -574,21 +582,34 @@ fn command_info(ctx: &mut Ctx, spec: &CommandSpec) {
     ctx.out.integer(spec.first_key as i64);
     ctx.out.integer(spec.last_key as i64);
     ctx.out.integer(spec.key_step as i64);
-    ctx.out.set(0); // ACL categories
+    let categories = crate::acl::table::table().categories_of(spec.name);
+    ctx.out.set(categories.len());
+    for category in categories {
+        ctx.out.simple(&category);
+    }
     ctx.out.set(0); // tips
     ctx.out.array(0); // key specs
     ctx.out.array(0); // subcommands
 }
 
+/// Redis's `bytesToHuman`: K, M, G, T, P with two decimals, plain bytes below 1 KB and
+/// from 1024 P up.
 fn human_bytes(n: u64) -> String {
-    let n = n as f64;
-    let units = [("G", 1u64 << 30), ("M", 1 << 20), ("K", 1 << 10)];
-    for (suffix, size) in units {
-        if n >= size as f64 {
-            return format!("{:.2}{suffix}", n / size as f64);
-        }
+    if !(1024..1 << 60).contains(&n) {
+        return format!("{n}B");
     }
-    format!("{n}B")
+    let units = [
+        ("P", 1u64 << 50),
+        ("T", 1 << 40),
+        ("G", 1 << 30),
+        ("M", 1 << 20),
+        ("K", 1 << 10),
+    ];
+    let (suffix, size) = units
+        .into_iter()
+        .find(|&(_, size)| n >= size)
+        .expect("n is 1 KB or more");
+    format!("{:.2}{suffix}", n as f64 / size as f64)
 }
 
 const DEFAULT_SECTIONS: &[&str] = &[
@@ -643,7 +664,11 @@ fn ok_or_err(failed: bool) -> &'static str {
 
 /// INFO persistence: Redis 7.0's fields in its order (fork and copy-on-write figures are
 /// 0: there is no fork), then Tessera's own.
-fn info_persistence(server: &crate::commands::ServerState, out: &mut String) {
+fn info_persistence(
+    server: &crate::commands::ServerState,
+    capture_own_bytes: u64,
+    out: &mut String,
+) {
     let p = &server.persistence;
     let config = &server.config;
     out.push_str("# Persistence\r\n");
@@ -786,6 +811,7 @@ fn info_persistence(server: &crate::commands::ServerState, out: &mut String) {
     kv(out, "tessera_last_rewrite_bytes", &p.aof_last_rewrite_bytes);
     kv(out, "tessera_last_rewrite_keys", &p.aof_last_rewrite_keys);
     kv(out, "tessera_capture_held_bytes", &p.capture_held_bytes);
+    kv(out, "tessera_capture_own_bytes", &capture_own_bytes);
     let rate = match p.background_rate {
         crate::storage::Rate::Unlimited => "unlimited".to_string(),
         crate::storage::Rate::Paused => "paused".to_string(),
@@ -846,17 +872,41 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
             kv(out, "cluster_connections", &0);
             kv(out, "maxclients", &config.clients_max);
             kv(out, "blocked_clients", &server.blocked.clients());
-            kv(out, "tracking_clients", &0);
+            kv(out, "tracking_clients", &server.tracking.client_count());
         }
         "memory" => {
             let (used, rss) = crate::stats::memory_usage();
+            let pending_log = ctx.effects.buffer.capacity() as u64;
+            let not_counted = server.eviction.not_counted(ctx.keyspace, pending_log);
+            // Redis's overhead is the start-up memory, buffers and table overheads; here
+            // the start-up memory and what eviction does not count (log buffers, the
+            // capture's own memory).
+            let startup = server.eviction.startup_bytes;
+            let overhead = startup + not_counted;
+            let dataset = used.saturating_sub(overhead);
+            let net = used.saturating_sub(startup).max(1);
             out.push_str("# Memory\r\n");
             kv(out, "used_memory", &used);
             kv(out, "used_memory_human", &human_bytes(used));
             kv(out, "used_memory_rss", &rss);
             kv(out, "used_memory_rss_human", &human_bytes(rss));
-            kv(out, "maxmemory", &0);
-            kv(out, "maxmemory_policy", &"noeviction");
+            kv(out, "used_memory_overhead", &overhead);
+            kv(out, "used_memory_startup", &startup);
+            kv(out, "used_memory_dataset", &dataset);
+            kv(
+                out,
+                "used_memory_dataset_perc",
+                &format!("{:.2}%", dataset as f64 * 100.0 / net as f64),
+            );
+            // Redis prints it as a signed number (`%lld`): past 2^63, negative.
+            kv(out, "maxmemory", &(config.memory_bytes_max as i64));
+            kv(
+                out,
+                "maxmemory_human",
+                &human_bytes(config.memory_bytes_max),
+            );
+            kv(out, "maxmemory_policy", &config.eviction_policy.name());
+            kv(out, "mem_not_counted_for_evict", &not_counted);
             kv(
                 out,
                 "mem_aof_buffer",
@@ -864,7 +914,13 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
             );
             kv(out, "mem_allocator", &"jemalloc");
         }
-        "persistence" => info_persistence(server, out),
+        "persistence" => {
+            let own = ctx
+                .keyspace
+                .capture_bytes()
+                .map_or(0, |(_, bytes)| bytes.held());
+            info_persistence(server, own, out)
+        }
         "stats" => {
             let s = &server.stats;
             out.push_str("# Stats\r\n");
@@ -889,7 +945,11 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
             );
             kv(out, "rejected_connections", &s.rejected_connections);
             kv(out, "expired_keys", &s.expired_keys);
-            kv(out, "evicted_keys", &0);
+            kv(out, "evicted_keys", &s.evicted_keys);
+            kv(out, "evicted_clients", &0);
+            let (total, current) = crate::engine::evict::Eviction::exceeded_ms(s);
+            kv(out, "total_eviction_exceeded_time", &total);
+            kv(out, "current_eviction_exceeded_time", &current);
             kv(out, "keyspace_hits", &s.keyspace_hits);
             kv(out, "keyspace_misses", &s.keyspace_misses);
             kv(out, "pubsub_channels", &server.pubsub.channel_count(false));
@@ -898,6 +958,13 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
                 out,
                 "pubsubshard_channels",
                 &server.pubsub.channel_count(true),
+            );
+            kv(out, "tracking_total_keys", &server.tracking.total_keys());
+            kv(out, "tracking_total_items", &server.tracking.total_items());
+            kv(
+                out,
+                "tracking_total_prefixes",
+                &server.tracking.total_prefixes(),
             );
             kv(out, "total_error_replies", &s.total_error_replies);
         }

@@ -12,7 +12,7 @@
 use super::{Action, AlreadyReplied, Args, Ctx, EventClass, NOT_INTEGER, SYNTAX_ERROR, flags};
 use crate::command;
 use crate::glob::glob_match;
-use crate::keyspace::{Entry, Keyspace, NO_EXPIRY, Value};
+use crate::keyspace::{Access, Entry, Keyspace, NO_EXPIRY, Value};
 use crate::types::Set;
 use std::sync::Arc;
 
@@ -177,7 +177,7 @@ pub fn commands() -> Vec<super::CommandSpec> {
 
 fn peek<'a>(keyspace: &'a Keyspace, db: usize, key: &[u8]) -> Option<&'a Set> {
     match keyspace.dbs[db].get(key).map(|e| &e.value) {
-        Some(Value::Set(set)) => Some(set),
+        Some(Value::Set(set, _)) => Some(set),
         _ => None,
     }
 }
@@ -371,14 +371,14 @@ fn smove(ctx: &mut Ctx, args: &Args) -> Action {
     let db = ctx.client.db;
     let source_kind = ctx.keyspace.dbs[db]
         .get(source)
-        .map(|e| matches!(e.value, Value::Set(_)));
+        .map(|e| matches!(e.value, Value::Set(_, _)));
     let Some(source_is_set) = source_kind else {
         ctx.out.integer(0);
         return Action::None;
     };
     let destination_ok = ctx.keyspace.dbs[db]
         .get(destination)
-        .is_none_or(|e| matches!(e.value, Value::Set(_)));
+        .is_none_or(|e| matches!(e.value, Value::Set(_, _)));
     if !source_is_set || !destination_ok {
         ctx.wrong_type();
         return Action::None;
@@ -506,7 +506,7 @@ fn store_op(ctx: &mut Ctx, args: &Args, op: Op) -> Action {
         }
         let previous = ctx.db().insert(Entry {
             key: crate::keyspace::Key::from(destination),
-            value: Value::Set(Arc::new(set)),
+            value: Value::Set(Arc::new(set), Access::new()),
             expire_at_ms: NO_EXPIRY,
         });
         if previous.is_none() {

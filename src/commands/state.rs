@@ -19,6 +19,10 @@ pub struct SessionState {
     pub db: usize,
     pub resp3: bool,
     pub authenticated: bool,
+    /// The ACL user its commands run as (`default` until AUTH or HELLO AUTH).
+    pub user: crate::acl::SessionUser,
+    /// Connected from 127.0.0.1 or ::1 (protected configs set to `local`).
+    pub local: bool,
     pub name: Option<String>,
     pub lib_name: Option<String>,
     pub lib_version: Option<String>,
@@ -76,6 +80,12 @@ pub struct ServerState {
     pub pubsub: crate::pubsub::PubSub,
     /// The Lua interpreter and the script cache.
     pub scripting: crate::scripting::Scripting,
+    /// The ACL users and the log of denials.
+    pub acl: crate::acl::Acl,
+    /// Client-side caching: who tracks, the keys they read, the BCAST prefixes.
+    pub tracking: crate::tracking::Tracking,
+    /// Eviction under `maxmemory`: its candidates, out-of-memory state and measure.
+    pub eviction: crate::engine::evict::Eviction,
 }
 
 impl ServerState {
@@ -107,6 +117,9 @@ impl ServerState {
             blocked: blocking::BlockedKeys::default(),
             pubsub: crate::pubsub::PubSub::default(),
             scripting: crate::scripting::Scripting::new(),
+            acl: crate::acl::Acl::new(),
+            tracking: crate::tracking::Tracking::default(),
+            eviction: crate::engine::evict::Eviction::new(),
             config,
         }
     }

@@ -219,7 +219,7 @@ fn store(ctx: &mut Ctx, key: &[u8], value: Str, expire_at_ms: i64, keep_ttl: boo
     };
     let previous = db.insert(Entry {
         key: crate::keyspace::Key::from(key),
-        value: Value::String(value),
+        value: Value::string(value),
         expire_at_ms,
     });
     if previous.is_none() {
@@ -448,7 +448,7 @@ fn mget(ctx: &mut Ctx, args: &Args) -> Action {
     ctx.out.array(args.len() - 1);
     for key in &args[1..] {
         match ctx.lookup_read(key).map(|e| &e.value) {
-            Some(Value::String(v)) => {
+            Some(Value::String(v, _)) => {
                 let v = v.clone();
                 ctx.out.bulk(&v)
             }

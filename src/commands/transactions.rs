@@ -204,6 +204,15 @@ fn exec(ctx: &mut Ctx, _args: &Args) -> Action {
         ctx.out.error("ERR EXEC without MULTI");
         return Action::None;
     };
+    // Redis refuses it before it runs (`processCommand`), so before the other checks.
+    if crate::engine::evict::exec_denied(ctx.server, &state.queued) {
+        end_transaction(ctx);
+        ctx.out.error(
+            "EXECABORT Transaction discarded because of: OOM command not allowed when used \
+             memory > 'maxmemory'.",
+        );
+        return Action::None;
+    }
     if state.failed {
         end_transaction(ctx);
         ctx.out

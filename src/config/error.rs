@@ -117,6 +117,12 @@ pub enum ConfigError {
         directive: &'static str,
         reason: ValueError,
     },
+    /// A `user` line with a rule ACL refuses; `word` is the one Redis names.
+    UserDeclaration {
+        at: ConfigLine,
+        word: String,
+        reason: crate::acl::rules::RuleError,
+    },
 }
 
 /// The line a directive came from, for the error message.
@@ -164,6 +170,9 @@ impl std::fmt::Display for ConfigError {
                 at.write_fatal(f, &"Bad directive or wrong number of arguments")
             }
             ConfigError::BadValue { at, reason, .. } => at.write_fatal(f, reason),
+            ConfigError::UserDeclaration { at, word, reason } => {
+                at.write_fatal(f, &format!("Error in user declaration '{word}': {reason}"))
+            }
         }
     }
 }

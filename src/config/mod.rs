@@ -26,6 +26,76 @@ impl FsyncPolicy {
     }
 }
 
+/// `maxmemory-policy`: what goes when memory is over `maxmemory` (`engine::evict`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EvictionPolicy {
+    VolatileLru,
+    VolatileLfu,
+    VolatileRandom,
+    VolatileTtl,
+    AllKeysLru,
+    AllKeysLfu,
+    AllKeysRandom,
+    NoEviction,
+}
+
+impl EvictionPolicy {
+    /// In Redis's order (its error lists them so).
+    pub const ALL: [EvictionPolicy; 8] = [
+        EvictionPolicy::VolatileLru,
+        EvictionPolicy::VolatileLfu,
+        EvictionPolicy::VolatileRandom,
+        EvictionPolicy::VolatileTtl,
+        EvictionPolicy::AllKeysLru,
+        EvictionPolicy::AllKeysLfu,
+        EvictionPolicy::AllKeysRandom,
+        EvictionPolicy::NoEviction,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            EvictionPolicy::VolatileLru => "volatile-lru",
+            EvictionPolicy::VolatileLfu => "volatile-lfu",
+            EvictionPolicy::VolatileRandom => "volatile-random",
+            EvictionPolicy::VolatileTtl => "volatile-ttl",
+            EvictionPolicy::AllKeysLru => "allkeys-lru",
+            EvictionPolicy::AllKeysLfu => "allkeys-lfu",
+            EvictionPolicy::AllKeysRandom => "allkeys-random",
+            EvictionPolicy::NoEviction => "noeviction",
+        }
+    }
+
+    /// The key access fields are LFU counters (Redis's MAXMEMORY_FLAG_LFU).
+    pub fn is_lfu(self) -> bool {
+        matches!(
+            self,
+            EvictionPolicy::VolatileLfu | EvictionPolicy::AllKeysLfu
+        )
+    }
+
+    /// Only keys with an expiry may go (the `volatile-*` policies).
+    pub fn volatile_only(self) -> bool {
+        matches!(
+            self,
+            EvictionPolicy::VolatileLru
+                | EvictionPolicy::VolatileLfu
+                | EvictionPolicy::VolatileRandom
+                | EvictionPolicy::VolatileTtl
+        )
+    }
+
+    fn parse(args: &[String]) -> Result<EvictionPolicy, ValueError> {
+        let word = one(args)?;
+        EvictionPolicy::ALL
+            .into_iter()
+            .find(|policy| policy.name().eq_ignore_ascii_case(word))
+            .ok_or(ValueError::NotOneOf {
+                choices: "volatile-lru, volatile-lfu, volatile-random, volatile-ttl, \
+                          allkeys-lru, allkeys-lfu, allkeys-random, noeviction",
+            })
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Config {
     pub port: u16,
@@ -92,7 +162,78 @@ pub struct Config {
     /// `busy-reply-threshold` (alias `lua-time-limit`): milliseconds a script runs before
     /// other clients are answered -BUSY and SCRIPT KILL can stop it; 0: never.
     pub busy_reply_threshold_ms: u64,
+    /// `aclfile`: where ACL LOAD and ACL SAVE read and write the users (relative to `dir`
+    /// unless absolute); empty: none.
+    pub aclfile: String,
+    /// The config file's `user <name> <rules...>` lines (`crate::acl::file`), checked as
+    /// they are read and applied at start-up.
+    pub acl_users: Vec<Vec<String>>,
+    /// `acl-pubsub-default`: new users may use every channel (`allchannels`) or none
+    /// (`resetchannels`, Redis 7.0's default).
+    pub acl_pubsub_default_all: bool,
+    /// `acllog-max-len`: entries ACL LOG keeps.
+    pub acllog_max_len: u64,
+    /// `enable-protected-configs`: CONFIG SET of `dir` and `dbfilename`.
+    pub enable_protected_configs: ProtectedAction,
+    /// `enable-debug-command`, `enable-module-command`: Tessera has neither command; kept
+    /// so that redis.conf files load and CONFIG GET answers as Redis does.
+    pub enable_debug_command: ProtectedAction,
+    pub enable_module_command: ProtectedAction,
+    /// `tracking-table-max-keys`: keys client-side caching remembers for its readers; past
+    /// it, keys are forgotten at random (their readers told to drop them). 0: no limit.
+    pub tracking_table_max_keys: u64,
+    /// `maxmemory`: the memory, in bytes, past which keys are evicted or writes refused
+    /// (`engine::evict`); 0, no limit.
+    pub memory_bytes_max: u64,
+    /// `maxmemory-policy`.
+    pub eviction_policy: EvictionPolicy,
+    /// `maxmemory-samples`: keys sampled per database for each eviction.
+    pub eviction_samples: u32,
+    /// `maxmemory-eviction-tenacity` (0..100): how long one command's eviction may run.
+    pub eviction_tenacity: u32,
+    /// `lfu-log-factor` and `lfu-decay-time` (minutes): the LFU counter's rules.
+    pub lfu_log_factor: u32,
+    pub lfu_decay_time: u32,
 }
+
+/// Who may do a protected action (Redis's `enable-protected-configs` and its kin).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProtectedAction {
+    No,
+    Yes,
+    /// Only clients connected from 127.0.0.1 or ::1.
+    Local,
+}
+
+impl ProtectedAction {
+    fn name(self) -> &'static str {
+        match self {
+            ProtectedAction::No => "no",
+            ProtectedAction::Yes => "yes",
+            ProtectedAction::Local => "local",
+        }
+    }
+
+    fn parse(args: &[String]) -> Result<ProtectedAction, ValueError> {
+        match one(args)?.to_ascii_lowercase().as_str() {
+            "no" => Ok(ProtectedAction::No),
+            "yes" => Ok(ProtectedAction::Yes),
+            "local" => Ok(ProtectedAction::Local),
+            _ => Err(ValueError::NotOneOf {
+                choices: "no, yes, local",
+            }),
+        }
+    }
+
+    /// Whether a client (local: connected from 127.0.0.1 or ::1) may do it.
+    pub fn allows(self, local: bool) -> bool {
+        self == ProtectedAction::Yes || (self == ProtectedAction::Local && local)
+    }
+}
+
+/// Directives whose CONFIG SET needs `enable-protected-configs` (Redis 7.0's
+/// PROTECTED_CONFIG: they name files the server writes).
+pub const PROTECTED: &[&str] = &["dir", "dbfilename"];
 
 impl Config {
     /// The number of writer threads a compaction uses.
@@ -264,8 +405,22 @@ impl Default for Config {
             rdb_key_save_delay_us: 0,
             key_load_delay_us: 0,
             busy_reply_threshold_ms: 5000,
+            tracking_table_max_keys: 1_000_000,
             rdbcompression: true,
             notify_keyspace_events: crate::notify::KeyspaceEvents::default(),
+            aclfile: String::new(),
+            acl_users: Vec::new(),
+            acl_pubsub_default_all: false,
+            acllog_max_len: 128,
+            enable_protected_configs: ProtectedAction::No,
+            enable_debug_command: ProtectedAction::No,
+            enable_module_command: ProtectedAction::No,
+            memory_bytes_max: 0,
+            eviction_policy: EvictionPolicy::NoEviction,
+            eviction_samples: 5,
+            eviction_tenacity: 10,
+            lfu_log_factor: 10,
+            lfu_decay_time: 1,
         }
     }
 }
@@ -326,6 +481,47 @@ fn parse_int_in(args: &[String], min: i64, max: i64) -> Result<i64, ValueError> 
         return Err(ValueError::OutOfRange { min, max });
     }
     Ok(value)
+}
+
+/// An integer as Redis reads its integer directives (`string2ll`: no sign but `-`, no
+/// leading zero, no space), within `min..=max`.
+fn parse_strict_int_in(args: &[String], min: i64, max: i64) -> Result<i64, ValueError> {
+    let value = crate::resp::parse_i64(one(args)?.as_bytes()).ok_or(ValueError::NotInteger)?;
+    if value < min || value > max {
+        return Err(ValueError::OutOfRange { min, max });
+    }
+    Ok(value)
+}
+
+/// `maxmemory` as Redis 7.0 reads it (`memtoull`): digits and a unit (`b`, `k`, `kb`,
+/// `m`, `mb`, `g`, `gb`, any case); no sign. Its quirks are kept: no digits is 0, a
+/// number past 2^64 saturates, and the unit's product wraps.
+fn parse_maxmemory(args: &[String]) -> Result<u64, ValueError> {
+    let text = one(args)?;
+    let digits_end = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(digits_end);
+    let multiplier: u64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => 1024,
+        "m" => 1000 * 1000,
+        "mb" => 1024 * 1024,
+        "g" => 1000 * 1000 * 1000,
+        "gb" => 1024 * 1024 * 1024,
+        _ => return Err(ValueError::NotMemory),
+    };
+    // Redis copies the digits into a 128-byte buffer first.
+    if digits.len() >= 128 {
+        return Err(ValueError::NotMemory);
+    }
+    let value = if digits.is_empty() {
+        0
+    } else {
+        digits.parse::<u64>().unwrap_or(u64::MAX)
+    };
+    Ok(value.wrapping_mul(multiplier))
 }
 
 fn parse_memory_arg(args: &[String], min: u64) -> Result<u64, ValueError> {
@@ -529,6 +725,12 @@ pub static DIRECTIVES: &[Directive] = &[
         |c, a| c.busy_reply_threshold_ms = parse_int_in(a, 0, i64::MAX)? as u64
     ),
     directive!(
+        "tracking-table-max-keys",
+        true,
+        |c| c.tracking_table_max_keys.to_string(),
+        |c, a| c.tracking_table_max_keys = parse_int_in(a, 0, i64::MAX)? as u64
+    ),
+    directive!(
         "key-load-delay",
         true,
         |c| c.key_load_delay_us.to_string(),
@@ -600,6 +802,88 @@ pub static DIRECTIVES: &[Directive] = &[
         |c| c.notify_keyspace_events.to_string(),
         |c, a| c.notify_keyspace_events =
             crate::notify::KeyspaceEvents::parse(one(a)?).map_err(ValueError::KeyspaceEvents)?
+    ),
+    directive!("aclfile", false, |c| c.aclfile.clone(), |c, a| c.aclfile =
+        one(a)?.to_string()),
+    directive!(
+        "acl-pubsub-default",
+        true,
+        |c| if c.acl_pubsub_default_all {
+            "allchannels".into()
+        } else {
+            "resetchannels".into()
+        },
+        |c, a| {
+            c.acl_pubsub_default_all = match one(a)?.to_ascii_lowercase().as_str() {
+                "allchannels" => true,
+                "resetchannels" => false,
+                _ => {
+                    return Err(ValueError::NotOneOf {
+                        choices: "allchannels, resetchannels",
+                    });
+                }
+            }
+        }
+    ),
+    directive!(
+        "acllog-max-len",
+        true,
+        |c| c.acllog_max_len.to_string(),
+        |c, a| c.acllog_max_len = parse_int_in(a, 0, i64::MAX)? as u64
+    ),
+    directive!(
+        "enable-protected-configs",
+        false,
+        |c| c.enable_protected_configs.name().into(),
+        |c, a| c.enable_protected_configs = ProtectedAction::parse(a)?
+    ),
+    directive!(
+        "enable-debug-command",
+        false,
+        |c| c.enable_debug_command.name().into(),
+        |c, a| c.enable_debug_command = ProtectedAction::parse(a)?
+    ),
+    directive!(
+        "enable-module-command",
+        false,
+        |c| c.enable_module_command.name().into(),
+        |c, a| c.enable_module_command = ProtectedAction::parse(a)?
+    ),
+    directive!(
+        "maxmemory",
+        true,
+        |c| c.memory_bytes_max.to_string(),
+        |c, a| c.memory_bytes_max = parse_maxmemory(a)?
+    ),
+    directive!(
+        "maxmemory-policy",
+        true,
+        |c| c.eviction_policy.name().into(),
+        |c, a| c.eviction_policy = EvictionPolicy::parse(a)?
+    ),
+    directive!(
+        "maxmemory-samples",
+        true,
+        |c| c.eviction_samples.to_string(),
+        |c, a| c.eviction_samples = parse_strict_int_in(a, 1, i32::MAX as i64)? as u32
+    ),
+    directive!(
+        "maxmemory-eviction-tenacity",
+        true,
+        |c| c.eviction_tenacity.to_string(),
+        |c, a| c.eviction_tenacity = parse_strict_int_in(a, 0, 100)? as u32
+    ),
+    directive!(
+        "lfu-log-factor",
+        true,
+        |c| c.lfu_log_factor.to_string(),
+        |c, a| c.lfu_log_factor = parse_strict_int_in(a, 0, i32::MAX as i64)? as u32
+    ),
+    directive!(
+        "lfu-decay-time",
+        true,
+        |c| c.lfu_decay_time.to_string(),
+        |c, a| c.lfu_decay_time = parse_strict_int_in(a, 0, i32::MAX as i64)? as u32
     ),
     directive!(
         "save",
@@ -766,6 +1050,19 @@ impl Config {
                 .map(|w| String::from_utf8_lossy(&w).into_owned())
                 .collect();
             let (name, args) = words.split_first().expect("non-empty line has a word");
+            // `user` lines may repeat and are no CONFIG GET/SET directive (as in Redis).
+            if name.eq_ignore_ascii_case("user") && !args.is_empty() {
+                let pubsub_all = self.acl_pubsub_default_all;
+                crate::acl::file::check_config_user(args, &self.acl_users, pubsub_all).map_err(
+                    |(word, reason)| ConfigError::UserDeclaration {
+                        at: at(),
+                        word,
+                        reason,
+                    },
+                )?;
+                self.acl_users.push(args.to_vec());
+                continue;
+            }
             let directive =
                 find_directive(name).ok_or_else(|| ConfigError::UnknownDirective { at: at() })?;
             (directive.set)(self, args).map_err(|reason| ConfigError::BadValue {
@@ -958,6 +1255,22 @@ mod tests {
         config
             .apply_text("appendfilename tessera.lock\n", true)
             .unwrap();
+    }
+
+    #[test]
+    fn maxmemory_reads_as_redis_memtoull() {
+        let read = |text: &str| parse_maxmemory(&[text.to_string()]);
+        assert_eq!(read("100mb").unwrap(), 100 << 20);
+        assert_eq!(read("5K").unwrap(), 5000);
+        assert_eq!(read("").unwrap(), 0);
+        assert_eq!(read("99999999999999999999999").unwrap(), u64::MAX);
+        assert_eq!(
+            read("99999999999999999999kb").unwrap(),
+            u64::MAX.wrapping_mul(1024)
+        );
+        for bad in ["-1", "+5", " 5", "1.5mb", "0x10", "10x"] {
+            assert!(matches!(read(bad), Err(ValueError::NotMemory)), "{bad}");
+        }
     }
 
     #[test]

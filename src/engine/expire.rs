@@ -1,6 +1,7 @@
 //! Active expiry: the cron's sweep that deletes keys whose time has passed, as Redis's
 //! `activeExpireCycle` does, each deletion a DEL in the effects stream and an `expired`
-//! keyspace event. (Lazy expiry, on access, is `Ctx::expire_if_needed`.)
+//! keyspace event and an invalidation for tracking clients. (Lazy expiry, on access, is
+//! `Ctx::expire_if_needed`.)
 
 use super::{Engine, Host};
 use crate::keyspace::SLOT_COUNT;
@@ -10,7 +11,8 @@ use std::time::{Duration, Instant};
 impl Engine {
     /// Deletes expired keys slot by slot, from each database's cursor on, until a whole
     /// round is done or `budget` is spent; the cursors keep the place for the next run.
-    /// `host`: where the `expired` events go (no session runs a command meanwhile).
+    /// `host`: where the `expired` events and the invalidations go (no session runs a
+    /// command meanwhile).
     pub fn active_expire_cycle(
         &mut self,
         cursors: &mut [usize],
@@ -41,10 +43,20 @@ impl Engine {
                             "expired",
                             &key,
                             db_index,
-                            &mut |id, message| host.deliver(id, message),
+                            &mut |id, message| {
+                                host.deliver(id, message);
+                            },
                         );
                         self.effects.record(db_index, &[b"DEL", &key]);
                         self.state.watches.touch(db_index, &key, false);
+                        if self.state.tracking.watches_changes() {
+                            self.state.tracking.key_changed(
+                                &key,
+                                None,
+                                None,
+                                &mut |id, message| host.deliver(id, message),
+                            );
+                        }
                     }
                 }
                 cursor = (cursor + 1) % SLOT_COUNT;

@@ -1,8 +1,11 @@
 //! The engine: the one place a command is executed.
 //!
 //! `Engine::execute` takes a session's request and does, in Redis's order (its
-//! `processCommand`): look the command up; check its arity, authentication (ACL will
-//! join here), MISCONF (the log failing refuses writes), MULTI's own rules and
+//! `processCommand`): look the command up; evict keys if memory is over `maxmemory`
+//! (`evict`, a client's command only); check its arity, authentication, MULTI's own
+//! rules, the user's ACL permissions (`crate::acl`: the command, its keys, its channels;
+//! a denial is logged in ACL LOG), memory (`-OOM` for commands that may grow it, with
+//! nothing left to evict), MISCONF (the log failing refuses writes) and
 //! `-LOADING`; queue it if the session is inside MULTI; otherwise build the command's
 //! context and run its handler, then act on what the handler asked (run an EXEC's queue,
 //! ask the host for CLIENT LIST). What the caller must still do — park the client, start
@@ -17,11 +20,20 @@
 //! The engine owns the dataset (`Keyspace`), the state commands see (`ServerState`) and
 //! the effects not yet taken. It owns no socket, thread or file: the event loop
 //! (`crate::server`) and the replay (`crate::recovery`) drive it, and lend it a `Host`
-//! through which a command reaches the other sessions (CLIENT LIST, pub/sub messages).
+//! through which a command reaches the other sessions (CLIENT LIST, pub/sub messages,
+//! client-side caching's invalidations).
+//!
+//! Client-side caching (`crate::tracking`) hangs on this one path too: after a read-only
+//! command the keys it read are remembered for a tracking client (`Engine::run`); a
+//! change reported by a handler (`Ctx::propagate`), an expiry or a flush invalidates; and
+//! what is meant for the client whose request is running waits until its reply is written
+//! (`Origin`), whether the change came from its command, its EXEC or its script.
 
+pub mod evict;
 mod expire;
 mod transaction;
 
+use crate::acl::Denied;
 use crate::commands::blocking::{BlockMode, Blocked};
 use crate::commands::{
     Action, CommandSpec, Ctx, Registry, ReplyShows, ServerState, SessionState, flags,
@@ -32,6 +44,7 @@ use crate::effects::Effects;
 use crate::keyspace::Keyspace;
 use crate::resp::ReplyWriter;
 use crate::storage::Storage;
+use crate::tracking::Origin;
 use crate::types::string::Str;
 use bytes::Bytes;
 use std::fmt;
@@ -45,6 +58,14 @@ pub struct Engine {
     pub state: ServerState,
     pub effects: Effects,
     registry: &'static Registry,
+    /// The client whose request is running (a client's command or a blocked client's,
+    /// with the EXEC or script it runs): tracking's messages for it wait here for its
+    /// reply.
+    origin: Option<Origin>,
+    /// While a script runs for a client whose reads are tracked: the script's declared
+    /// keys, which each read-only command of the script remembers for it (Redis's rule for
+    /// scripts: their own key arguments are not the caller's).
+    script_tracked_keys: Option<Vec<Vec<u8>>>,
 }
 
 /// One command as received.
@@ -109,6 +130,8 @@ pub enum Refusal {
     UnknownCommand(String),
     WrongArity(&'static str),
     NoAuth,
+    /// Over `maxmemory` with nothing left to evict: `denyoom` commands are refused.
+    OutOfMemory,
     /// The log can't be written (the writer's error): writes are refused.
     LogFailing(crate::log::writer::LogError),
     /// A command that may not be queued (WATCH, SHUTDOWN…) inside MULTI.
@@ -127,6 +150,14 @@ pub enum Refusal {
     NotFromScript,
     /// From a read-only script (EVAL_RO, `no-writes`): a write command.
     WriteInReadOnlyScript,
+    /// ACL: the user may not run the command, or touch one of its keys or channels.
+    /// `at_exec`: found when EXEC ran its queue (the rules changed since it was queued).
+    NoPermission {
+        denial: crate::acl::Denial,
+        at_exec: bool,
+    },
+    /// ACL, from a script: its user may not run the command, or touch a key or channel.
+    ScriptNoPermission(crate::acl::Denial),
 }
 
 impl fmt::Display for Refusal {
@@ -137,6 +168,9 @@ impl fmt::Display for Refusal {
                 write!(f, "ERR wrong number of arguments for '{name}' command")
             }
             Refusal::NoAuth => f.write_str("NOAUTH Authentication required."),
+            Refusal::OutOfMemory => {
+                f.write_str("OOM command not allowed when used memory > 'maxmemory'.")
+            }
             Refusal::LogFailing(error) => {
                 write!(f, "MISCONF Errors writing to the AOF file: {error}")
             }
@@ -163,6 +197,45 @@ impl fmt::Display for Refusal {
             Refusal::WriteInReadOnlyScript => {
                 f.write_str("ERR Write commands are not allowed from read-only scripts.")
             }
+            Refusal::NoPermission {
+                denial,
+                at_exec: false,
+            } => match denial.denied {
+                Denied::Command => write!(
+                    f,
+                    "NOPERM this user has no permissions to run the '{}' command",
+                    denial.command
+                ),
+                Denied::Key(_) => f.write_str(
+                    "NOPERM this user has no permissions to access one of the keys used as arguments",
+                ),
+                Denied::Channel(_) => f.write_str(
+                    "NOPERM this user has no permissions to access one of the channels used as arguments",
+                ),
+            },
+            Refusal::NoPermission {
+                denial,
+                at_exec: true,
+            } => write!(
+                f,
+                "NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: {}",
+                match denial.denied {
+                    Denied::Command => "no permission to execute the command or subcommand",
+                    Denied::Key(_) => "no permission to touch the specified keys",
+                    Denied::Channel(_) =>
+                        "no permission to access one of the channels used as arguments",
+                }
+            ),
+            Refusal::ScriptNoPermission(denial) => write!(
+                f,
+                "ERR The user executing the script {}",
+                match denial.denied {
+                    Denied::Command => "can't run this command or subcommand",
+                    Denied::Key(_) =>
+                        "can't access at least one of the keys mentioned in the command arguments",
+                    Denied::Channel(_) => "can't publish to the channel mentioned in the command",
+                }
+            ),
         }
     }
 }
@@ -175,7 +248,8 @@ impl std::error::Error for Refusal {}
 pub trait Host {
     /// CLIENT LIST (every session, or those in `ids`) or, with `only_self`, CLIENT INFO.
     /// `current_output`: the length and capacity of the calling session's reply buffer.
-    /// `kind`: only clients of that class (CLIENT LIST TYPE).
+    /// `kind`: only clients of that class (CLIENT LIST TYPE). `tracking`: for the
+    /// tracking flags and `redir=`.
     fn client_list(
         &self,
         current: &SessionState,
@@ -183,12 +257,33 @@ pub trait Host {
         only_self: bool,
         ids: Option<&[u64]>,
         kind: Option<crate::commands::ClientKind>,
+        tracking: &crate::tracking::Tracking,
     ) -> String;
 
-    /// Appends a pub/sub message to the output of client `id`, in that client's protocol
-    /// (never the calling session's: the engine writes its copy into its reply). A client
-    /// that is gone, or over its output limit, gets nothing.
-    fn deliver(&mut self, id: u64, message: &crate::pubsub::Message<'_>);
+    /// Appends a message (pub/sub, or a tracking invalidation) to the output of client
+    /// `id`, in that client's protocol (never the calling session's: the engine writes its
+    /// copy into its reply). A client that is gone, or over its output limit, or that the
+    /// message cannot reach (`Message::reaches`), gets nothing. False when no client `id`
+    /// is connected.
+    fn deliver(&mut self, id: u64, message: &crate::pubsub::Message<'_>) -> bool;
+
+    /// Whether client `id` is connected (another than the calling session).
+    fn client_exists(&self, id: u64) -> bool;
+
+    /// Closes the other sessions a change of ACL users dooms (after this turn's replies;
+    /// they run no more commands). The calling session is the engine's to close.
+    fn kill_clients(&mut self, _doomed: &crate::acl::Doomed) {}
+
+    /// The calling session as CLIENT INFO describes it, with `command` as its last
+    /// command (an ACL LOG entry's `client-info`); a script's caller for a script.
+    fn describe_client(
+        &self,
+        _current: &SessionState,
+        _command: &str,
+        _tracking: &crate::tracking::Tracking,
+    ) -> String {
+        String::new()
+    }
 
     /// A script has run past `busy-reply-threshold`: answer the other clients now (-BUSY;
     /// SCRIPT KILL, FUNCTION KILL, SHUTDOWN NOSAVE) and say what they asked of the script.
@@ -211,11 +306,18 @@ impl Host for NoSessions {
         _: bool,
         _: Option<&[u64]>,
         _: Option<crate::commands::ClientKind>,
+        _: &crate::tracking::Tracking,
     ) -> String {
         String::new()
     }
 
-    fn deliver(&mut self, _: u64, _: &crate::pubsub::Message<'_>) {}
+    fn deliver(&mut self, _: u64, _: &crate::pubsub::Message<'_>) -> bool {
+        false
+    }
+
+    fn client_exists(&self, _: u64) -> bool {
+        false
+    }
 }
 
 impl Engine {
@@ -226,11 +328,96 @@ impl Engine {
             state: ServerState::new(config, config_file, storage),
             effects: Effects::default(),
             registry: global_registry(),
+            origin: None,
+            script_tracked_keys: None,
         }
     }
 
     /// Runs one request for `session`, its reply appended to `reply`.
     pub fn execute(
+        &mut self,
+        session: &mut SessionState,
+        reply: &mut Vec<u8>,
+        request: Request<'_>,
+        mode: Mode,
+        host: &mut dyn Host,
+    ) -> Outcome {
+        // A client's request, or a blocked client's served again, runs on its own; EXEC's
+        // commands and a script's run inside one of those, whose client stays the origin.
+        if !matches!(mode, Mode::Client | Mode::ServeBlocked(_)) {
+            return self.dispatch(session, reply, request, mode, host);
+        }
+        let client_request = mode == Mode::Client;
+        if client_request && self.state.tracking.total_keys() > 0 {
+            // Before the command, as Redis's processCommand: what is due to this client
+            // comes before its reply.
+            self.limit_tracking_table(Some((&*session, &mut *reply)), host);
+        }
+        let previous = self.origin.replace(Origin::new(
+            session.id,
+            session.resp3,
+            session.subscriptions.any(),
+        ));
+        debug_assert!(previous.is_none(), "a client's request inside another's");
+        let outcome = self.dispatch(session, reply, request, mode, host);
+        let origin = self.origin.take().expect("set above");
+        reply.extend_from_slice(&origin.messages);
+        // CLIENT CACHING covers the next command, or the whole transaction it opens, and
+        // survives other CLIENT commands (Redis's `resetClient`).
+        if client_request
+            && session.multi.is_none()
+            && self.state.tracking.has_caching(session.id)
+            && self.registry.get(request.argv[0]).map(|spec| spec.name) != Some("client")
+        {
+            self.state.tracking.command_done(session.id);
+        }
+        outcome
+    }
+
+    /// Keeps the tracking table within `tracking-table-max-keys` (before a client's
+    /// command, and from the cron). `current`: the session about to run a command and its
+    /// reply buffer, where what is due to it goes (it is out of the host's table).
+    pub fn limit_tracking_table(
+        &mut self,
+        current: Option<(&SessionState, &mut Vec<u8>)>,
+        host: &mut dyn Host,
+    ) {
+        let max_keys = self.state.config.tracking_table_max_keys;
+        let (running, mut origin) = match &current {
+            Some((session, _)) => (
+                Some(session.id),
+                Some(Origin::new(
+                    session.id,
+                    session.resp3,
+                    session.subscriptions.any(),
+                )),
+            ),
+            None => (None, None),
+        };
+        self.state
+            .tracking
+            .limit_keys(max_keys, running, &mut |id, message| {
+                Origin::route(origin.as_mut(), host, id, message)
+            });
+        if let (Some((_, reply)), Some(origin)) = (current, origin) {
+            reply.extend_from_slice(&origin.messages);
+        }
+    }
+
+    /// Sends the BCAST invalidations of the keys changed since the last call: at the end
+    /// of every turn of the event loop, as Redis does before it sleeps (no client runs a
+    /// command meanwhile, so every receiver is reached through the host).
+    pub fn broadcast_invalidations(&mut self, host: &mut dyn Host) {
+        if self.state.tracking.total_prefixes() > 0 {
+            self.state
+                .tracking
+                .broadcast(&mut |id, message| host.deliver(id, message));
+        }
+    }
+
+    /// Runs one request for `session` (the checks, queueing inside MULTI, the handler and
+    /// what it asked for).
+    fn dispatch(
         &mut self,
         session: &mut SessionState,
         reply: &mut Vec<u8>,
@@ -253,11 +440,18 @@ impl Engine {
         let refusal = match &mode {
             Mode::Replay => (!spec.arity_ok(argv.len())).then_some(Refusal::WrongArity(spec.name)),
             Mode::Client | Mode::Exec | Mode::ServeBlocked(_) => {
+                if mode == Mode::Client {
+                    self.evict_before_command(host);
+                }
                 self.refusal(session, spec, argv, &mode)
             }
-            Mode::Script(script) => self.script_refusal(spec, argv, script),
+            Mode::Script(script) => self.script_refusal(session, spec, argv, script),
         };
         if let Some(refusal) = refusal {
+            self.log_denial(session, argv, &refusal, &mode, host);
+            if spec.name == "exec" && session.multi.is_some() {
+                return self.abort_exec(session, reply, refusal);
+            }
             return self.refuse(session, reply, refusal);
         }
         if session.multi.is_some() && !transaction::runs_inside_multi(spec) {
@@ -286,6 +480,7 @@ impl Engine {
         host: &mut dyn Host,
     ) -> Action {
         let replay = mode == Mode::Replay;
+        let in_script = matches!(mode, Mode::Script(_));
         let now_ms = match &mode {
             Mode::Script(script) => script.now_ms,
             _ => crate::clock::unix_ms(),
@@ -307,9 +502,16 @@ impl Engine {
             big_arguments: request.big_arguments,
             host,
             write_lookups: spec.has(flags::WRITE),
+            origin: self.origin.as_mut(),
+            accessed: smallvec::SmallVec::new(),
         };
+        let memory_max_before = ctx.server.config.memory_bytes_max;
+        crate::access::set_now(now_ms);
         let action = (spec.handler)(&mut ctx, request.argv);
         let errors = ctx.out.errors;
+        if spec.has(flags::READONLY) && self.state.tracking.client_count() > 0 && !replay {
+            self.remember_tracked_keys(session, spec, request.argv, in_script);
+        }
         self.state.stats.total_error_replies += errors;
         self.state.stats.total_commands_processed += 1;
         session.last_command = spec.name;
@@ -324,8 +526,33 @@ impl Engine {
         session.reply_shows = session.reply_shows.max(shows);
         if spec.name == "config" {
             self.state.config.encoding_limits.apply();
+            self.eviction_after_config(memory_max_before);
         }
         action
+    }
+
+    /// After a read-only command: its keys are remembered for the client that read them,
+    /// if it tracks in the default mode (Redis's `trackingRememberKeys`, whatever the
+    /// reply was). A script's reads remember the script's declared keys for its caller;
+    /// EVAL_RO and its kin, read-only themselves, remember nothing of their own.
+    fn remember_tracked_keys(
+        &mut self,
+        session: &SessionState,
+        spec: &CommandSpec,
+        argv: &[&[u8]],
+        in_script: bool,
+    ) {
+        let tracking = &mut self.state.tracking;
+        if in_script {
+            if let (Some(keys), Some(origin)) = (&self.script_tracked_keys, &self.origin) {
+                tracking.remember(origin.id, keys.iter().map(Vec::as_slice));
+            }
+        } else if !matches!(spec.name, "eval_ro" | "evalsha_ro" | "fcall_ro")
+            && !spec.has(flags::PUBSUB)
+        {
+            let keys = crate::commands::tracked_key_positions(spec, argv);
+            tracking.remember(session.id, keys.into_iter().map(|index| argv[index]));
+        }
     }
 
     /// Acts on what a handler asked that the engine can do itself; hands the rest back.
@@ -345,8 +572,15 @@ impl Engine {
                 Outcome::Done
             }
             Action::RunScript(call) => {
+                self.script_tracked_keys = self
+                    .state
+                    .tracking
+                    .remembers_reads(session.id)
+                    .then(|| call.keys.clone());
                 // Inside EXEC the script's records are already inside EXEC's own block.
-                match crate::scripting::run::run(self, session, reply, *call, !in_exec, host) {
+                let end = crate::scripting::run::run(self, session, reply, *call, !in_exec, host);
+                self.script_tracked_keys = None;
+                match end {
                     crate::scripting::run::ScriptEnd::Done => Outcome::Done,
                     crate::scripting::run::ScriptEnd::ShutdownNoSave => {
                         Outcome::Shutdown(ShutdownSave::NoSave)
@@ -359,7 +593,14 @@ impl Engine {
                 kind,
             } => {
                 let output = (reply.len(), reply.capacity());
-                let text = host.client_list(session, output, only_self, ids.as_deref(), kind);
+                let text = host.client_list(
+                    session,
+                    output,
+                    only_self,
+                    ids.as_deref(),
+                    kind,
+                    &self.state.tracking,
+                );
                 ReplyWriter::new(reply, session.resp3).verbatim(text.as_bytes());
                 Outcome::Done
             }
@@ -386,6 +627,23 @@ impl Engine {
         Outcome::Refused(refusal)
     }
 
+    /// An EXEC refused before it runs discards the transaction (Redis's
+    /// `execCommandAbort`): EXECABORT with the refusal's text.
+    fn abort_exec(
+        &mut self,
+        session: &mut SessionState,
+        reply: &mut Vec<u8>,
+        refusal: Refusal,
+    ) -> Outcome {
+        session.multi = None;
+        self.state.watches.unwatch_all(session);
+        ReplyWriter::new(reply, session.resp3).error(&format!(
+            "EXECABORT Transaction discarded because of: {refusal}"
+        ));
+        self.state.stats.total_error_replies += 1;
+        Outcome::Refused(refusal)
+    }
+
     /// Why a client's command may not run now, if it may not (Redis's `processCommand`
     /// order of checks). The subscribed context is a client's own rule: the commands of an
     /// EXEC that subscribed run on (Redis runs them without these checks).
@@ -400,13 +658,20 @@ impl Engine {
             Some(Refusal::WrongArity(spec.name))
         } else if self.auth_required(session) && !spec.has(flags::NO_AUTH) {
             Some(Refusal::NoAuth)
+        } else if session.multi.is_some() && spec.has(flags::NO_MULTI) {
+            Some(Refusal::NotInTransaction)
+        } else if let Err(denial) = self.state.acl.check(&session.user, spec.name, argv) {
+            Some(Refusal::NoPermission {
+                denial,
+                at_exec: *mode == Mode::Exec,
+            })
+        } else if *mode == Mode::Client && self.refused_for_memory(session, spec, argv) {
+            Some(Refusal::OutOfMemory)
         } else if let Some(error) = &self.state.log_error
             && (spec.has(flags::WRITE)
                 || crate::scripting::declares_writes(&self.state.scripting, spec, argv))
         {
             Some(Refusal::LogFailing(error.clone()))
-        } else if session.multi.is_some() && spec.has(flags::NO_MULTI) {
-            Some(Refusal::NotInTransaction)
         } else if *mode == Mode::Client
             && !crate::pubsub::Context::of(session.resp3, &session.subscriptions).allows(spec.name)
         {
@@ -421,6 +686,7 @@ impl Engine {
     /// Why a script's command may not run (Redis's `scriptCall` checks, in its order).
     fn script_refusal(
         &self,
+        session: &SessionState,
         spec: &CommandSpec,
         argv: &[&[u8]],
         script: &crate::scripting::run::ScriptMode,
@@ -431,6 +697,8 @@ impl Engine {
         } else if spec.has(flags::NO_SCRIPT) || crate::scripting::subcommand_not_allowed(spec, argv)
         {
             Some(Refusal::NotFromScript)
+        } else if let Err(denial) = self.state.acl.check(&session.user, spec.name, argv) {
+            Some(Refusal::ScriptNoPermission(denial))
         } else if script.read_only && writes {
             Some(Refusal::WriteInReadOnlyScript)
         } else if writes
@@ -438,6 +706,15 @@ impl Engine {
             && let Some(error) = &self.state.log_error
         {
             Some(Refusal::LogFailing(error.clone()))
+        } else if spec.has(flags::DENYOOM)
+            && !script.wrote
+            && !script.allow_oom
+            && self.state.eviction.out_of_memory
+            && self.state.config.memory_bytes_max != 0
+        {
+            // Redis's `scriptVerifyOOM`: as the script started over the limit, it may not
+            // begin to grow memory (once it wrote, it cannot be stopped half done).
+            Some(Refusal::OutOfMemory)
         } else if self.state.persistence.loading.is_some() && !spec.has(flags::LOADING) {
             Some(Refusal::Loading)
         } else {
@@ -445,9 +722,76 @@ impl Engine {
         }
     }
 
+    /// Records an ACL denial in ACL LOG (Redis's `addACLLogEntry`): the command, key or
+    /// channel refused, where it ran, who ran it.
+    fn log_denial(
+        &mut self,
+        session: &SessionState,
+        argv: &[&[u8]],
+        refusal: &Refusal,
+        mode: &Mode,
+        host: &dyn Host,
+    ) {
+        let (denial, context) = match (refusal, mode) {
+            (Refusal::ScriptNoPermission(denial), _) => (denial, crate::acl::log::Context::Lua),
+            (Refusal::NoPermission { denial, .. }, Mode::Exec) => {
+                (denial, crate::acl::log::Context::Multi)
+            }
+            (Refusal::NoPermission { denial, .. }, _) if session.multi.is_some() => {
+                (denial, crate::acl::log::Context::Multi)
+            }
+            (Refusal::NoPermission { denial, .. }, _) => {
+                (denial, crate::acl::log::Context::TopLevel)
+            }
+            _ => return,
+        };
+        let (reason, object) = match denial.denied {
+            Denied::Command => (
+                crate::acl::log::Reason::Command,
+                denial.command.as_bytes().to_vec(),
+            ),
+            Denied::Key(index) => (crate::acl::log::Reason::Key, argv[index].to_vec()),
+            Denied::Channel(index) => (crate::acl::log::Reason::Channel, argv[index].to_vec()),
+        };
+        let entry = crate::acl::log::Entry {
+            count: 1,
+            reason,
+            context,
+            object,
+            username: session.user.name().to_vec(),
+            time_ms: crate::clock::unix_ms(),
+            client_info: host.describe_client(session, &denial.command, &self.state.tracking),
+        };
+        let max_len = self.state.config.acllog_max_len as usize;
+        self.state.acl.log.add(entry, max_len);
+    }
+
+    /// Over `maxmemory` with nothing to evict, whether this command is refused (Redis's
+    /// `processCommand`): a `denyoom` command, or a script declaring it may write
+    /// without `allow-oom`; inside MULTI, anything that would be queued (EXEC of a queue
+    /// holding one of those is refused by EXEC: `commands::transactions`). A command not
+    /// allowed in MULTI gets that error instead.
+    fn refused_for_memory(
+        &self,
+        session: &SessionState,
+        spec: &CommandSpec,
+        argv: &[&[u8]],
+    ) -> bool {
+        if !self.state.eviction.out_of_memory || self.state.config.memory_bytes_max == 0 {
+            return false;
+        }
+        match &session.multi {
+            Some(_) if spec.has(flags::NO_MULTI) => false,
+            // EXEC of a queue holding one is refused by EXEC itself, which must end the
+            // transaction (EXECABORT, as for MISCONF).
+            Some(_) => !matches!(spec.name, "exec" | "discard" | "quit" | "reset"),
+            None => evict::denies_memory(&self.state.scripting, spec, argv),
+        }
+    }
+
     /// Whether the session must still AUTH: a password is set now and it has not given it.
     pub fn auth_required(&self, session: &SessionState) -> bool {
-        self.state.config.requirepass.is_some() && !session.authenticated
+        self.state.acl.auth_required() && !session.authenticated
     }
 }
 

@@ -650,7 +650,7 @@ mod tests {
         for key in keys_of_part(part, parts) {
             let entry = Entry {
                 key: key.as_bytes().into(),
-                value: crate::keyspace::Value::String(crate::types::Str::from(&b"v"[..])),
+                value: crate::keyspace::Value::string(crate::types::Str::from(&b"v"[..])),
                 expire_at_ms: NO_EXPIRY,
             };
             writer.write_entry(0, &entry).unwrap();

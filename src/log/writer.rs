@@ -101,6 +101,16 @@ struct PendingRotation {
     rotation: Rotation,
 }
 
+/// Reads the log bytes a writer holds in memory (`LogWriter::buffered_bytes`).
+#[derive(Clone)]
+pub struct BufferGauge(Arc<Shared>);
+
+impl BufferGauge {
+    pub fn bytes(&self) -> u64 {
+        self.0.pending_bytes.load(Ordering::Relaxed) + self.0.retained_bytes.load(Ordering::Relaxed)
+    }
+}
+
 struct Shared {
     pending: Mutex<Pending>,
     wake_writer: Condvar,
@@ -328,6 +338,12 @@ impl LogWriter {
             + self.shared.retained_bytes.load(Ordering::Relaxed)
     }
 
+    /// A handle that reads `buffered_bytes` from elsewhere (eviction leaves these bytes
+    /// out of its measure, as Redis leaves out its AOF buffer).
+    pub fn buffer_gauge(&self) -> BufferGauge {
+        BufferGauge(self.shared.clone())
+    }
+
     /// Times writes waited for an `everysec` fsync that ran longer than 2 s (INFO's
     /// `aof_delayed_fsync`).
     pub fn delayed_fsyncs(&self) -> u64 {
@@ -393,6 +409,9 @@ struct WriterThread {
     batches: VecDeque<Batch>,
     /// Their bytes.
     retained: u64,
+    /// The memory they take (their capacity: a batch grows by doubling), which is what
+    /// `retained_bytes` publishes (INFO `mem_aof_buffer`; eviction leaves it out).
+    retained_memory: u64,
     /// File length up to which `batches` are written.
     written_len: u64,
     /// The last batch written whole (or, with none written since, the last one trusted).
@@ -434,6 +453,7 @@ impl WriterThread {
             trusted_len: file_bytes,
             batches: VecDeque::new(),
             retained: 0,
+            retained_memory: 0,
             written_len: file_bytes,
             written_seq: 0,
             dir_to_sync: None,
@@ -510,6 +530,7 @@ impl WriterThread {
     fn queue(&mut self, bytes: Vec<u8>, seq: u64) {
         if !bytes.is_empty() {
             self.retained += bytes.len() as u64;
+            self.retained_memory += bytes.capacity() as u64;
             self.batches.push_back(Batch { bytes, seq });
             self.publish_retained();
         }
@@ -518,7 +539,7 @@ impl WriterThread {
     fn publish_retained(&self) {
         self.shared
             .retained_bytes
-            .store(self.retained, Ordering::Relaxed);
+            .store(self.retained_memory, Ordering::Relaxed);
     }
 
     /// Waits for work (a batch, a request, the fsync thread's news, the retry tick) and
@@ -578,6 +599,7 @@ impl WriterThread {
             }
             self.trusted_len = end;
             self.retained -= batch.bytes.len() as u64;
+            self.retained_memory -= batch.bytes.capacity() as u64;
             self.batches.pop_front();
         }
         self.publish_retained();
@@ -695,6 +717,7 @@ impl WriterThread {
         self.trusted_len = self.written_len;
         self.batches.clear();
         self.retained = 0;
+        self.retained_memory = 0;
         self.publish_retained();
         self.shared.healed();
     }

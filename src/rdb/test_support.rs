@@ -41,7 +41,7 @@ pub(super) type Loaded = Vec<(u32, crate::keyspace::Key, crate::types::Str, i64)
 pub(super) fn entry(key: &[u8], value: &[u8], expire_at_ms: i64) -> Entry {
     Entry {
         key: crate::keyspace::Key::from(key),
-        value: Value::String(crate::types::Str::from(value)),
+        value: Value::string(crate::types::Str::from(value)),
         expire_at_ms,
     }
 }
@@ -67,7 +67,7 @@ pub(super) fn write_file(entries: &[(u32, Entry)]) -> Vec<u8> {
 pub(super) fn load_all(bytes: &[u8]) -> Result<Loaded, RdbError> {
     let mut loaded = Vec::new();
     load(bytes, &mut |db: u32, entry: Entry| {
-        let Value::String(value) = entry.value else {
+        let Value::String(value, _) = entry.value else {
             panic!("only strings are written here")
         };
         loaded.push((db, entry.key, value, entry.expire_at_ms));
@@ -89,7 +89,7 @@ pub(super) fn as_loaded(entries: &[(u32, Entry)]) -> Loaded {
     entries
         .iter()
         .map(|(db, entry)| {
-            let Value::String(value) = &entry.value else {
+            let Value::String(value, _) = &entry.value else {
                 panic!("only strings are written here")
             };
             (*db, entry.key.clone(), value.clone(), entry.expire_at_ms)

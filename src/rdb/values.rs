@@ -14,7 +14,7 @@
 use super::reader::RdbReader;
 use super::writer::RdbWriter;
 use super::{Corruption, RdbError, corrupt, value_type};
-use crate::keyspace::Value;
+use crate::keyspace::{Access, Value};
 use crate::types::hash::InvalidHash;
 use crate::types::intset::Intset;
 use crate::types::list::End;
@@ -50,17 +50,17 @@ const CONTAINER_PACKED: u64 = 2;
 /// The RDB type byte `value` is written with.
 pub(super) fn type_byte(value: &Value) -> u8 {
     match value {
-        Value::String(_) => value_type::STRING,
-        Value::List(_) => value_type::LIST_QUICKLIST_2,
-        Value::Hash(hash) => match **hash {
+        Value::String(_, _) => value_type::STRING,
+        Value::List(_, _) => value_type::LIST_QUICKLIST_2,
+        Value::Hash(hash, _) => match **hash {
             Hash::Listpack(_) => value_type::HASH_LISTPACK,
             Hash::Table(_) => value_type::HASH,
         },
-        Value::Set(set) => match **set {
+        Value::Set(set, _) => match **set {
             Set::Intset(_) => value_type::SET_INTSET,
             Set::Table(_) => value_type::SET,
         },
-        Value::ZSet(zset) => match **zset {
+        Value::ZSet(zset, _) => match **zset {
             ZSet::Listpack(_) => value_type::ZSET_LISTPACK,
             ZSet::Tree(_) => value_type::ZSET_2,
         },
@@ -71,11 +71,11 @@ pub(super) fn type_byte(value: &Value) -> u8 {
 /// are written already).
 pub(super) fn write<W: Write>(writer: &mut RdbWriter<W>, value: &Value) -> Result<(), RdbError> {
     match value {
-        Value::String(string) => writer.write_string(string),
-        Value::List(list) => write_list(writer, list),
-        Value::Hash(hash) => write_hash(writer, hash),
-        Value::Set(set) => write_set(writer, set),
-        Value::ZSet(zset) => write_zset(writer, zset),
+        Value::String(string, _) => writer.write_string(string),
+        Value::List(list, _) => write_list(writer, list),
+        Value::Hash(hash, _) => write_hash(writer, hash),
+        Value::Set(set, _) => write_set(writer, set),
+        Value::ZSet(zset, _) => write_zset(writer, zset),
     }
 }
 
@@ -98,17 +98,23 @@ pub(super) fn check_type(type_byte: u8, offset: u64) -> Result<(), RdbError> {
 pub(super) fn read<R: Read>(reader: &mut RdbReader<R>, value_type: u8) -> Result<Value, RdbError> {
     use value_type::*;
     match value_type {
-        STRING => Ok(Value::String(Str::from(&reader.read_string()?[..]))),
-        LIST | LIST_ZIPLIST | LIST_QUICKLIST | LIST_QUICKLIST_2 => {
-            Ok(Value::List(Arc::new(read_list(reader, value_type)?)))
-        }
-        HASH | HASH_ZIPMAP | HASH_ZIPLIST | HASH_LISTPACK => {
-            Ok(Value::Hash(Arc::new(read_hash(reader, value_type)?)))
-        }
-        SET | SET_INTSET => Ok(Value::Set(Arc::new(read_set(reader, value_type)?))),
-        ZSET | ZSET_2 | ZSET_ZIPLIST | ZSET_LISTPACK => {
-            Ok(Value::ZSet(Arc::new(read_zset(reader, value_type)?)))
-        }
+        STRING => Ok(Value::string(Str::from(&reader.read_string()?[..]))),
+        LIST | LIST_ZIPLIST | LIST_QUICKLIST | LIST_QUICKLIST_2 => Ok(Value::List(
+            Arc::new(read_list(reader, value_type)?),
+            Access::new(),
+        )),
+        HASH | HASH_ZIPMAP | HASH_ZIPLIST | HASH_LISTPACK => Ok(Value::Hash(
+            Arc::new(read_hash(reader, value_type)?),
+            Access::new(),
+        )),
+        SET | SET_INTSET => Ok(Value::Set(
+            Arc::new(read_set(reader, value_type)?),
+            Access::new(),
+        )),
+        ZSET | ZSET_2 | ZSET_ZIPLIST | ZSET_LISTPACK => Ok(Value::ZSet(
+            Arc::new(read_zset(reader, value_type)?),
+            Access::new(),
+        )),
         other => Err(RdbError::UnsupportedType(other)),
     }
 }
@@ -382,14 +388,14 @@ mod tests {
             list.push(End::Left, &i.to_string().into_bytes());
         }
         let values = vec![
-            Value::String(Str::from("a string")),
-            Value::List(Arc::new(list)),
-            Value::Hash(Arc::new(small_hash)),
-            Value::Hash(Arc::new(big_hash)),
-            Value::Set(Arc::new(small_set)),
-            Value::Set(Arc::new(big_set)),
-            Value::ZSet(Arc::new(small_zset)),
-            Value::ZSet(Arc::new(big_zset)),
+            Value::string(Str::from("a string")),
+            Value::List(Arc::new(list), Access::new()),
+            Value::Hash(Arc::new(small_hash), Access::new()),
+            Value::Hash(Arc::new(big_hash), Access::new()),
+            Value::Set(Arc::new(small_set), Access::new()),
+            Value::Set(Arc::new(big_set), Access::new()),
+            Value::ZSet(Arc::new(small_zset), Access::new()),
+            Value::ZSet(Arc::new(big_zset), Access::new()),
         ];
         let types: Vec<u8> = values.iter().map(type_byte).collect();
         assert_eq!(types, [0, 18, 16, 4, 11, 2, 17, 5]);
@@ -440,6 +446,6 @@ mod tests {
         // A quicklist with no nodes, then a plain set with no members, then a string.
         let body = [18, 1, b'l', 0, 2, 1, b's', 0, 0, 1, b'k', 1, b'v'];
         let loaded = load_values(&hand_made(10, &body)).unwrap();
-        assert_eq!(loaded, vec![Value::String(Str::from("v"))]);
+        assert_eq!(loaded, vec![Value::string(Str::from("v"))]);
     }
 }

@@ -22,6 +22,8 @@ pub struct Busy {
     pub query_buffer_bytes_max: usize,
     /// A password is set: clients that have not given it are answered NOAUTH.
     pub auth_required: bool,
+    /// The default user has a password (protected mode admits anyone then).
+    pub password_set: bool,
     /// What admitting a new connection checks (`maxclients`, `protected-mode`).
     pub clients_max: usize,
     pub protected_mode: bool,

@@ -174,13 +174,16 @@ pub(super) fn load(
             let load: Function = internal.raw_get("load_library")?;
             let source = lua.create_string(code)?;
             let outcome = load.call::<(bool, Option<String>)>(source);
-            lua.remove_hook();
             internal.raw_set("register", Value::Nil)?;
             internal.raw_set("load_timed_out", Value::Nil)?;
             outcome
         })
-        .map_err(code_error)?;
-    lua.remove_hook();
+        .map_err(code_error);
+    // The load's hook gives way to the one that watches runs, whatever happened (it must not
+    // outlive the load).
+    let watched = super::run::watch_busy(lua, internal).map_err(code_error);
+    let outcome = outcome?;
+    watched?;
     if let (false, message) = outcome {
         return Err(LibraryError::Code(message.unwrap_or_default()));
     }

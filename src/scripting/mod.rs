@@ -27,6 +27,7 @@ pub mod shebang;
 use bytes::Bytes;
 use hashbrown::HashMap;
 use mlua::Lua;
+use std::sync::Arc;
 
 pub use shebang::ScriptFlags;
 
@@ -63,6 +64,9 @@ pub struct Scripting {
     libraries: std::collections::BTreeMap<String, functions::Library>,
     /// Function name → its library's name.
     function_index: HashMap<String, String>,
+    /// Buffers a run keeps from one run to the next (`run::run`): a command's reply, and
+    /// the numbers given to `redis.call`.
+    run_buffers: (Vec<u8>, Vec<u8>),
 }
 
 impl Default for Scripting {
@@ -79,6 +83,20 @@ impl Scripting {
             function_sandbox: None,
             libraries: Default::default(),
             function_index: HashMap::new(),
+            run_buffers: Default::default(),
+        }
+    }
+
+    /// The buffers a run reuses (see `run_buffers`), taken for the run's length.
+    fn take_buffers(&mut self) -> (Vec<u8>, Vec<u8>) {
+        std::mem::take(&mut self.run_buffers)
+    }
+
+    /// Gives the buffers back after a run (a huge reply's buffer is not kept).
+    fn put_buffers(&mut self, reply: Vec<u8>, numbers: Vec<u8>) {
+        const KEPT_BYTES_MAX: usize = 64 * 1024;
+        if reply.capacity() <= KEPT_BYTES_MAX && numbers.capacity() <= KEPT_BYTES_MAX {
+            self.run_buffers = (reply, numbers);
         }
     }
 
@@ -257,7 +275,10 @@ impl Scripting {
     }
 
     /// The functions' interpreter, a function's callback and the sandbox's table.
-    fn prepare_function(&self, name: &str) -> Option<(Lua, mlua::Function, sandbox::Internals)> {
+    fn prepare_function(
+        &self,
+        name: &str,
+    ) -> Option<(Lua, mlua::Function, Arc<sandbox::Internals>)> {
         let sandbox = self.function_sandbox.as_ref()?;
         let function = self.function(name)?;
         Some((
@@ -273,7 +294,7 @@ impl Scripting {
     }
 
     /// The interpreter and a script's function, for `run`.
-    fn prepare(&self, sha: &[u8; 40]) -> Option<(Lua, mlua::Function, sandbox::Internals)> {
+    fn prepare(&self, sha: &[u8; 40]) -> Option<(Lua, mlua::Function, Arc<sandbox::Internals>)> {
         let sandbox = self.sandbox.as_ref()?;
         let script = self.scripts.get(sha)?;
         Some((
@@ -281,6 +302,43 @@ impl Scripting {
             script.function.clone(),
             sandbox.internals.clone(),
         ))
+    }
+}
+
+/// Whether `argv` (EVAL, EVALSHA, FCALL and their _RO forms) runs a script that counts
+/// as `denyoom`: one whose flags declare it may write and do not allow OOM (Redis's
+/// `scriptFlagsToCmdFlags`; a script without a shebang has EVAL's own flags: no).
+pub fn declares_denyoom(
+    scripting: &Scripting,
+    spec: &crate::commands::CommandSpec,
+    argv: &[&[u8]],
+) -> bool {
+    if matches!(spec.name, "fcall" | "fcall_ro") {
+        let name = argv.get(1).map(|n| String::from_utf8_lossy(n).into_owned());
+        return name
+            .and_then(|n| {
+                scripting
+                    .function(&n)
+                    .map(|f| !f.flags.no_writes && !f.flags.allow_oom)
+            })
+            .unwrap_or(false);
+    }
+    let denies = |flags: shebang::ScriptFlags| flags.declares_writes() && !flags.allow_oom;
+    let sha = match spec.name {
+        "evalsha" | "evalsha_ro" => argv.get(1).map(|sha| sha.to_vec()),
+        "eval" | "eval_ro" => argv.get(1).map(|body| sha1_hex(body).to_vec()),
+        _ => None,
+    };
+    let Some(sha) = sha else {
+        return false;
+    };
+    match scripting.get(&sha) {
+        Some(script) => denies(script.flags),
+        None if matches!(spec.name, "eval" | "eval_ro") => argv
+            .get(1)
+            .and_then(|body| shebang::parse(body).ok())
+            .is_some_and(|(flags, _)| denies(flags)),
+        None => false,
     }
 }
 
@@ -321,7 +379,7 @@ pub fn declares_writes(
 /// Subcommands of containers that scripts may not run (Redis flags them `noscript`, while
 /// Tessera's table has one row per container): every CLIENT and CONFIG subcommand but HELP.
 pub fn subcommand_not_allowed(spec: &crate::commands::CommandSpec, argv: &[&[u8]]) -> bool {
-    matches!(spec.name, "client" | "config")
+    matches!(spec.name, "client" | "config" | "acl")
         && !argv
             .get(1)
             .is_some_and(|sub| sub.eq_ignore_ascii_case(b"help"))
@@ -351,6 +409,19 @@ pub fn sha1_hex(data: &[u8]) -> [u8; 40] {
 /// use to print numbers (`%.17g` for command arguments, `%.14g` in cjson).
 pub(crate) fn format_g(value: f64, precision: u8) -> String {
     let mut buf = [0u8; 64];
+    let len = format_g_in(&mut buf, value, precision);
+    String::from_utf8_lossy(&buf[..len]).into_owned()
+}
+
+/// `format_g`, appended to `out`.
+pub(crate) fn format_g_into(out: &mut Vec<u8>, value: f64, precision: u8) {
+    let mut buf = [0u8; 64];
+    let len = format_g_in(&mut buf, value, precision);
+    out.extend_from_slice(&buf[..len]);
+}
+
+/// Prints `value` into `buf` as `format_g`; returns the length.
+fn format_g_in(buf: &mut [u8; 64], value: f64, precision: u8) -> usize {
     let format: &[u8] = match precision {
         14 => b"%.14g\0",
         16 => b"%.16g\0",
@@ -367,7 +438,7 @@ pub(crate) fn format_g(value: f64, precision: u8) -> String {
             value,
         )
     };
-    String::from_utf8_lossy(&buf[..(len.max(0) as usize).min(buf.len() - 1)]).into_owned()
+    (len.max(0) as usize).min(buf.len() - 1)
 }
 
 #[cfg(test)]

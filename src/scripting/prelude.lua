@@ -33,27 +33,14 @@ for name, lib in pairs(internal.libraries) do
   real[name] = wrapped
 end
 
-local function no_script()
-  return { err = 'ERR redis.call/pcall can only be called inside a script invocation' }, true
-end
-
+-- redis.call and redis.pcall are C functions made in Rust (`run::register`): they run the
+-- command and raise (call) or return (pcall) an error reply as Redis's error table. Like
+-- setresp and acl_check below, they answer Redis's "can only be called inside a script
+-- invocation" error when no script is running.
 local redis = {}
-redis.call = raising(function(...)
-  local command = internal.command or no_script
-  local reply, failed = command(...)
-  return not failed, reply
-end)
-function redis.pcall(...)
-  local command = internal.command or no_script
-  return (command(...))
-end
-redis.setresp = raising(function(...)
-  local setresp = internal.setresp
-  if not setresp then
-    return false, { err = 'ERR redis.setresp can only be called inside a script invocation' }
-  end
-  return setresp(...)
-end)
+redis.call = internal.call
+redis.pcall = internal.pcall
+redis.setresp = raising(internal.setresp)
 redis.set_repl = raising(internal.set_repl)
 function redis.replicate_commands()
   return true
@@ -83,15 +70,19 @@ function redis.status_reply(...)
   end
   return { ok = message }
 end
-function redis.acl_check_cmd(...)
+redis.acl_check_cmd = raising(function(...)
   if select('#', ...) == 0 then
-    error({ err = 'ERR Please specify at least one argument for this redis lib call' })
+    return false, { err = 'ERR Please specify at least one argument for this redis lib call' }
   end
-  if not internal.command_exists(...) then
-    error({ err = 'ERR Invalid command passed to redis.acl_check_cmd()' })
+  local allowed, err = internal.acl_check(...)
+  if err then
+    return false, err
   end
-  return true -- Tessera has one user, who may run everything.
-end
+  if allowed == nil then
+    return false, { err = 'ERR Invalid command passed to redis.acl_check_cmd()' }
+  end
+  return true, allowed
+end)
 real.redis = redis
 
 math.random = checked(internal.random)
@@ -161,10 +152,8 @@ local function error_handler(err)
   return err
 end
 
--- Runs a compiled script under the error handler: `true, result` or `false, error`.
-function internal.run(script)
-  return xpcall(script, error_handler)
-end
+-- Scripts run under the error handler (`run::call_script`).
+internal.error_handler = error_handler
 
 -- Protection. A proxy reads through to its table and refuses every write.
 local targets = setmetatable({}, { __mode = 'k' })
@@ -207,13 +196,17 @@ for _, name in ipairs({ 'string', 'math', 'table', 'coroutine', 'redis', 'cjson'
   end
 end
 
-local globals = proxy(real, function(_, name)
-  local value = rawget(real, name)
-  if value == nil then
+-- Scripts' globals read through to the real ones with no function call (a table
+-- __index); a name the real globals lack reaches their own __index, which refuses it as
+-- Redis's does (level 2: the script's line). Nothing else reads a missing global from them:
+-- the functions here use locals, and Lua's and mlua's C code read globals raw.
+local globals = proxy(real)
+setmetatable(real, {
+  __index = function(_, name)
     error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
-  end
-  return value
-end)
+  end,
+  __metatable = false,
+})
 real._G = globals
 internal.globals = globals
 internal.real_globals = real
@@ -285,11 +278,4 @@ function internal.load_library(body)
     err = { err = 'ERR ' .. tostring(err) }
   end
   return false, 'Error registering functions: ' .. tostring(err.err)
-end
-
--- Runs a registered function with its keys and arguments under the error handler.
-function internal.run_function(callback, keys, args)
-  return xpcall(function()
-    return callback(keys, args)
-  end, error_handler)
 end

@@ -9,7 +9,7 @@
 //! `err`, `ok`, `double`, `big_number`, `verbatim_string`, `map` or `set` field says.
 
 use crate::resp::ReplyWriter;
-use mlua::{Lua, Table, Value};
+use mlua::{Lua, Table, Value, ffi};
 
 /// How deep a script's return value may nest before its elements are replaced by an
 /// error (Redis stops at its Lua stack limit; a table that contains itself would never end).
@@ -17,30 +17,67 @@ const NESTING_MAX: usize = 1000;
 
 /// A reply that could not be parsed (never from Tessera's own writers; kept as an error
 /// rather than a panic because the bytes are a reply buffer, not a promise).
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 pub struct Malformed;
 
 /// Parses the one reply at the front of `reply` into a Lua value. `Ok((value, is_error))`.
+/// (`redis.call` pushes replies straight onto the Lua stack with `push_reply`; this is the
+/// same conversion for Rust callers.)
 pub fn to_lua(lua: &Lua, reply: &[u8]) -> mlua::Result<Result<(Value, bool), Malformed>> {
-    let mut parser = Parser {
-        lua,
-        bytes: reply,
-        at: 0,
+    let parsed = std::cell::Cell::new(None);
+    // SAFETY: `exec_raw` runs the closure in protected mode on a valid state with room for
+    // the values `push_reply` checks for; the closure leaves exactly one value (the reply,
+    // or nil) and holds nothing that needs dropping if an out-of-memory error unwinds it.
+    let value = unsafe {
+        lua.exec_raw::<Value>((), |state| {
+            let result = push_reply(state, reply);
+            if result.is_err() {
+                ffi::lua_pushnil(state);
+            }
+            parsed.set(Some(result));
+        })?
     };
-    let is_error = reply.first() == Some(&b'-');
-    match parser.value()? {
-        Some(value) => Ok(Ok((value, is_error))),
-        None => Ok(Err(Malformed)),
+    Ok(match parsed.get() {
+        Some(Ok(is_error)) => Ok((value, is_error)),
+        _ => Err(Malformed),
+    })
+}
+
+/// Pushes the one reply at the front of `reply` onto the Lua stack, converted as Redis
+/// converts its fake client's output: `Ok(is_error)` with one value pushed, or `Malformed`
+/// with the stack as it was.
+///
+/// # Safety
+/// `state` must be a valid Lua state on which a Lua error may be raised (out of memory): the
+/// caller's frames, up to the protected call that catches it, hold nothing to drop.
+pub unsafe fn push_reply(state: *mut ffi::lua_State, reply: &[u8]) -> Result<bool, Malformed> {
+    // SAFETY: the caller's guarantees; the parser only pushes onto `state` after checking
+    // for room, and on a malformed reply the stack is cut back to where it was.
+    unsafe {
+        let top = ffi::lua_gettop(state);
+        let mut parser = RawParser {
+            state,
+            bytes: reply,
+            at: 0,
+        };
+        if parser.value() {
+            Ok(reply.first() == Some(&b'-'))
+        } else {
+            ffi::lua_settop(state, top);
+            Err(Malformed)
+        }
     }
 }
 
-struct Parser<'a> {
-    lua: &'a Lua,
+/// The parser behind `push_reply`: reads RESP from `bytes` and pushes Lua values. Holds
+/// only borrowed and plain data, so a Lua error unwinding through it drops nothing.
+struct RawParser<'a> {
+    state: *mut ffi::lua_State,
     bytes: &'a [u8],
     at: usize,
 }
 
-impl Parser<'_> {
+impl RawParser<'_> {
     fn line(&mut self) -> Option<&[u8]> {
         let rest = &self.bytes[self.at..];
         let end = rest.windows(2).position(|w| w == b"\r\n")?;
@@ -59,149 +96,267 @@ impl Parser<'_> {
         Some(data)
     }
 
-    fn tagged(&self, tag: &str, value: Value) -> mlua::Result<Value> {
-        let table = self.lua.create_table()?;
-        table.raw_set(tag, value)?;
-        Ok(Value::Table(table))
+    /// Pushes `{ [tag] = <the value on top> }` in place of the value on top.
+    ///
+    /// # Safety
+    /// A value on top of the stack, room for two more.
+    unsafe fn tag(&self, tag: &std::ffi::CStr) {
+        // SAFETY: the caller's guarantees; the table is new (no metatable, so the set is raw).
+        unsafe {
+            ffi::lua_createtable(self.state, 0, 1);
+            ffi::lua_insert(self.state, -2);
+            ffi::lua_setfield(self.state, -2, tag.as_ptr());
+        }
     }
 
-    /// The next value; `Ok(None)` if the bytes are not a reply.
-    fn value(&mut self) -> mlua::Result<Option<Value>> {
+    /// Pushes the next value; false (with whatever it pushed left for the caller to cut)
+    /// if the bytes are not a reply.
+    fn value(&mut self) -> bool {
         let Some(&kind) = self.bytes.get(self.at) else {
-            return Ok(None);
+            return false;
         };
         self.at += 1;
-        let lua = self.lua;
-        let value = match kind {
+        let state = self.state;
+        // SAFETY (every block below): `state` is valid (see `push_reply`); each value needs
+        // at most four slots at once on top of those of the enclosing ones, checked here.
+        if unsafe { ffi::lua_checkstack(state, 4) } == 0 {
+            return false;
+        }
+        match kind {
             b'+' => {
                 let Some(text) = self.line() else {
-                    return Ok(None);
+                    return false;
                 };
-                let text = lua.create_string(text)?;
-                self.tagged("ok", Value::String(text))?
+                unsafe {
+                    push_bytes(state, text);
+                    self.tag(c"ok");
+                }
             }
             b'-' => {
                 let Some(text) = self.line() else {
-                    return Ok(None);
+                    return false;
                 };
                 // Redis's luaPushErrorBuff of "-<text>": the code is the reply's own.
-                let mut with_dash = Vec::with_capacity(text.len() + 1);
-                with_dash.push(b'-');
-                with_dash.extend_from_slice(text);
-                let table = error_table(lua, &with_dash)?;
-                // Counted when the command failed: the script's error must not count again.
-                table.raw_set("ignore_error_stats_update", true)?;
-                Value::Table(table)
+                let (code, message) = error_parts_of_reply(text);
+                unsafe {
+                    push_error_parts(state, code, message);
+                    // Counted when the command failed: the script's error must not count again.
+                    ffi::lua_pushboolean(state, 1);
+                    ffi::lua_setfield(state, -2, c"ignore_error_stats_update".as_ptr());
+                }
             }
             b':' => match self.length() {
-                Some(n) => Value::Number(n as f64),
-                None => return Ok(None),
+                Some(n) => unsafe { ffi::lua_pushnumber(state, n as f64) },
+                None => return false,
             },
             b'$' | b'=' => match self.length() {
-                Some(-1) => Value::Boolean(false),
+                Some(-1) => unsafe { ffi::lua_pushboolean(state, 0) },
                 Some(n) if n >= 0 => {
                     let Some(data) = self.bulk(n as usize) else {
-                        return Ok(None);
+                        return false;
                     };
                     if kind == b'$' {
-                        Value::String(lua.create_string(data)?)
+                        unsafe { push_bytes(state, data) };
                     } else {
                         // Verbatim: "txt:" then the text.
                         let (format, text) = data.split_at(data.len().min(4));
-                        let inner = lua.create_table()?;
-                        inner.raw_set("string", lua.create_string(text)?)?;
                         let format = &format[..format.len().min(3)];
-                        inner.raw_set("format", lua.create_string(format)?)?;
-                        self.tagged("verbatim_string", Value::Table(inner))?
+                        unsafe {
+                            ffi::lua_createtable(state, 0, 2);
+                            push_bytes(state, text);
+                            ffi::lua_setfield(state, -2, c"string".as_ptr());
+                            push_bytes(state, format);
+                            ffi::lua_setfield(state, -2, c"format".as_ptr());
+                            self.tag(c"verbatim_string");
+                        }
                     }
                 }
-                _ => return Ok(None),
+                _ => return false,
             },
             b'*' | b'~' | b'%' | b'>' => {
                 let Some(n) = self.length() else {
-                    return Ok(None);
+                    return false;
                 };
                 if n < 0 {
-                    return Ok(Some(Value::Boolean(false)));
+                    unsafe { ffi::lua_pushboolean(state, 0) };
+                    return true;
                 }
-                let table = lua.create_table()?;
-                for i in 0..n {
-                    let Some(item) = self.value()? else {
-                        return Ok(None);
-                    };
+                let Ok(count) = std::ffi::c_int::try_from(n) else {
+                    return false;
+                };
+                unsafe {
                     match kind {
-                        b'~' => table.raw_set(item, true)?,
-                        b'%' => {
-                            let Some(value) = self.value()? else {
-                                return Ok(None);
-                            };
-                            table.raw_set(item, value)?
-                        }
-                        _ => table.raw_set(i + 1, item)?,
+                        b'*' | b'>' => ffi::lua_createtable(state, count.min(1024), 0),
+                        _ => ffi::lua_createtable(state, 0, count.min(1024)),
                     }
                 }
-                match kind {
-                    b'~' => self.tagged("set", Value::Table(table))?,
-                    b'%' => self.tagged("map", Value::Table(table))?,
-                    _ => Value::Table(table),
+                for i in 1..=count {
+                    if !self.value() {
+                        return false;
+                    }
+                    unsafe {
+                        match kind {
+                            b'~' => {
+                                ffi::lua_pushboolean(state, 1);
+                                if !set_key(state) {
+                                    return false;
+                                }
+                            }
+                            b'%' => {
+                                if !self.value() {
+                                    return false;
+                                }
+                                if !set_key(state) {
+                                    return false;
+                                }
+                            }
+                            _ => ffi::lua_rawseti_(state, -2, i),
+                        }
+                    }
+                }
+                unsafe {
+                    match kind {
+                        b'~' => self.tag(c"set"),
+                        b'%' => self.tag(c"map"),
+                        _ => {}
+                    }
                 }
             }
             b'_' => {
                 self.line();
-                Value::Nil
+                unsafe { ffi::lua_pushnil(state) };
             }
             b'#' => match self.line() {
-                Some(b"t") => Value::Boolean(true),
-                Some(b"f") => Value::Boolean(false),
-                _ => return Ok(None),
+                Some(b"t") => unsafe { ffi::lua_pushboolean(state, 1) },
+                Some(b"f") => unsafe { ffi::lua_pushboolean(state, 0) },
+                _ => return false,
             },
             b',' => {
                 let Some(text) = self.line() else {
-                    return Ok(None);
+                    return false;
                 };
                 let number = match text {
                     b"inf" => f64::INFINITY,
                     b"-inf" => f64::NEG_INFINITY,
                     other => crate::types::score::parse(other).unwrap_or(f64::NAN),
                 };
-                self.tagged("double", Value::Number(number))?
+                unsafe {
+                    ffi::lua_pushnumber(state, number);
+                    self.tag(c"double");
+                }
             }
             b'(' => {
                 let Some(text) = self.line() else {
-                    return Ok(None);
+                    return false;
                 };
-                let text = lua.create_string(text)?;
-                self.tagged("big_number", Value::String(text))?
+                unsafe {
+                    push_bytes(state, text);
+                    self.tag(c"big_number");
+                }
             }
             b'|' => {
                 // Attributes are not shown to scripts: skip them, keep the reply.
                 let Some(n) = self.length() else {
-                    return Ok(None);
+                    return false;
                 };
                 for _ in 0..n.max(0) * 2 {
-                    if self.value()?.is_none() {
-                        return Ok(None);
+                    if !self.value() {
+                        return false;
                     }
+                    unsafe { ffi::lua_pop(state, 1) };
                 }
                 return self.value();
             }
-            _ => return Ok(None),
-        };
-        Ok(Some(value))
+            _ => return false,
+        }
+        true
     }
+}
+
+/// `t[k] = v` for the table under a key and a value on top of the stack (both popped).
+/// False for a key Lua cannot index with (nil or NaN), which no reply has.
+///
+/// # Safety
+/// A table, a key and a value on top of a valid stack.
+unsafe fn set_key(state: *mut ffi::lua_State) -> bool {
+    // SAFETY: the caller's guarantees.
+    unsafe {
+        let key_type = ffi::lua_type(state, -2);
+        if key_type == ffi::LUA_TNIL
+            || (key_type == ffi::LUA_TNUMBER && ffi::lua_tonumber(state, -2).is_nan())
+        {
+            return false;
+        }
+        ffi::lua_rawset(state, -3);
+    }
+    true
+}
+
+/// Pushes a Lua string with these bytes.
+///
+/// # Safety
+/// A valid state with room for one value; may raise Lua's out-of-memory error.
+pub(crate) unsafe fn push_bytes(state: *mut ffi::lua_State, bytes: &[u8]) {
+    // SAFETY: `bytes` is valid for its length (an empty slice's dangling pointer is never
+    // read: Lua copies zero bytes, but is given a real address all the same).
+    unsafe {
+        let pointer = if bytes.is_empty() {
+            c"".as_ptr()
+        } else {
+            bytes.as_ptr() as *const std::ffi::c_char
+        };
+        ffi::lua_pushlstring_(state, pointer, bytes.len());
+    }
+}
+
+/// Pushes Redis's error table `{err = "<code> <message>"}`.
+///
+/// # Safety
+/// A valid state with room for three values; may raise Lua's out-of-memory error.
+unsafe fn push_error_parts(state: *mut ffi::lua_State, code: &[u8], message: &[u8]) {
+    // SAFETY: the caller's guarantees.
+    unsafe {
+        ffi::lua_createtable(state, 0, 2);
+        push_bytes(state, code);
+        push_bytes(state, b" ");
+        push_bytes(state, message);
+        ffi::lua_concat(state, 3);
+        ffi::lua_setfield(state, -2, c"err".as_ptr());
+    }
+}
+
+/// Pushes `error_table(text)` (see there).
+///
+/// # Safety
+/// A valid state with room for three values; may raise Lua's out-of-memory error.
+pub(crate) unsafe fn push_error_table(state: *mut ffi::lua_State, text: &[u8]) {
+    let (code, message) = error_parts(text);
+    // SAFETY: the caller's guarantees.
+    unsafe { push_error_parts(state, code, message) }
+}
+
+/// The code and message of an error text with or without its leading '-' ("-CODE message"
+/// keeps its code; a bare message gets "ERR").
+fn error_parts(text: &[u8]) -> (&[u8], &[u8]) {
+    match text.strip_prefix(b"-") {
+        Some(rest) => error_parts_of_reply(rest),
+        None => (b"ERR", trim_line_ends(text)),
+    }
+}
+
+/// The code and message of an error reply's line (after its '-').
+fn error_parts_of_reply(rest: &[u8]) -> (&[u8], &[u8]) {
+    let (code, message): (&[u8], &[u8]) = match rest.iter().position(|&b| b == b' ') {
+        Some(space) => (&rest[..space], &rest[space + 1..]),
+        None => (b"ERR", rest),
+    };
+    (code, trim_line_ends(message))
 }
 
 /// Redis's `luaPushErrorBuff`: `{err = "<CODE> <message>"}` from an error text with or
 /// without its leading '-' ("-CODE message" keeps its code; a bare message gets "ERR").
 pub fn error_table(lua: &Lua, text: &[u8]) -> mlua::Result<Table> {
-    let (code, message): (&[u8], &[u8]) = match text.strip_prefix(b"-") {
-        Some(rest) => match rest.iter().position(|&b| b == b' ') {
-            Some(space) => (&rest[..space], &rest[space + 1..]),
-            None => (b"ERR", rest),
-        },
-        None => (b"ERR", text),
-    };
-    let message = trim_line_ends(message);
+    let (code, message) = error_parts(text);
     let mut full = Vec::with_capacity(code.len() + 1 + message.len());
     full.extend_from_slice(code);
     full.push(b' ');
@@ -420,5 +575,55 @@ mod tests {
         assert_eq!(ok.raw_get::<String>("ok").unwrap(), "OK");
         assert!(to_lua(&lua, b"$5\r\nab").unwrap().is_err());
         assert!(to_lua(&lua, b"").unwrap().is_err());
+    }
+
+    #[test]
+    fn resp3_replies_and_errors_parse_into_tagged_tables() {
+        let lua = Lua::new();
+        let parse = |bytes: &[u8]| to_lua(&lua, bytes).unwrap().unwrap();
+        let (value, is_error) = parse(b"-WRONGTYPE Operation\r\n");
+        assert!(is_error);
+        let error = value.as_table().unwrap();
+        assert_eq!(
+            error.raw_get::<String>("err").unwrap(),
+            "WRONGTYPE Operation"
+        );
+        assert!(error.raw_get::<bool>("ignore_error_stats_update").unwrap());
+        let (value, _) = parse(b"%2\r\n$1\r\na\r\n:1\r\n$1\r\nb\r\n_\r\n");
+        let map: Table = value.as_table().unwrap().raw_get("map").unwrap();
+        assert_eq!(map.raw_get::<f64>("a").unwrap(), 1.0);
+        assert_eq!(map.raw_get::<Value>("b").unwrap(), Value::Nil);
+        let (value, _) = parse(b"~2\r\n$1\r\nx\r\n$1\r\ny\r\n");
+        let set: Table = value.as_table().unwrap().raw_get("set").unwrap();
+        assert!(set.raw_get::<bool>("x").unwrap() && set.raw_get::<bool>("y").unwrap());
+        let (value, _) = parse(b",1.5\r\n");
+        assert_eq!(
+            value.as_table().unwrap().raw_get::<f64>("double").unwrap(),
+            1.5
+        );
+        let (value, _) = parse(b"=8\r\ntxt:some\r\n");
+        let verbatim: Table = value
+            .as_table()
+            .unwrap()
+            .raw_get("verbatim_string")
+            .unwrap();
+        assert_eq!(verbatim.raw_get::<String>("format").unwrap(), "txt");
+        assert_eq!(verbatim.raw_get::<String>("string").unwrap(), "some");
+        let (value, _) = parse(b"|1\r\n+k\r\n+v\r\n#t\r\n");
+        assert_eq!(value, Value::Boolean(true));
+        let (value, _) = parse(b"*2\r\n*1\r\n$0\r\n\r\n(123\r\n");
+        let outer = value.as_table().unwrap();
+        assert_eq!(
+            outer
+                .raw_get::<Table>(1)
+                .unwrap()
+                .raw_get::<String>(1)
+                .unwrap(),
+            ""
+        );
+        let big: Table = outer.raw_get(2).unwrap();
+        assert_eq!(big.raw_get::<String>("big_number").unwrap(), "123");
+        // A truncated element leaves nothing behind.
+        assert!(to_lua(&lua, b"*2\r\n:1\r\n").unwrap().is_err());
     }
 }

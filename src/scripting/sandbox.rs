@@ -5,7 +5,9 @@
 //!
 //! Functions written in Rust never raise a Lua error themselves (an error from Rust
 //! reaches Lua as an opaque userdata, not Redis's message): they return `true, results…`
-//! or `false, error`, and the prelude's wrappers raise it the way Redis's C does.
+//! or `false, error`, and the prelude's wrappers raise it the way Redis's C does. The
+//! exceptions are `redis.call` and `redis.pcall` (`run::register`), C functions written
+//! against Lua's C API, which raise Redis's error table themselves as Redis's do.
 
 use super::LoadError;
 use super::rand::{LRAND48_MAX, Lrand48};
@@ -18,15 +20,15 @@ const REDIS_VERSION_NUM: i64 = 0x0007_000f;
 /// The interpreter with the prelude run.
 pub struct Sandbox {
     pub lua: Lua,
-    pub internals: Internals,
+    /// Shared, so that a run holds them for one atomic increment.
+    pub internals: std::sync::Arc<Internals>,
 }
 
 /// The prelude's private table, and what Rust needs of it.
-#[derive(Clone)]
 pub struct Internals {
     pub table: Table,
-    /// `internal.run(f)`: calls a script under Redis's error handler.
-    pub run: Function,
+    /// Redis's error handler (`__redis__err__handler`), under which scripts are called.
+    pub error_handler: Function,
     compile: Function,
     /// The real globals table (scripts see a read-only proxy of it); KEYS and ARGV go here.
     pub real_globals: Table,
@@ -125,17 +127,21 @@ impl Sandbox {
         internal.set("version", REDIS_VERSION)?;
         internal.set("version_num", REDIS_VERSION_NUM)?;
         internal.set("libraries", super::libs::tables(&lua)?)?;
+        super::run::register(&lua, &internal)?;
         let debug: Table = lua.globals().get("debug")?;
         lua.load(include_str!("prelude.lua"))
             .set_name("=tessera")
             .call::<()>((internal.clone(), debug))?;
         let internals = Internals {
-            run: internal.get("run")?,
+            error_handler: internal.get("error_handler")?,
             compile: internal.get("compile")?,
             real_globals: internal.get("real_globals")?,
             table: internal,
         };
-        Ok(Sandbox { lua, internals })
+        Ok(Sandbox {
+            lua,
+            internals: std::sync::Arc::new(internals),
+        })
     }
 
     /// Compiles a script (named `@user_script`, as Redis names it) in the protected

@@ -50,12 +50,12 @@ impl Server {
                         }
                     };
                     let argv: SmallVec<[&[u8]; 8]> = command.iter().map(Vec::as_slice).collect();
-                    let limit = self.engine.state.config.output_buffer_limits.pubsub;
+                    let limits = self.engine.state.config.output_buffer_limits;
                     let mut host = super::session::SessionsView::new(
                         &mut self.clients,
                         Some(&client.conn),
                         &mut self.touched,
-                        limit,
+                        limits,
                     );
                     let outcome = self.engine.execute(
                         &mut client.state,

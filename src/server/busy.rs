@@ -27,7 +27,8 @@ impl SessionsView<'_> {
             let rules = AdmissionRules {
                 clients_max: busy.clients_max,
                 protected_mode: busy.protected_mode,
-                password_set: busy.auth_required,
+                password_set: busy.password_set,
+                authenticated: !busy.auth_required,
             };
             let counts = admission.admit(self.others, &rules, None);
             self.admitted.add(counts);

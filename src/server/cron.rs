@@ -1,5 +1,6 @@
 //! Periodic work, `hz` times a second (Redis's `serverCron`): the log's health, INFO's
-//! sampled figures, active expiry, jobs that are due, idle clients.
+//! sampled figures, active expiry, eviction that commands left unfinished, jobs that are
+//! due, idle clients.
 
 use super::pace::Signals;
 use super::{Server, release_watermark};
@@ -38,15 +39,19 @@ impl Server {
             }
         }
         self.pace_background_jobs();
-        let limit = self.engine.state.config.output_buffer_limits.pubsub;
+        let limits = self.engine.state.config.output_buffer_limits;
         let mut host =
-            super::session::SessionsView::new(&mut self.clients, None, &mut self.touched, limit);
+            super::session::SessionsView::new(&mut self.clients, None, &mut self.touched, limits);
         self.engine.active_expire_cycle(
             &mut self.expire_cursor,
             now_ms,
             EXPIRE_CYCLE_BUDGET,
             &mut host,
         );
+        crate::access::set_now(now_ms);
+        self.engine.eviction_cron(&mut host);
+        // Also when idle, so that a lowered tracking-table-max-keys takes effect.
+        self.engine.limit_tracking_table(None, &mut host);
         // Jobs scheduled while nothing was running (BGREWRITEAOF inside EXEC).
         self.start_scheduled_jobs();
         self.automatic_jobs();

@@ -18,6 +18,8 @@ pub enum ServerError {
     FinalSnapshot(crate::snapshot::SnapshotError),
     /// The log could not be synced at SHUTDOWN (the server runs on, the writer retrying).
     LogSync(crate::log::writer::LogError),
+    /// The users could not be loaded (`user` lines, the aclfile): Redis's message.
+    Acl(String),
 }
 
 impl fmt::Display for ServerError {
@@ -26,6 +28,7 @@ impl fmt::Display for ServerError {
             ServerError::Setup(what, e) => write!(f, "can't {what}: {e}"),
             ServerError::Listen(e) => write!(f, "{e}"),
             ServerError::Load(e) => write!(f, "{e}"),
+            ServerError::Acl(e) => f.write_str(e),
             ServerError::FinalSnapshot(e) => write!(f, "{e}"),
             ServerError::LogSync(e) => write!(f, "can't sync the append-only log: {e}"),
             ServerError::LoadPanicked => f.write_str("the loading thread panicked"),
@@ -46,7 +49,7 @@ impl Error for ServerError {
             ServerError::Listen(e) => e.source(),
             ServerError::Load(e) => e.source(),
             ServerError::FinalSnapshot(e) => e.source(),
-            ServerError::LoadPanicked => None,
+            ServerError::LoadPanicked | ServerError::Acl(_) => None,
         }
     }
 }

@@ -129,9 +129,24 @@ impl Server {
                 .map_err(|e| ServerError::Setup("create waker", e))?,
         );
         config.encoding_limits.apply();
+        crate::engine::evict::apply_config(&config);
+        crate::access::set_now(crate::clock::unix_ms());
         let writer_policy = config.appendfsync;
         let mut engine = Engine::new(config, config_file, storage.clone());
         let state = &mut engine.state;
+        state.acl = crate::acl::Acl::at_startup(&state.config, || {
+            let config = &state.config;
+            storage
+                .read(&config.dir.join(&config.aclfile))
+                .map_err(|error| {
+                    format!(
+                        "Aborting Redis startup because of ACL errors: Error loading ACLs, opening file '{}': {}",
+                        config.aclfile,
+                        crate::process::os_error_text(&error)
+                    )
+                })
+        })
+        .map_err(ServerError::Acl)?;
         let bound = crate::net::listen(&state.config).map_err(ServerError::Listen)?;
         state.tcp_port = bound.port;
         let mut listeners = crate::net::Listeners::new(bound.sockets);
@@ -226,6 +241,10 @@ impl Server {
                 },
             )
             .map_err(ServerError::OpenLog)?;
+            self.engine
+                .state
+                .eviction
+                .set_log_gauge(writer.buffer_gauge());
             self.log_writer = Some(writer);
             self.log_paths = Some(paths);
             self.manifest = Some(manifest);
@@ -371,10 +390,12 @@ impl Server {
 
     fn accept(&mut self, index: usize) {
         let config = &self.engine.state.config;
+        let acl = &self.engine.state.acl;
         let rules = AdmissionRules {
             clients_max: config.clients_max,
             protected_mode: config.protected_mode,
-            password_set: config.requirepass.is_some(),
+            password_set: !acl.default_user().nopass,
+            authenticated: acl.new_sessions_authenticated(),
         };
         let mut admission = Admission {
             listeners: &mut self.listeners,
@@ -391,7 +412,7 @@ impl Server {
     fn enforce_output_limits(&mut self) {
         let now = Instant::now();
         let limits = self.engine.state.config.output_buffer_limits;
-        let password_set = self.engine.state.config.requirepass.is_some();
+        let auth_required = self.engine.state.acl.auth_required();
         let mut over = Vec::new();
         for &token in &self.touched {
             let Some(client) = self.clients.get_mut(&token) else {
@@ -402,7 +423,7 @@ impl Server {
                 continue; // listed twice this turn
             }
             let unsent = client.output.len() - client.conn.output_sent;
-            let authenticated = !password_set || client.state.authenticated;
+            let authenticated = !auth_required || client.state.authenticated;
             let limit = match crate::commands::ClientKind::of(&client.state) {
                 crate::commands::ClientKind::Normal => &limits.normal,
                 crate::commands::ClientKind::PubSub => &limits.pubsub,
@@ -431,8 +452,13 @@ impl Server {
         }
     }
 
-    /// Hands this turn's effects to the log writer and sends the replies that may go.
+    /// Hands this turn's effects to the log writer and sends the replies that may go,
+    /// with the turn's BCAST invalidations (Redis sends them before it sleeps).
     fn end_of_turn(&mut self) {
+        let limits = self.engine.state.config.output_buffer_limits;
+        let mut host =
+            session::SessionsView::new(&mut self.clients, None, &mut self.touched, limits);
+        self.engine.broadcast_invalidations(&mut host);
         self.enforce_output_limits();
         if let Some(writer) = &mut self.log_writer {
             let policy = self.engine.state.config.appendfsync;
@@ -544,6 +570,7 @@ impl Server {
                 .state
                 .pubsub
                 .forget(&mut client.state.subscriptions, id);
+            self.engine.state.tracking.disable(id);
             if let Some(blocked) = client.conn.blocked.take() {
                 self.forget_blocked(token, client.state.id, &blocked);
             }
@@ -629,7 +656,10 @@ impl Server {
 pub(super) struct AdmissionRules {
     pub clients_max: usize,
     pub protected_mode: bool,
+    /// The default user has a password (protected mode admits anyone then).
     pub password_set: bool,
+    /// New sessions start authenticated (the default user is on and needs no password).
+    pub authenticated: bool,
 }
 
 /// The parts of the server that admitting a connection needs.
@@ -703,7 +733,8 @@ impl Admission<'_> {
                 *self.next_client_id += 1;
                 let state = SessionState {
                     id,
-                    authenticated: !rules.password_set,
+                    authenticated: rules.authenticated,
+                    local: crate::net::is_local_peer(&peer),
                     last_command: "NULL",
                     ..SessionState::default()
                 };

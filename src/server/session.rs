@@ -11,10 +11,11 @@ use super::{ARGUMENTS_KEEP, INPUT_KEEP_BYTES, READ_PER_TURN_BYTES, Server, Shutd
 use crate::client_buffers::{BigArgument, BigArguments, OutputBreach};
 use crate::commands::blocking::Blocked;
 use crate::commands::{ClientKind, ReplyShows, SessionState};
-use crate::config::OutputBufferLimit;
+use crate::config::OutputBufferLimits;
 use crate::engine::{Host, Mode, Outcome, Request};
 use crate::pubsub::{Kind, Message};
 use crate::resp::{Parse, ParseLimits, Progress, ReplyWriter, parse_request};
+use crate::tracking::{ClientTracking, Tracking};
 use mio::net::TcpStream;
 use smallvec::SmallVec;
 use std::io::{ErrorKind, Read};
@@ -216,16 +217,17 @@ impl Sessions {
 }
 
 /// The engine's view of the sessions while one of them (taken out of the table) runs a
-/// command, or while the cron runs (no current session): CLIENT LIST sees the others and
-/// the current one; pub/sub messages go into the others' output.
+/// command, or while the cron or the end of a turn runs (no current session): CLIENT
+/// LIST sees the others and the current one; pub/sub messages and tracking's
+/// invalidations go into the others' output.
 pub(super) struct SessionsView<'a> {
     pub(super) others: &'a mut Sessions,
     current: Option<&'a Connection>,
     /// Clients with new output this turn, to be sent at its end.
     touched: &'a mut Vec<usize>,
-    /// The `pubsub` class of `client-output-buffer-limit`: every receiver of a message
-    /// is subscribed, so of that class.
-    pubsub_limit: OutputBufferLimit,
+    /// `client-output-buffer-limit`: a receiver is held to its class's (every receiver of
+    /// a pub/sub message is subscribed, so `pubsub`; a tracking client may be `normal`).
+    limits: OutputBufferLimits,
     /// The time limits are checked against, read at the first message (most commands
     /// deliver none).
     now: Option<Instant>,
@@ -242,13 +244,13 @@ impl<'a> SessionsView<'a> {
         others: &'a mut Sessions,
         current: Option<&'a Connection>,
         touched: &'a mut Vec<usize>,
-        pubsub_limit: OutputBufferLimit,
+        limits: OutputBufferLimits,
     ) -> SessionsView<'a> {
         SessionsView {
             others,
             current,
             touched,
-            pubsub_limit,
+            limits,
             now: None,
             admission: None,
             admitted: Default::default(),
@@ -262,9 +264,13 @@ impl<'a> SessionsView<'a> {
     }
 }
 
-/// CLIENT LIST's `flags=`, in Redis's order: `P` subscribed, `x` in MULTI, `b` blocked;
-/// `N` for none.
-fn client_flags(conn: &Connection, state: &SessionState) -> String {
+/// CLIENT LIST's `flags=`, in Redis's order: `P` subscribed, `x` in MULTI, `b` blocked,
+/// then tracking's `t` (tracking), `R` (its redirect is gone), `B` (BCAST); `N` for none.
+fn client_flags(
+    conn: &Connection,
+    state: &SessionState,
+    tracking: Option<&ClientTracking>,
+) -> String {
     let mut flags = String::new();
     if state.subscriptions.any() {
         flags.push('P');
@@ -275,6 +281,9 @@ fn client_flags(conn: &Connection, state: &SessionState) -> String {
     if conn.blocked.is_some() {
         flags.push('b');
     }
+    if let Some(tracking) = tracking {
+        flags.push_str(&tracking.flag_letters());
+    }
     if flags.is_empty() {
         flags.push('N');
     }
@@ -282,19 +291,28 @@ fn client_flags(conn: &Connection, state: &SessionState) -> String {
 }
 
 /// One CLIENT LIST line (Redis's fields; those Tessera does not track are 0).
-fn describe(conn: &Connection, state: &SessionState, output: (usize, usize), cmd: &str) -> String {
+fn describe(
+    conn: &Connection,
+    state: &SessionState,
+    output: (usize, usize),
+    cmd: &str,
+    tracking: &Tracking,
+) -> String {
     let now = Instant::now();
     let (output_len, output_capacity) = output;
     let subscriptions = &state.subscriptions;
+    let tracked = tracking.client(state.id);
+    // Redis's `redir=`: -1 when not tracking, 0 when tracking without REDIRECT.
+    let redirect = tracked.map_or(-1, |t| t.redirect.map_or(0, |id| id as i64));
     format!(
-        "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs={} rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user=default redir=-1 resp={} lib-name={} lib-ver={}\n",
+        "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs={} rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}\n",
         state.id,
         conn.peer,
         conn.local,
         state.name.as_deref().unwrap_or(""),
         now.duration_since(conn.created).as_secs(),
         now.duration_since(conn.last_interaction).as_secs(),
-        client_flags(conn, state),
+        client_flags(conn, state, tracked),
         state.db,
         subscriptions.count(Kind::Channel),
         subscriptions.count(Kind::Pattern),
@@ -305,6 +323,8 @@ fn describe(conn: &Connection, state: &SessionState, output: (usize, usize), cmd
         output_len,
         conn.input.capacity() + output_capacity,
         cmd,
+        String::from_utf8_lossy(state.user.name()),
+        redirect,
         if state.resp3 { 3 } else { 2 },
         state.lib_name.as_deref().unwrap_or(""),
         state.lib_version.as_deref().unwrap_or(""),
@@ -319,11 +339,12 @@ impl Host for SessionsView<'_> {
         only_self: bool,
         ids: Option<&[u64]>,
         kind: Option<ClientKind>,
+        tracking: &Tracking,
     ) -> String {
         let Some(connection) = self.current else {
             return String::new(); // only a command asks, and it has a session
         };
-        let me = |cmd| describe(connection, current, current_output, cmd);
+        let me = |cmd| describe(connection, current, current_output, cmd, tracking);
         if only_self {
             return me("client|info");
         }
@@ -337,7 +358,7 @@ impl Host for SessionsView<'_> {
             .filter(|c| listed(&c.state))
             .map(|c| {
                 let output = (c.output.len(), c.output.capacity());
-                let line = describe(&c.conn, &c.state, output, c.state.last_command);
+                let line = describe(&c.conn, &c.state, output, c.state.last_command, tracking);
                 (c.state.id, line)
             })
             .collect();
@@ -348,25 +369,33 @@ impl Host for SessionsView<'_> {
         lines.into_iter().map(|(_, line)| line).collect()
     }
 
-    fn deliver(&mut self, id: u64, message: &Message<'_>) {
+    fn deliver(&mut self, id: u64, message: &Message<'_>) -> bool {
         // A session taken out of the table runs the command and got its copy already.
         let Some(token) = self.others.token_of(id) else {
-            return;
+            return false;
         };
         let Some(client) = self.others.get_mut(&token) else {
-            return;
+            return false;
         };
-        if client.conn.output_breach.is_some() {
-            return; // condemned: it is closed at the end of the turn
+        if client.conn.output_breach.is_some() || client.conn.close_after_reply {
+            return true; // condemned: it is closed at the end of the turn
+        }
+        if !message.reaches(client.state.resp3, client.state.subscriptions.any()) {
+            return true;
         }
         // Checked before each message, as Redis checks on each reply, so that a flood of
         // messages in one turn never grows a slow subscriber past its hard limit. (A
-        // subscriber is authenticated: RESET, which can undo that, unsubscribes.)
+        // receiver is authenticated: RESET, which can undo that, unsubscribes and stops
+        // tracking.)
         let unsent = client.output.len() - client.conn.output_sent;
+        let limit = match ClientKind::of(&client.state) {
+            ClientKind::Normal => &self.limits.normal,
+            ClientKind::PubSub => &self.limits.pubsub,
+        };
         let breach = crate::client_buffers::check_output(
             unsent,
             true,
-            &self.pubsub_limit,
+            limit,
             &mut client.conn.output_soft_since,
             *self.now.get_or_insert_with(Instant::now),
         );
@@ -385,6 +414,11 @@ impl Host for SessionsView<'_> {
             client.conn.listed_for_delivery = true;
             self.touched.push(token);
         }
+        true
+    }
+
+    fn client_exists(&self, id: u64) -> bool {
+        self.others.token_of(id).is_some()
     }
 
     fn serve_while_busy(
@@ -392,6 +426,40 @@ impl Host for SessionsView<'_> {
         busy: &crate::scripting::busy::Busy,
     ) -> crate::scripting::busy::BusyRequest {
         self.serve_busy(busy)
+    }
+
+    fn kill_clients(&mut self, doomed: &crate::acl::Doomed) {
+        let mut killed = Vec::new();
+        for (token, client) in self.others.iter_mut() {
+            let state = &mut client.state;
+            if doomed.includes(&state.user, &state.subscriptions) {
+                // As Redis does, back to the default user, unauthenticated, until closed.
+                state.user = crate::acl::SessionUser::default();
+                state.authenticated = false;
+                client.conn.close_after_reply = true;
+                killed.push(token);
+            }
+        }
+        for token in killed {
+            tracing::info!("closing a client whose ACL user was removed or changed");
+            self.touched.push(token);
+        }
+    }
+
+    fn describe_client(
+        &self,
+        current: &SessionState,
+        command: &str,
+        tracking: &crate::tracking::Tracking,
+    ) -> String {
+        match self.current {
+            Some(connection) => {
+                let mut line = describe(connection, current, (0, 0), command, tracking);
+                line.pop(); // the newline
+                line
+            }
+            None => String::new(),
+        }
     }
 }
 
@@ -498,8 +566,8 @@ impl Server {
         conn: &Connection,
         request: Request<'_>,
     ) -> (Outcome, super::AdmissionCounts) {
-        let limit = self.engine.state.config.output_buffer_limits.pubsub;
-        let mut host = SessionsView::new(&mut self.clients, Some(conn), &mut self.touched, limit)
+        let limits = self.engine.state.config.output_buffer_limits;
+        let mut host = SessionsView::new(&mut self.clients, Some(conn), &mut self.touched, limits)
             .admitting(super::Admission {
                 listeners: &mut self.listeners,
                 registry: self.poll.registry(),

@@ -80,6 +80,12 @@ impl Str {
     pub fn heap_bytes(&self) -> usize {
         HEADER + self.len()
     }
+
+    /// Whether another handle holds these bytes too (as `Arc::strong_count > 1`). Only
+    /// a hint if other threads clone or drop handles meanwhile.
+    pub fn is_shared(&self) -> bool {
+        self.header().refs.load(Ordering::Relaxed) > 1
+    }
 }
 
 /// A `Str` of a known length being filled in place (a big argument read straight from a

@@ -315,10 +315,11 @@ impl RedisOracle {
                 .expect("spawn redis-server");
             let deadline = Instant::now() + Duration::from_secs(10);
             while Instant::now() < deadline {
-                // Ready when PING answers PONG (it answers -LOADING while loading).
+                // Ready when PING answers PONG (it answers -LOADING while loading), or
+                // NOAUTH when a password is set.
                 if let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port))
-                    && raw_exchange(&mut stream, b"PING\r\n", Duration::from_secs(2))
-                        .starts_with(b"+PONG")
+                    && let reply = raw_exchange(&mut stream, b"PING\r\n", Duration::from_secs(2))
+                    && (reply.starts_with(b"+PONG") || reply.starts_with(b"-NOAUTH"))
                 {
                     return RedisOracle {
                         child,

@@ -221,8 +221,16 @@ impl Model {
     }
 }
 
+/// The function library of the write load (loaded by every client, REPLACE): the same
+/// DEL-then-SET as its script.
+const MODEL_LIBRARY: &str = "#!lua name=model
+redis.register_function('model_replace', function(keys, args)
+  redis.call('del', keys[1])
+  return redis.call('set', keys[1], args[1])
+end)";
+
 /// One client's write load: SET (some with a far expiry, values of many sizes, some long
-/// and compressible), APPEND and DEL on its string keys, HINCRBY/HDEL on its hashes,
+/// and compressible; some through a script or a function), APPEND and DEL on its string keys, HINCRBY/HDEL on its hashes,
 /// SADD/SREM on its sets, RPUSH/LPOP on its lists and ZINCRBY/ZREM on its sorted sets,
 /// in database `db`, until `stop` or the first error (an unanswered request counts as
 /// attempted, not acknowledged). `acked` counts its writes acknowledged so far.
@@ -242,6 +250,14 @@ pub fn write_load(
     };
     let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
     if redis::cmd("SELECT").arg(db).query::<()>(&mut conn).is_err() {
+        return model;
+    }
+    let loaded = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg("REPLACE")
+        .arg(MODEL_LIBRARY)
+        .query::<String>(&mut conn);
+    if loaded.is_err() {
         return model;
     }
     for n in 0..max_ops {
@@ -389,13 +405,20 @@ pub fn write_load(
             value.resize(size.max(value.len()), fill);
             Op::Set(value)
         };
-        // Some plain SETs go through a script that deletes the key and sets it: two records
-        // that the log must replay together (a MULTI/EXEC block) or not at all — replaying
-        // the DEL alone would leave a state nobody wrote.
+        // Some plain SETs go through a script or a function that deletes the key and sets
+        // it: two records that the log must replay together (a MULTI/EXEC block) or not at
+        // all — replaying the DEL alone would leave a state nobody wrote.
         let by_script = choice >= 45 && rng.random_bool(0.3);
+        let by_function = by_script && rng.random_bool(0.5);
         let history = model.keys.entry((db, key.clone())).or_default();
         let index = history.push(client, n, op.clone());
         let result: redis::RedisResult<redis::Value> = match &op {
+            Op::Set(value) if by_function => redis::cmd("FCALL")
+                .arg("model_replace")
+                .arg(1)
+                .arg(&key)
+                .arg(value)
+                .query(&mut conn),
             Op::Set(value) if by_script => redis::cmd("EVAL")
                 .arg("redis.call('del', KEYS[1]) return redis.call('set', KEYS[1], ARGV[1])")
                 .arg(1)

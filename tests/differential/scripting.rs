@@ -1,7 +1,7 @@
 //! Scripts in the differential stream: EVAL / EVALSHA / EVAL_RO of a small corpus over
 //! the stream's keys and values (reads, writes, errors, pcall, RESP3 conversions, cjson,
-//! math.random — whose sequence both servers continue identically), and SCRIPT LOAD /
-//! EXISTS. Only replies whose order is defined: no SMEMBERS or whole hashes (a set of
+//! math.random — whose sequence both servers continue identically), SCRIPT LOAD /
+//! EXISTS, and FCALL / FCALL_RO of a library loaded (again) just before. Only replies whose order is defined: no SMEMBERS or whole hashes (a set of
 //! strings is a hash table in Redis 7.0, in no particular order).
 
 use super::{Check, Gen, Step};
@@ -38,6 +38,21 @@ const SCRIPTS: &[&str] = &[
     "#!lua flags=no-writes\nreturn redis.call('set', KEYS[1], 'x')",
     "#!lua flags=no-writes\nreturn redis.pcall('strlen', KEYS[1])",
 ];
+
+/// The functions FCALL runs: reads, writes, a `no-writes` one, errors raised by a
+/// command and by the function itself.
+const LIBRARY: &str = "#!lua name=difflib
+redis.register_function('get', function(keys, args) return redis.call('get', keys[1]) end)
+redis.register_function('incr', function(keys, args) return redis.call('incr', keys[1]) end)
+redis.register_function('push', function(keys, args)
+  return redis.call('rpush', keys[1], unpack(args))
+end)
+redis.register_function{function_name = 'strlen', flags = {'no-writes'},
+  callback = function(keys, args) return redis.pcall('strlen', keys[1]) end}
+redis.register_function('fail', function(keys, args) return error(args[1]) end)
+";
+
+const FUNCTIONS: &[&str] = &["get", "incr", "push", "strlen", "fail", "missing"];
 
 impl Gen {
     pub(super) fn scripting_step(&mut self) -> Vec<Step> {
@@ -80,6 +95,19 @@ impl Gen {
             1 => {
                 args[0] = self.word("eval_ro");
                 vec![exact(args)]
+            }
+            3 => {
+                let mut steps = vec![exact(vec![
+                    self.word("function"),
+                    self.word("load"),
+                    self.word("replace"),
+                    LIBRARY.as_bytes().to_vec(),
+                ])];
+                let command = self.pick(&["fcall", "fcall", "fcall_ro"]);
+                args[0] = self.word(command);
+                args[1] = self.pick(FUNCTIONS).as_bytes().to_vec();
+                steps.push(exact(args));
+                steps
             }
             2 => {
                 // A key count that is not right.

@@ -29,7 +29,7 @@ pub(crate) use pops::{parse_mpop, pop_elements, reply_popped_with_key};
 
 use super::{AlreadyReplied, Args, Ctx, EventClass, flags};
 use crate::command;
-use crate::keyspace::{Entry, Keyspace, NO_EXPIRY, Value};
+use crate::keyspace::{Access, Entry, Keyspace, NO_EXPIRY, Value};
 use crate::types::ZSet;
 use members::{zadd, zcard, zincrby, zmscore, zrank, zrem, zscore};
 use pops::{zmpop, zpop};
@@ -334,7 +334,7 @@ pub fn commands() -> Vec<super::CommandSpec> {
 
 fn peek<'a>(keyspace: &'a Keyspace, db: usize, key: &[u8]) -> Option<&'a ZSet> {
     match keyspace.dbs[db].get(key).map(|e| &e.value) {
-        Some(Value::ZSet(zset)) => Some(zset),
+        Some(Value::ZSet(zset, _)) => Some(zset),
         _ => None,
     }
 }
@@ -391,7 +391,7 @@ fn store_result(
         let zset = ZSet::from_elements(elements);
         let previous = ctx.db().insert(Entry {
             key: crate::keyspace::Key::from(destination),
-            value: Value::ZSet(Arc::new(zset)),
+            value: Value::ZSet(Arc::new(zset), Access::new()),
             expire_at_ms: NO_EXPIRY,
         });
         if previous.is_none() {

@@ -23,8 +23,8 @@ fn inputs(ctx: &mut Ctx, keys: &[&[u8]]) -> Option<Vec<Option<Elements>>> {
         let value = ctx.lookup_read(key).map(|e| &e.value);
         all.push(match value {
             None => None,
-            Some(Value::ZSet(z)) => Some(z.iter().map(|(m, s)| (m.into_owned(), s)).collect()),
-            Some(Value::Set(s)) => Some(members_of_set(s)),
+            Some(Value::ZSet(z, _)) => Some(z.iter().map(|(m, s)| (m.into_owned(), s)).collect()),
+            Some(Value::Set(s, _)) => Some(members_of_set(s)),
             Some(_) => {
                 ctx.wrong_type();
                 return None;

@@ -98,8 +98,9 @@ fn always_writes_the_next_batches_while_a_sync_runs() {
         (writer.written_seq() == last).then(|| writer.durable_seq())
     });
     assert_eq!(durable_then, 0, "the batches waited for the running sync");
-    // Written, not durable: kept in memory for a rewrite (INFO mem_aof_buffer).
-    assert_eq!(writer.buffered_bytes(), 8);
+    // Written, not durable: kept in memory for a rewrite (INFO mem_aof_buffer, which
+    // counts the batches' capacity: at least their 8 bytes).
+    assert!(writer.buffered_bytes() >= 8);
     wait_for("all durable", || {
         (writer.durable_seq() == last).then_some(())
     });

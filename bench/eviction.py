@@ -1,0 +1,360 @@
+#!/usr/bin/env python3
+"""Eviction under a skewed cache workload: tessera-server and redis-server in one run.
+
+This is a benchmark, not a test: it only measures and reports, it never fails on a
+slow or lossy result.
+
+The workload is a cache in front of a keyspace five times larger than `maxmemory`
+(values of --value-size bytes, keys `key:<n>`): each client draws key ranks from a Zipf
+distribution (exponent --zipf; rank r drawn with probability proportional to 1/r^s;
+ranks are scattered over the key names), GETs the key and, on a miss, SETs it
+(cache-aside); a fraction --set-ratio of the operations SET without reading first.
+--clients processes run it, each on its own connection, pipelining --pipeline
+operations. A warm-up of the same workload (not timed) fills the server to its limit
+first; then the timed phase runs --ops operations in all.
+
+For each policy (--policies, default allkeys-lru and allkeys-lfu), each server starts
+fresh in its own temporary directory on a free loopback port, with the append-only log
+on (everysec) and the same maxmemory:
+
+    tessera-server --port P --bind 127.0.0.1 --dir D --maxmemory M --maxmemory-policy X
+    redis-server   --port P --bind 127.0.0.1 --dir D --appendonly yes --save "" \\
+                   --maxmemory M --maxmemory-policy X
+
+Each case runs --repeat times per server; runs go round-robin over the policies and
+alternate which server goes first, so drift on a noisy machine spreads over both. The
+report gives, per policy and server, the medians of: the hit ratio of the timed phase,
+the peak of INFO used_memory (sampled every 50 ms) relative to maxmemory, and the
+operations per second; and the Tessera/Redis ratios of the medians.
+
+Usage:
+    cargo build --release
+    python3 bench/eviction.py                        # full run, roughly 10-20 min
+    python3 bench/eviction.py --quick --repeat 1     # smoke run, ~1-2 min
+    python3 bench/eviction.py --output bench/results/eviction.md
+
+Stdlib only (Python 3.11).
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import datetime as dt
+import multiprocessing
+import os
+import platform
+import random
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+HOST = "127.0.0.1"
+
+
+# --------------------------------------------------------------------------
+# RESP
+# --------------------------------------------------------------------------
+
+
+def encode(*args: bytes) -> bytes:
+    out = [b"*%d\r\n" % len(args)]
+    for arg in args:
+        out.append(b"$%d\r\n%s\r\n" % (len(arg), arg))
+    return b"".join(out)
+
+
+class Connection:
+    """A blocking RESP connection that pipelines and reads simple replies."""
+
+    def __init__(self, port: int):
+        self.sock = socket.create_connection((HOST, port), timeout=60)
+        self.file = self.sock.makefile("rb")
+
+    def read(self):
+        line = self.file.readline()
+        if not line:
+            raise ConnectionError("connection closed")
+        kind, rest = line[:1], line[1:-2]
+        if kind in (b"+", b"-"):
+            return (kind, rest)
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            size = int(rest)
+            if size < 0:
+                return None
+            return self.file.read(size + 2)[:-2]
+        if kind == b"*":
+            return [self.read() for _ in range(int(rest))]
+        raise ValueError(f"unexpected reply {line!r}")
+
+    def pipeline(self, commands: list[bytes]) -> list:
+        self.sock.sendall(b"".join(commands))
+        return [self.read() for _ in commands]
+
+    def call(self, *args: str):
+        return self.pipeline([encode(*(a.encode() for a in args))])[0]
+
+
+def info(port: int) -> dict[str, str]:
+    reply = Connection(port).call("INFO", "everything")
+    fields = {}
+    for line in reply.decode().splitlines():
+        if ":" in line and not line.startswith("#"):
+            name, value = line.split(":", 1)
+            fields[name] = value.strip()
+    return fields
+
+
+# --------------------------------------------------------------------------
+# The workload
+# --------------------------------------------------------------------------
+
+
+def zipf_cdf(keys: int, exponent: float) -> list[float]:
+    weights = [1.0 / (rank**exponent) for rank in range(1, keys + 1)]
+    total = sum(weights)
+    cdf, running = [], 0.0
+    for weight in weights:
+        running += weight
+        cdf.append(running / total)
+    return cdf
+
+
+def key_of(rank: int, keys: int) -> bytes:
+    # Ranks scattered over the names (and so over hash slots): a multiplicative hash.
+    return b"key:%d" % ((rank * 2654435761) % keys)
+
+
+def worker(port: int, seed: int, ops: int, settings: dict, ready, start, results) -> None:
+    rng = random.Random(seed)
+    cdf = zipf_cdf(settings["keys"], settings["zipf"])
+    value = b"v" * settings["value_size"]
+    conn = Connection(port)
+    ready.put(True)
+    start.wait()
+    hits = misses = done = 0
+    began = time.perf_counter()
+    while done < ops:
+        batch = min(settings["pipeline"], ops - done)
+        keys = [key_of(bisect.bisect_left(cdf, rng.random()), settings["keys"]) for _ in range(batch)]
+        writes = [rng.random() < settings["set_ratio"] for _ in range(batch)]
+        replies = conn.pipeline(
+            [encode(b"SET", k, value) if w else encode(b"GET", k) for k, w in zip(keys, writes)]
+        )
+        fills = []
+        for key, write, reply in zip(keys, writes, replies):
+            if write:
+                continue
+            if reply is None:
+                misses += 1
+                fills.append(encode(b"SET", key, value))
+            else:
+                hits += 1
+        if fills:
+            conn.pipeline(fills)
+        done += batch + len(fills)
+    results.put((hits, misses, done, time.perf_counter() - began))
+
+
+def run_phase(port: int, ops: int, settings: dict, seed: int) -> dict:
+    """Runs `ops` operations over the clients; returns hits, misses, ops/s and the peak
+    used_memory seen meanwhile."""
+    clients = settings["clients"]
+    start = multiprocessing.Event()
+    ready = multiprocessing.Queue()
+    results = multiprocessing.Queue()
+    procs = [
+        multiprocessing.Process(
+            target=worker,
+            args=(port, seed * 1000 + i, ops // clients, settings, ready, start, results),
+        )
+        for i in range(clients)
+    ]
+    for proc in procs:
+        proc.start()
+    for _ in procs:
+        ready.get()  # each has built its distribution: only the operations are timed
+    peak = [0]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            try:
+                peak[0] = max(peak[0], int(info(port)["used_memory"]))
+            except (OSError, KeyError, ValueError):
+                pass
+            stop.wait(0.05)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    began = time.perf_counter()
+    start.set()
+    outcomes = [results.get() for _ in procs]
+    elapsed = time.perf_counter() - began
+    for proc in procs:
+        proc.join()
+    stop.set()
+    sampler.join()
+    hits = sum(o[0] for o in outcomes)
+    misses = sum(o[1] for o in outcomes)
+    done = sum(o[2] for o in outcomes)
+    return {
+        "hit_ratio": hits / max(1, hits + misses),
+        "ops_per_sec": done / elapsed,
+        "peak_used": peak[0],
+    }
+
+
+# --------------------------------------------------------------------------
+# Servers
+# --------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind((HOST, 0))
+            port = s.getsockname()[1]
+        if port != 6379:
+            return port
+    raise RuntimeError("no free port")
+
+
+def start_server(args, name: str, policy: str) -> tuple[subprocess.Popen, int, Path]:
+    directory = Path(tempfile.mkdtemp(prefix=f"bench-evict-{name}-"))
+    port = free_port()
+    common = ["--port", str(port), "--bind", HOST, "--dir", str(directory),
+              "--maxmemory", str(args.maxmemory_mb * 1024 * 1024),
+              "--maxmemory-policy", policy]
+    if name == "tessera":
+        argv = [str(args.tessera_bin)] + common
+    else:
+        argv = [args.redis_server] + common + ["--appendonly", "yes", "--save", ""]
+    log = open(directory / "server.log", "wb")
+    proc = subprocess.Popen(argv, cwd=directory, stdout=log, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            if Connection(port).call("PING") == (b"+", b"PONG"):
+                return proc, port, directory
+        except OSError:
+            pass
+        time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError(f"{name} did not start")
+
+
+def stop_server(proc: subprocess.Popen, port: int, directory: Path) -> None:
+    try:
+        Connection(port).call("SHUTDOWN", "NOSAVE")
+    except (OSError, ConnectionError):
+        pass
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def one_run(args, name: str, policy: str, settings: dict, seed: int) -> dict:
+    proc, port, directory = start_server(args, name, policy)
+    try:
+        run_phase(port, settings["warmup_ops"], settings, seed)
+        outcome = run_phase(port, settings["ops"], settings, seed + 1)
+        fields = info(port)
+        outcome["evicted_keys"] = int(fields.get("evicted_keys", 0))
+        return outcome
+    finally:
+        stop_server(proc, port, directory)
+
+
+# --------------------------------------------------------------------------
+# Main
+# --------------------------------------------------------------------------
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tessera-bin", type=Path, default=REPO / "target/release/tessera-server")
+    parser.add_argument("--redis-server", default=shutil.which("redis-server") or "redis-server")
+    parser.add_argument("--policies", default="allkeys-lru,allkeys-lfu")
+    parser.add_argument("--maxmemory-mb", type=int, default=32)
+    parser.add_argument("--value-size", type=int, default=100)
+    parser.add_argument("--keyspace-factor", type=float, default=5.0,
+                        help="keys x value size / maxmemory")
+    parser.add_argument("--zipf", type=float, default=0.99)
+    parser.add_argument("--set-ratio", type=float, default=0.1)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--pipeline", type=int, default=32)
+    parser.add_argument("--ops", type=int, default=2_000_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="a smoke run: few operations")
+    parser.add_argument("--output", type=Path)
+    args = parser.parse_args()
+    if not args.tessera_bin.exists():
+        print(f"{args.tessera_bin} not found: cargo build --release", file=sys.stderr)
+        return 2
+    keys = int(args.keyspace_factor * args.maxmemory_mb * 1024 * 1024 / args.value_size)
+    ops = 100_000 if args.quick else args.ops
+    settings = {
+        "keys": keys, "zipf": args.zipf, "value_size": args.value_size,
+        "set_ratio": args.set_ratio, "clients": args.clients, "pipeline": args.pipeline,
+        "ops": ops, "warmup_ops": ops // 2,
+    }
+    policies = args.policies.split(",")
+    runs: dict[tuple[str, str], list[dict]] = {}
+    for repetition in range(args.repeat):
+        for policy in policies:
+            order = ["tessera", "redis"] if repetition % 2 == 0 else ["redis", "tessera"]
+            for name in order:
+                outcome = one_run(args, name, policy, settings, seed=repetition * 10)
+                runs.setdefault((policy, name), []).append(outcome)
+                print(f"{policy} {name} run {repetition + 1}: hit ratio "
+                      f"{outcome['hit_ratio']:.3f}, peak {outcome['peak_used'] / 1048576:.1f} MB, "
+                      f"{outcome['ops_per_sec']:.0f} ops/s", file=sys.stderr)
+    limit = args.maxmemory_mb * 1024 * 1024
+    lines = [
+        f"# Eviction: Zipf({args.zipf}) cache workload, Tessera vs Redis",
+        "",
+        f"{dt.date.today()}, {platform.machine()}, {os.cpu_count()} CPUs; maxmemory "
+        f"{args.maxmemory_mb} MB, {keys} keys of {args.value_size} bytes "
+        f"({args.keyspace_factor}x), {args.clients} clients x pipeline {args.pipeline}, "
+        f"{ops} timed operations after {ops // 2} of warm-up, {args.set_ratio:.0%} blind SETs; "
+        f"medians of {args.repeat} runs.",
+        "",
+        "| policy | server | hit ratio | peak used_memory / maxmemory | ops/s | evicted keys |",
+        "|---|---|---|---|---|---|",
+    ]
+    medians = {}
+    for (policy, name), outcomes in sorted(runs.items()):
+        median = {k: statistics.median(o[k] for o in outcomes) for k in outcomes[0]}
+        medians[(policy, name)] = median
+        lines.append(f"| {policy} | {name} | {median['hit_ratio']:.3f} | "
+                     f"{median['peak_used'] / limit:.2f} | {median['ops_per_sec']:.0f} | "
+                     f"{median['evicted_keys']:.0f} |")
+    lines += ["", "| policy | hit ratio T/R | peak memory T/R | throughput T/R |", "|---|---|---|---|"]
+    for policy in policies:
+        t, r = medians[(policy, "tessera")], medians[(policy, "redis")]
+        lines.append(f"| {policy} | {t['hit_ratio'] / r['hit_ratio']:.2f} | "
+                     f"{t['peak_used'] / r['peak_used']:.2f} | "
+                     f"{t['ops_per_sec'] / r['ops_per_sec']:.2f} |")
+    report = "\n".join(lines) + "\n"
+    print(report)
+    if args.output:
+        args.output.write_text(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
