@@ -237,6 +237,23 @@ def phase2(r, pool, script):
                     missing.remove(task_id)
                     del acknowledged[task_id]
                     kombu_dropped.append(task_id)
+            # Popped by a worker's BRPOP whose reply the kill cut off: the pop was done
+            # (and logged) but the worker never got the message, so nothing will run
+            # it. kombu's window again (a BRPOP is at most once, with Redis as with
+            # Tessera), and provably not a server's loss: the queue is a FIFO (LPUSH at
+            # the head, BRPOP at the tail), so a message older than every message still
+            # queued was taken by a pop, while a server that lost writes would lose the
+            # newest ones. Each worker has one BRPOP outstanding: at most WORKERS such.
+            oldest_queued = min(
+                (acknowledged[i] for i in ids if where[i] == "queued"), default=float("inf")
+            )
+            popped = [i for i in missing if acknowledged[i] < oldest_queued]
+            if len(popped) <= WORKERS:
+                for task_id in popped:
+                    log(f"{task_id} was popped by a worker's BRPOP whose reply the kill cut off")
+                    missing.remove(task_id)
+                    del acknowledged[task_id]
+                    kombu_dropped.append(task_id)
             if missing:
                 raise Failure(
                     f"{len(missing)} of {len(ids)} acknowledged tasks lost in the kill: "

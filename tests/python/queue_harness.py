@@ -9,6 +9,7 @@ always`) and writes "restarted" on the script's stdin. The script ends with "<na
 """
 
 import ctypes
+import faulthandler
 import os
 import signal
 import subprocess
@@ -20,6 +21,9 @@ import redis
 
 RESTARTED_LINE = "restarted"
 CONNECTION_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+
+
+WATCHDOG_SECONDS = 120
 
 
 class Failure(Exception):
@@ -40,6 +44,9 @@ class Script:
         self.restarted = threading.Event()
         self.closed = threading.Event()
         threading.Thread(target=self._read_stdin, daemon=True).start()
+        # A hang says where it is: every thread's stack on stderr, then exit 1, before
+        # the harness's own deadline (150 s) gives up on the script without its stderr.
+        faulthandler.dump_traceback_later(WATCHDOG_SECONDS, exit=True)
 
     def _read_stdin(self):
         for line in sys.stdin:
