@@ -40,7 +40,6 @@ os.environ["CELERY_QUEUE_PORT"] = str(PORT)
 
 try:
     import redis
-    from celery.result import AsyncResult
     from kombu.exceptions import OperationalError
 
     from celery_tasks import DROPPED_MARK, VISIBILITY_TIMEOUT, app, square
@@ -98,13 +97,17 @@ def worker_env():
 
 
 def result_states(ids):
-    """{id: (state, result)} from the result backend."""
+    """{id: (state, result)} from the result backend, read with the backend's own GET of
+    each task's meta. Not through AsyncResult objects: each one, once ready, unsubscribes
+    from the task's channel on the backend's shared pub/sub connection, also from its
+    __del__, and a garbage collection landing inside another such unsubscribe deadlocks
+    Celery 5.6's client on that connection's lock."""
     states = {}
     for task_id in ids:
-        result = AsyncResult(task_id, app=app)
-        state = result.state
+        meta = app.backend.get_task_meta(task_id)
+        state = meta["status"]
         # A failed task's result is its exception.
-        states[task_id] = (state, result.result if state in ("SUCCESS", "FAILURE") else None)
+        states[task_id] = (state, meta["result"] if state in ("SUCCESS", "FAILURE") else None)
     return states
 
 
@@ -135,7 +138,7 @@ def describe(r, ids_to_n):
     for task_id, (state, value) in list(bad.items())[:20]:
         lines.append(f"  {task_id}: state {state}, value {value!r}, where {where[task_id]}")
         if state == "FAILURE":
-            traceback = AsyncResult(task_id, app=app).traceback or ""
+            traceback = app.backend.get_task_meta(task_id).get("traceback") or ""
             lines.append("    " + traceback.strip().replace("\n", "\n    "))
     lines.append(f"queue {QUEUE}: {r.llen(QUEUE)} messages; unacked: {r.hlen('unacked')}")
     return "\n".join(lines)
