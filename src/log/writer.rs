@@ -36,6 +36,10 @@ use std::time::Duration;
 
 const RETRY_INTERVAL: Duration = Duration::from_secs(1);
 
+/// Log bytes waiting for the writer beyond which the event loop stops reading from
+/// clients until the writer catches up (`LogWriter::is_backlogged`).
+const BACKLOG_BYTES: u64 = 64 * 1024 * 1024;
+
 /// How long an `everysec` fsync may run while writes go on (Redis's 2 s): past it, writes
 /// wait for the fsync, which bounds what a power loss can take.
 const FSYNC_STALL_LIMIT: Duration = Duration::from_secs(2);
@@ -75,6 +79,16 @@ struct Pending {
     rotation: Option<PendingRotation>,
     /// The fsync thread finished a sync since the writer's last pass.
     sync_event: bool,
+    /// The memory of the batch the writer has taken and not yet queued (counted in
+    /// `pending_memory` until it is counted in `retained_bytes`).
+    in_transit: u64,
+}
+
+impl Pending {
+    fn publish_memory(&self, shared: &Shared) {
+        let memory = self.bytes.capacity() as u64 + self.in_transit;
+        shared.pending_memory.store(memory, Ordering::Relaxed);
+    }
 }
 
 /// What the fsync thread tells the writer and the loop.
@@ -107,7 +121,7 @@ pub struct BufferGauge(Arc<Shared>);
 
 impl BufferGauge {
     pub fn bytes(&self) -> u64 {
-        self.0.pending_bytes.load(Ordering::Relaxed) + self.0.retained_bytes.load(Ordering::Relaxed)
+        self.0.buffered_memory()
     }
 }
 
@@ -121,6 +135,10 @@ struct Shared {
     /// Bytes in the file, durable or not.
     file_bytes: AtomicU64,
     pending_bytes: AtomicU64,
+    /// The memory the queued bytes take (their buffer's capacity), and the batch in
+    /// transit to `retained_bytes`: eviction's measure must not see a batch's memory as
+    /// the dataset's, not even while the writer takes it (a false `-OOM`, an eviction).
+    pending_memory: AtomicU64,
     /// Bytes of the batches the writer keeps for a rewrite after a failure (written, not
     /// yet durable).
     retained_bytes: AtomicU64,
@@ -128,6 +146,9 @@ struct Shared {
     delayed_fsyncs: AtomicU64,
     /// `everysec` syncs early once this much is unsynced (`fsync::unsynced_max_for`).
     unsynced_max: AtomicU64,
+    /// What the writer may hold under `maxmemory` (`fsync::buffered_max_for`; u64::MAX:
+    /// no limit).
+    buffered_max: AtomicU64,
     failed: AtomicBool,
     error: Mutex<Option<LogError>>,
     /// The writer is waiting on `wake_writer`: only then does a submit need to signal it
@@ -164,6 +185,11 @@ impl Shared {
     }
 
     /// The fsync thread's news: published, then the writer and the loop are woken.
+    /// The memory of the log bytes the writer holds (`LogWriter::buffered_bytes`).
+    fn buffered_memory(&self) -> u64 {
+        self.pending_memory.load(Ordering::Relaxed) + self.retained_bytes.load(Ordering::Relaxed)
+    }
+
     fn sync_event(&self, event: SyncEvent) {
         match event {
             SyncEvent::Synced(seq) => {
@@ -234,14 +260,17 @@ impl LogWriter {
                 stop: false,
                 rotation: None,
                 sync_event: false,
+                in_transit: 0,
             }),
             wake_writer: Condvar::new(),
             written_seq: AtomicU64::new(0),
             durable_seq: AtomicU64::new(0),
             file_bytes: AtomicU64::new(file_bytes),
             pending_bytes: AtomicU64::new(0),
+            pending_memory: AtomicU64::new(0),
             retained_bytes: AtomicU64::new(0),
             delayed_fsyncs: AtomicU64::new(0),
+            buffered_max: AtomicU64::new(u64::MAX),
             unsynced_max: AtomicU64::new(fsync::unsynced_max_for(0)),
             failed: AtomicBool::new(false),
             error: Mutex::new(None),
@@ -280,6 +309,7 @@ impl LogWriter {
         self.shared
             .pending_bytes
             .store(pending.bytes.len() as u64, Ordering::Relaxed);
+        pending.publish_memory(&self.shared);
         // `writer_waiting` only changes under the lock, so reading it here is exact.
         let waiting = self.shared.writer_waiting.load(Ordering::Relaxed);
         drop(pending);
@@ -337,8 +367,7 @@ impl LogWriter {
     /// Log bytes in the writer's memory: queued for it, or written and kept until durable
     /// (INFO's `mem_aof_buffer`).
     pub fn buffered_bytes(&self) -> u64 {
-        self.shared.pending_bytes.load(Ordering::Relaxed)
-            + self.shared.retained_bytes.load(Ordering::Relaxed)
+        self.buffer_gauge().bytes()
     }
 
     /// A handle that reads `buffered_bytes` from elsewhere (eviction leaves these bytes
@@ -371,6 +400,27 @@ impl LogWriter {
         self.shared
             .unsynced_max
             .store(fsync::unsynced_max_for(maxmemory), Ordering::Relaxed);
+        let buffered_max = fsync::buffered_max_for(maxmemory).unwrap_or(u64::MAX);
+        self.shared
+            .buffered_max
+            .store(buffered_max, Ordering::Relaxed);
+    }
+
+    /// Whether the event loop should stop reading from clients (TCP then slows the
+    /// senders down) until the writer catches up: more than `BACKLOG_BYTES` wait to be
+    /// written, or, under `maxmemory`, the writer holds more than its share
+    /// (`fsync::buffered_max_for`) — eviction does not count those bytes, so a disk
+    /// slower than the writes would otherwise take the server past its limit. `extra`:
+    /// this turn's records, not handed over yet. A failing log is held to the queue bound
+    /// only: its batches stay until it recovers (writes are refused meanwhile), and reads
+    /// must go on.
+    pub fn is_backlogged(&self, extra: u64) -> bool {
+        let shared = &self.shared;
+        if shared.pending_bytes.load(Ordering::Relaxed) + extra > BACKLOG_BYTES {
+            return true;
+        }
+        let buffered = shared.buffered_memory() + extra;
+        buffered > shared.buffered_max.load(Ordering::Relaxed) && !self.is_failing()
     }
 
     pub fn set_policy(&self, policy: FsyncPolicy) {
@@ -479,11 +529,15 @@ impl WriterThread {
     fn run(mut self) {
         loop {
             let mut work = self.take_pending();
+            let held_over_budget =
+                self.retained_memory > self.shared.buffered_max.load(Ordering::Relaxed);
             self.collect_syncs();
             // A pass that only takes in the fsync thread's news has nothing to tell the
-            // loop (that thread woke it); a retry after a failure does.
-            let only_sync_news =
-                work.only_sync_news() && !self.shared.failed.load(Ordering::Acquire);
+            // loop (that thread woke it), unless the loop stopped reading for the memory
+            // this pass let go of (`LogWriter::is_backlogged`); a retry after a failure does.
+            let only_sync_news = work.only_sync_news()
+                && !self.shared.failed.load(Ordering::Acquire)
+                && !held_over_budget;
             let mut batch = std::mem::take(&mut work.batch);
             if let Some(pending_rotation) = work.rotation.take() {
                 let after = batch.split_off(pending_rotation.split);
@@ -495,6 +549,12 @@ impl WriterThread {
                 batch = after;
             }
             self.queue(batch, work.seq);
+            let mut pending = self.shared.pending.lock().unwrap();
+            if pending.in_transit != 0 {
+                pending.in_transit = 0;
+                pending.publish_memory(&self.shared);
+            }
+            drop(pending);
             if self.shared.failed.load(Ordering::Acquire) {
                 let _ = self.with_fsync_paused(|writer| {
                     writer.recover();
@@ -587,6 +647,8 @@ impl WriterThread {
         pending.sync_event = false;
         let batch = std::mem::take(&mut pending.bytes);
         self.shared.pending_bytes.store(0, Ordering::Relaxed);
+        pending.in_transit = batch.capacity() as u64;
+        pending.publish_memory(&self.shared);
         Work {
             batch,
             seq: pending.last_seq,

@@ -45,9 +45,6 @@ const INPUT_KEEP_BYTES: usize = 64 * 1024;
 const ARGUMENTS_KEEP: usize = 1024;
 /// Bytes read from one client in one turn, at most (then others get their turn).
 const READ_PER_TURN_BYTES: usize = 4 * 1024 * 1024;
-/// Log bytes waiting for the writer beyond which the loop stops reading from clients
-/// (TCP then slows the senders down) until the writer catches up.
-const LOG_BACKLOG_BYTES: u64 = 64 * 1024 * 1024;
 
 pub struct Server {
     poll: Poll,
@@ -586,11 +583,11 @@ impl Server {
         self.engine.state.connected_clients = self.clients.len();
     }
 
-    /// The log writer is this far behind: stop taking new requests.
+    /// The log writer is behind: stop taking new requests (`LogWriter::is_backlogged`).
     fn log_backlogged(&self) -> bool {
-        self.log_writer.as_ref().is_some_and(|writer| {
-            writer.pending_bytes() + self.engine.effects.buffer.len() as u64 > LOG_BACKLOG_BYTES
-        })
+        self.log_writer
+            .as_ref()
+            .is_some_and(|writer| writer.is_backlogged(self.engine.effects.buffer.len() as u64))
     }
 
     /// Reads the clients put aside while the log writer was behind, until it is behind

@@ -40,6 +40,14 @@ pub(super) fn unsynced_max_for(maxmemory: u64) -> u64 {
     (maxmemory / 32).clamp(EVERYSEC_UNSYNCED_MIN_BYTES, EVERYSEC_UNSYNCED_MAX_BYTES)
 }
 
+/// What the writer may hold in all (queued, and written but unsynced) under `maxmemory`
+/// before the event loop stops reading clients (`LogWriter::is_backlogged`): twice what
+/// `everysec` leaves unsynced, so a disk slower than the writes cannot grow it. None
+/// without a limit (then only the queue is bounded).
+pub(super) fn buffered_max_for(maxmemory: u64) -> Option<u64> {
+    (maxmemory != 0).then(|| 2 * unsynced_max_for(maxmemory))
+}
+
 /// A point in the log file: its length there and the last batch ending there.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) struct Mark {
@@ -383,6 +391,8 @@ mod tests {
         assert_eq!(unsynced_max_for(100 * mb), 100 * mb / 32);
         assert_eq!(unsynced_max_for(mb), mb);
         assert_eq!(unsynced_max_for(64 << 30), 64 * mb);
+        assert_eq!(buffered_max_for(0), None);
+        assert_eq!(buffered_max_for(100 * mb), Some(2 * 100 * mb / 32));
         let mut limited = slot(FsyncPolicy::EverySec, 4 * mb);
         assert!(!matches!(due(&limited), Due::Sync));
         limited.unsynced_max = unsynced_max_for(100 * mb);
