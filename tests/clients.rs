@@ -423,3 +423,41 @@ fn monitor_lines_match_redis() {
     ]);
     compare("MONITOR", |port| monitor_lines(port, &commands));
 }
+
+#[test]
+fn client_list_fields_and_flags_match_redis() {
+    compare("CLIENT LIST fields", |port| {
+        let mut conn = Conn::open(port);
+        let mut other = Conn::open(port);
+        let other_id = other.id();
+        let names = |line: &str| -> Vec<String> {
+            let body = line.split_once("\r\n").map_or(line, |(_, body)| body);
+            let names = body
+                .split_whitespace()
+                .map(|pair| pair.split('=').next().unwrap().to_string());
+            // Redis 7.2's CLIENT SETINFO fields, which Tessera adds at the end.
+            names
+                .filter(|name| name != "lib-name" && name != "lib-ver")
+                .collect()
+        };
+        let mut transcript = vec![names(&conn.call(&["CLIENT", "INFO"])).join(" ")];
+        let mut flags_of_other =
+            |conn: &mut Conn| field_of(&conn.call(&["CLIENT", "LIST", "ID", &other_id]), "flags");
+        transcript.push(other.call(&["MULTI"]));
+        transcript.push(flags_of_other(&mut conn));
+        transcript.push(other.call(&["DISCARD"]));
+        transcript.push(other.call(&["SUBSCRIBE", "c"]));
+        transcript.push(flags_of_other(&mut conn));
+        transcript.push(other.call(&["RESET"]));
+        other.send(&["BLPOP", "list", "0"]);
+        while !flags_of_other(&mut conn).contains('b') {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        transcript.push(flags_of_other(&mut conn));
+        transcript.push(conn.call(&["CLIENT", "LIST", "TYPE", "pubsub"]));
+        transcript.push(conn.call(&["CLIENT", "LIST", "TYPE", "replica"]));
+        transcript.push(conn.call(&["CLIENT", "LIST", "TYPE", "nope"]));
+        transcript.push(conn.call(&["CLIENT", "LIST", "ID", "x"]));
+        transcript
+    });
+}

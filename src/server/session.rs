@@ -312,7 +312,9 @@ fn client_flags(
     flags
 }
 
-/// One CLIENT LIST line (Redis's fields; those Tessera does not track are 0).
+/// One CLIENT LIST line (Redis's fields in its order; `multi-mem` is the queue's bytes as
+/// `client-query-buffer-limit` counts them; `argv-mem`, `rbp`, `obl` and `oll`, which
+/// Tessera does not track, are 0).
 fn describe(
     conn: &Connection,
     state: &SessionState,
@@ -327,10 +329,11 @@ fn describe(
     // Redis's `redir=`: -1 when not tracking, 0 when tracking without REDIRECT.
     let redirect = tracked.map_or(-1, |t| t.redirect.map_or(0, |id| id as i64));
     format!(
-        "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs={} rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}\n",
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs={} rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}\n",
         state.id,
         conn.peer,
         conn.local,
+        std::os::fd::AsRawFd::as_raw_fd(&conn.stream),
         state.name.as_deref().unwrap_or(""),
         now.duration_since(conn.created).as_secs(),
         now.duration_since(conn.last_interaction).as_secs(),
@@ -341,6 +344,8 @@ fn describe(
         subscriptions.count(Kind::Shard),
         state.multi.as_ref().map_or(-1, |m| m.queued.len() as i64),
         conn.input.len(),
+        conn.input.capacity() - conn.input.len(),
+        state.multi.as_ref().map_or(0, |m| m.bytes),
         conn.input.capacity(),
         output_len,
         conn.input.capacity() + output_capacity,
