@@ -441,7 +441,7 @@ fn client_list_fields_and_flags_match_redis() {
                 .collect()
         };
         let mut transcript = vec![names(&conn.call(&["CLIENT", "INFO"])).join(" ")];
-        let mut flags_of_other =
+        let flags_of_other =
             |conn: &mut Conn| field_of(&conn.call(&["CLIENT", "LIST", "ID", &other_id]), "flags");
         transcript.push(other.call(&["MULTI"]));
         transcript.push(flags_of_other(&mut conn));
