@@ -461,3 +461,46 @@ fn client_list_fields_and_flags_match_redis() {
         transcript
     });
 }
+
+#[test]
+fn client_pause_write_holds_scripts_that_may_write_and_freezes_expiry() {
+    compare("CLIENT PAUSE WRITE and scripts", |port| {
+        let mut admin = Conn::open(port);
+        let mut client = Conn::open(port);
+        let mut transcript = vec![admin.call(&["SET", "soon", "x", "PX", "200"])];
+        transcript.push(admin.call(&["CLIENT", "PAUSE", "100000", "WRITE"]));
+        // A script that declares no writes runs; PFCOUNT and a plain EVAL may write.
+        let read_only = "#!lua flags=no-writes\nreturn 1";
+        transcript.push(client.call(&["EVAL", read_only, "0"]));
+        client.send(&["EVAL", "return 2", "0"]);
+        transcript.push(format!("EVAL held: {:?}", client.reply_within(QUIET)));
+        // The pause keeps the expired key: no active expiry meanwhile.
+        std::thread::sleep(Duration::from_millis(600));
+        transcript.push(admin.call(&["DBSIZE"]));
+        transcript.push(admin.call(&["CLIENT", "UNPAUSE"]));
+        transcript.push(text(client.reply_within(REPLY_WAIT)));
+        transcript
+    });
+}
+
+#[test]
+fn a_monitor_that_does_not_read_is_closed_at_its_output_limit() {
+    compare("MONITOR output limit", |port| {
+        let mut admin = Conn::open(port);
+        let limit = "normal 65536 0 0";
+        let mut transcript =
+            vec![admin.call(&["CONFIG", "SET", "client-output-buffer-limit", limit])];
+        let mut monitor = Conn::open(port);
+        transcript.push(monitor.call(&["MONITOR"]));
+        // Far more than the socket buffers hold: the rest waits in the server's output.
+        let value = "v".repeat(64 * 1024);
+        for _ in 0..256 {
+            admin.call(&["SET", "k", &value]);
+        }
+        // Whatever the monitor had read, it is closed once its output passed the limit.
+        let closed = is_closed(&mut monitor.stream, REPLY_WAIT);
+        transcript.push(format!("monitor closed: {closed}"));
+        transcript.push(admin.call(&["PING"]));
+        transcript
+    });
+}
