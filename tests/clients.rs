@@ -504,3 +504,29 @@ fn a_monitor_that_does_not_read_is_closed_at_its_output_limit() {
         transcript
     });
 }
+
+#[test]
+fn idle_timeout_spares_monitors_and_subscribers() {
+    compare("timeout", |port| {
+        let mut admin = Conn::open(port);
+        let mut transcript = vec![admin.call(&["CONFIG", "SET", "timeout", "1"])];
+        let mut monitor = Conn::open(port);
+        let mut subscriber = Conn::open(port);
+        let mut idle = Conn::open(port);
+        transcript.push(monitor.call(&["MONITOR"]));
+        transcript.push(subscriber.call(&["SUBSCRIBE", "c"]));
+        transcript.push(idle.call(&["PING"]));
+        transcript.push(format!(
+            "idle closed: {}",
+            is_closed(&mut idle.stream, REPLY_WAIT)
+        ));
+        // They were idle as long: had they been due, they would be closed by now.
+        transcript.push(format!(
+            "monitor closed: {}",
+            is_closed(&mut monitor.stream, QUIET)
+        ));
+        let subscriber_closed = is_closed(&mut subscriber.stream, QUIET);
+        transcript.push(format!("subscriber closed: {subscriber_closed}"));
+        transcript
+    });
+}
