@@ -351,6 +351,9 @@ fn client_no_evict_and_monitor_flags_match_redis() {
         transcript.push(conn.call(&["CLIENT", "NO-EVICT", "maybe"]));
         transcript.push(conn.call(&["CLIENT", "NO-EVICT", "off"]));
         transcript.push(conn.info_field("flags"));
+        transcript.push(monitor.call(&["MULTI"]));
+        transcript.push(monitor.call(&["MONITOR"]));
+        transcript.push(monitor.call(&["EXEC"]));
         transcript.push(monitor.call(&["MONITOR"]));
         let list = conn.call(&["CLIENT", "LIST", "ID", &monitor_id]);
         transcript.push(field_of(&list, "flags"));

@@ -297,6 +297,12 @@ pub fn unblock(ctx: &mut Ctx, args: &Args) -> Action {
 /// MONITOR: from now on the session is sent every command others run. Ignored when it
 /// already monitors.
 pub fn monitor(ctx: &mut Ctx, _args: &Args) -> Action {
+    if ctx.in_exec() {
+        // Inside EXEC a client expects one reply per command (Redis's DENY_BLOCKING).
+        ctx.out
+            .error("ERR MONITOR isn't allowed for DENY BLOCKING client");
+        return Action::None;
+    }
     if ctx.client.modes.monitor {
         return Action::None;
     }
