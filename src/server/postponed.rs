@@ -29,7 +29,11 @@ impl Server {
         }
         let end = self.engine.state.pause.end_ms()?;
         // One past the end: the pause is over once the clock is beyond it.
-        Some((end + 1 - crate::clock::unix_ms()).max(0) as u64)
+        // (A pause may end at the end of time: CLIENT PAUSE with a huge timeout.)
+        let wait = end
+            .saturating_add(1)
+            .saturating_sub(crate::clock::unix_ms());
+        Some(wait.max(0) as u64)
     }
 
     /// Runs the held requests again once the pause has ended or eased; then the clients'
