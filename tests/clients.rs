@@ -369,15 +369,33 @@ fn client_no_evict_and_monitor_flags_match_redis() {
 fn monitor_lines(port: u16, commands: &[Vec<Vec<u8>>]) -> Vec<String> {
     let mut monitor = Conn::open(port);
     let mut client = Conn::open(port);
+    let monitor_id = monitor.id();
     assert_eq!(monitor.call(&["MONITOR"]), "+OK\r\n");
     let client_port = client.stream.local_addr().unwrap().port();
+    // A monitor sees its own commands; with its replies off, not even those.
+    monitor.send(&["CLIENT", "REPLY", "OFF"]);
+    monitor.send(&["PING"]);
+    // Nor another client's, once its PING (after OFF) has run.
+    while field_of(&client.call(&["CLIENT", "LIST", "ID", &monitor_id]), "cmd") != "ping" {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    client.call(&["SET", "unseen", "1"]);
+    monitor.send(&["CLIENT", "REPLY", "ON"]);
+    assert_eq!(text(monitor.reply_within(REPLY_WAIT)), "+OK\r\n");
+    let monitor_port = monitor.stream.local_addr().unwrap().port();
+    let own = text(monitor.reply_within(REPLY_WAIT));
+    let own = own
+        .split_once(' ')
+        .unwrap()
+        .1
+        .replace(&format!(":{monitor_port}]"), ":MONITOR]");
     for args in commands {
         let args: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
         client.stream.write_all(&encode(&args)).unwrap();
         client.reply_within(REPLY_WAIT).expect("a reply");
     }
     client.call(&["ECHO", "end"]);
-    let mut lines = Vec::new();
+    let mut lines = vec![own];
     loop {
         let line = text(monitor.reply_within(REPLY_WAIT));
         let (stamp, rest) = line.split_once(' ').unwrap();

@@ -511,7 +511,13 @@ impl Host for SessionsView<'_> {
     }
 
     fn feed_monitor(&mut self, id: u64, line: &[u8]) {
-        if let Some(token) = self.others.token_of(id) {
+        // A line is a reply to Redis: CLIENT REPLY OFF silences it too.
+        if let Some(token) = self.others.token_of(id)
+            && self
+                .others
+                .get(&token)
+                .is_some_and(|client| client.state.modes.reply != crate::commands::ReplyMode::Off)
+        {
             self.append_output(token, |output, _| output.extend_from_slice(line));
         }
     }
