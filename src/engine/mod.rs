@@ -250,8 +250,8 @@ impl fmt::Display for Refusal {
 impl std::error::Error for Refusal {}
 
 /// What the engine asks of whoever holds the sessions (the event loop; nobody during
-/// replay): CLIENT LIST, and pub/sub messages for other sessions. CLIENT KILL and
-/// MONITOR will ask it too.
+/// replay): CLIENT LIST, pub/sub messages for other sessions, CLIENT KILL and UNBLOCK,
+/// MONITOR's lines.
 pub trait Host {
     /// CLIENT LIST (every session, or those in `ids`) or, with `only_self`, CLIENT INFO.
     /// `current_output`: the length and capacity of the calling session's reply buffer.
