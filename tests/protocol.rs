@@ -8,6 +8,8 @@
 
 mod common;
 
+use common::encode_command as resp;
+
 use common::*;
 use rand::rngs::StdRng;
 use rand::{Rng, RngExt, SeedableRng};
@@ -74,17 +76,6 @@ fn show(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes)
         .replace('\r', "\\r")
         .replace('\n', "\\n")
-}
-
-/// One command as a RESP multibulk.
-fn resp(args: &[&[u8]]) -> Vec<u8> {
-    let mut out = format!("*{}\r\n", args.len()).into_bytes();
-    for arg in args {
-        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
-        out.extend_from_slice(arg);
-        out.extend_from_slice(b"\r\n");
-    }
-    out
 }
 
 /// Sends `request` followed by `ECHO <sentinel>` and returns the replies to `request`,

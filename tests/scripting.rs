@@ -5,6 +5,8 @@
 //! a compaction in between after scripts that wrote with math.random, TIME and SPOP.
 
 mod common;
+
+use common::encode_command as encode;
 #[path = "scripting/corpus.rs"]
 mod corpus;
 
@@ -47,16 +49,6 @@ fn reply_len(bytes: &[u8]) -> Option<usize> {
         }
         _ => None,
     }
-}
-
-fn encode(args: &[&[u8]]) -> Vec<u8> {
-    let mut out = format!("*{}\r\n", args.len()).into_bytes();
-    for arg in args {
-        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
-        out.extend_from_slice(arg);
-        out.extend_from_slice(b"\r\n");
-    }
-    out
 }
 
 /// How long a reply may take: generous, since a hostile script (a 1 GB string, a reply

@@ -132,7 +132,7 @@ fn acl(ctx: &mut Ctx, args: &Args) -> Action {
 /// Closes the sessions `doomed` names: the others through the host, this one after its
 /// reply.
 fn close_doomed(ctx: &mut Ctx, doomed: &Doomed) -> Action {
-    ctx.host.kill_clients(doomed);
+    ctx.host.kill_clients(&super::Victims::Acl(doomed));
     if doomed.includes(&ctx.client.user, &ctx.client.subscriptions) {
         ctx.client.user = SessionUser::default();
         ctx.client.authenticated = false;

@@ -1,7 +1,7 @@
 //! Connection commands: PING, ECHO, QUIT, RESET, HELLO, AUTH, CLIENT.
 
 use super::{
-    Action, Args, ClientKind, CommandSpec, Ctx, eq_ignore_case, flags::*, lossy,
+    Action, Args, ClientKind, CommandSpec, Ctx, client_admin, eq_ignore_case, flags::*, lossy,
     unknown_subcommand, wrong_arity,
 };
 use crate::command;
@@ -70,6 +70,15 @@ pub fn commands() -> Vec<CommandSpec> {
             auth
         ),
         command!(
+            "monitor",
+            1,
+            ADMIN | NO_SCRIPT | LOADING | STALE,
+            (0, 0, 0),
+            "server",
+            "Listens for all requests received by the server in real-time.",
+            client_admin::monitor
+        ),
+        command!(
             "client",
             -2,
             LOADING | STALE,
@@ -102,12 +111,17 @@ fn ping(ctx: &mut Ctx, args: &Args) -> Action {
 }
 
 /// RESET: the connection as new (Redis's `clearClientConnectionState`): no transaction
-/// or watched keys, no subscriptions, no tracking, database 0, RESP2, no name, the default
+/// or watched keys, no subscriptions, no tracking, no MONITOR, replies on (NO-EVICT stays), database 0, RESP2, no name, the default
 /// user, and authenticated only if that user is on and needs no password.
 fn reset(ctx: &mut Ctx, _args: &Args) -> Action {
     ctx.client.multi = None;
     ctx.server.watches.unwatch_all(ctx.client);
     let id = ctx.client.id;
+    ctx.server.monitors.remove(id);
+    ctx.client.modes = super::ClientModes {
+        no_evict: ctx.client.modes.no_evict,
+        ..Default::default()
+    };
     ctx.server.pubsub.forget(&mut ctx.client.subscriptions, id);
     ctx.server.tracking.disable(id);
     ctx.client.db = 0;
@@ -254,29 +268,56 @@ fn hello(ctx: &mut Ctx, args: &Args) -> Action {
     Action::None
 }
 
+/// Redis 7.0's CLIENT HELP, with SETINFO (Redis 7.2) where 7.2 lists it.
 const CLIENT_HELP: &[&str] = &[
     "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "CACHING (YES|NO)",
     "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
     "GETREDIR",
     "    Return the client ID we are redirecting to when tracking is enabled.",
+    "GETNAME",
+    "    Return the name of the current connection.",
     "ID",
     "    Return the ID of the current connection.",
     "INFO",
     "    Return information about the current client connection.",
-    "LIST [TYPE (NORMAL|MASTER|REPLICA|PUBSUB)]",
-    "    Return information about client connections.",
-    "GETNAME",
-    "    Return the name of the current connection.",
+    "KILL <ip:port>",
+    "    Kill connection made from <ip:port>.",
+    "KILL <option> <value> [<option> <value> [...]]",
+    "    Kill connections. Options are:",
+    "    * ADDR (<ip:port>|<unixsocket>:0)",
+    "      Kill connections made from the specified address",
+    "    * LADDR (<ip:port>|<unixsocket>:0)",
+    "      Kill connections made to specified local address",
+    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+    "      Kill connections by type.",
+    "    * USER <username>",
+    "      Kill connections authenticated by <username>.",
+    "    * SKIPME (YES|NO)",
+    "      Skip killing current connection (default: yes).",
+    "LIST [options ...]",
+    "    Return information about client connections. Options:",
+    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+    "      Return clients of specified type.",
+    "UNPAUSE",
+    "    Stop the current client pause, resuming traffic.",
+    "PAUSE <timeout> [WRITE|ALL]",
+    "    Suspend all, or just write, clients for <timeout> milliseconds.",
+    "REPLY (ON|OFF|SKIP)",
+    "    Control the replies sent to the current connection.",
     "SETNAME <name>",
     "    Assign the name <name> to the current connection.",
     "SETINFO <LIB-NAME|LIB-VER> <value>",
     "    Set client library name or version.",
+    "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+    "    Unblock the specified blocked client.",
     "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
     "         [OPTIN] [OPTOUT] [NOLOOP]",
     "    Control server assisted client side caching.",
     "TRACKINGINFO",
     "    Report tracking status for the current connection.",
+    "NO-EVICT (ON|OFF)",
+    "    Protect current client connection from eviction.",
     "HELP",
     "    Print this help.",
 ];
@@ -286,8 +327,11 @@ fn client(ctx: &mut Ctx, args: &Args) -> Action {
     let arity_ok = match sub.as_str() {
         "id" | "getname" | "info" | "help" | "getredir" | "trackinginfo" => args.len() == 2,
         "setname" | "caching" => args.len() == 3,
-        "tracking" => args.len() >= 3,
+        "tracking" | "kill" => args.len() >= 3,
         "setinfo" => args.len() == 4,
+        "reply" | "no-evict" => args.len() == 3,
+        "unpause" => args.len() == 2,
+        "pause" | "unblock" => args.len() == 3 || args.len() == 4,
         "list" => args.len() >= 2,
         _ => {
             unknown_subcommand(ctx, "client", args[1]);
@@ -333,6 +377,12 @@ fn client(ctx: &mut Ctx, args: &Args) -> Action {
             }
         }
         "tracking" => client_tracking(ctx, args),
+        "kill" => return client_admin::kill(ctx, args),
+        "pause" => return client_admin::pause(ctx, args),
+        "unpause" => return client_admin::unpause(ctx),
+        "reply" => return client_admin::reply(ctx, args),
+        "no-evict" => return client_admin::no_evict(ctx, args),
+        "unblock" => return client_admin::unblock(ctx, args),
         "caching" => {
             let yes = if eq_ignore_case(args[2], "yes") {
                 true

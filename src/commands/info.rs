@@ -283,7 +283,11 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
             kv(out, "connected_clients", &server.connected_clients);
             kv(out, "cluster_connections", &0);
             kv(out, "maxclients", &config.clients_max);
-            kv(out, "blocked_clients", &server.blocked.clients());
+            kv(
+                out,
+                "blocked_clients",
+                &(server.blocked.clients() + server.pause.held_clients),
+            );
             kv(out, "tracking_clients", &server.tracking.client_count());
         }
         "memory" => {

@@ -12,6 +12,7 @@
 
 mod acl;
 pub mod blocking;
+mod client_admin;
 mod connection;
 mod functions;
 mod hashes;
@@ -34,6 +35,9 @@ use crate::keyspace::{Db, Entry, Keyspace, Value};
 pub use crate::notify::EventClass;
 use crate::resp::ReplyWriter;
 use bytes::Bytes;
+pub use client_admin::{
+    ClientModes, KillCandidate, KillFilter, ReplyMode, TypeFilter, UnblockReply, Victims,
+};
 use std::sync::Arc;
 
 pub use state::{

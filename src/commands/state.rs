@@ -36,6 +36,8 @@ pub struct SessionState {
     pub reply_shows: ReplyShows,
     /// Its channels, patterns and shard channels (`crate::pubsub`).
     pub subscriptions: crate::pubsub::Subscriptions,
+    /// CLIENT REPLY, CLIENT NO-EVICT and MONITOR.
+    pub modes: super::ClientModes,
 }
 
 /// What a command's reply may reveal of state not yet in the log, which decides how long
@@ -86,6 +88,10 @@ pub struct ServerState {
     pub tracking: crate::tracking::Tracking,
     /// Eviction under `maxmemory`: its candidates, out-of-memory state and measure.
     pub eviction: crate::engine::evict::Eviction,
+    /// CLIENT PAUSE.
+    pub pause: crate::pause::Pause,
+    /// The clients in MONITOR mode.
+    pub monitors: crate::monitor::Monitors,
 }
 
 impl ServerState {
@@ -120,6 +126,8 @@ impl ServerState {
             acl: crate::acl::Acl::new(),
             tracking: crate::tracking::Tracking::default(),
             eviction: crate::engine::evict::Eviction::new(),
+            pause: Default::default(),
+            monitors: Default::default(),
             config,
         }
     }

@@ -328,6 +328,9 @@ impl Engine {
         if self.state.persistence.loading.is_some() {
             return Evicted::Ok; // Redis evicts nothing while loading (and counts no time).
         }
+        if self.state.pause.freezes_dataset(crate::clock::unix_ms()) {
+            return Evicted::Ok; // CLIENT PAUSE keeps the dataset as it is (Redis too)
+        }
         let max = self.state.config.memory_bytes_max;
         let outcome = if max == 0 {
             Evicted::Ok

@@ -20,6 +20,9 @@ impl Engine {
         budget: Duration,
         host: &mut dyn Host,
     ) {
+        if self.state.pause.freezes_dataset(now_ms) {
+            return; // CLIENT PAUSE keeps the dataset as it is (Redis's activeExpireCycle)
+        }
         let started = Instant::now();
         for (db_index, start) in cursors.iter_mut().enumerate() {
             if self.keyspace.dbs[db_index].volatile_len() == 0 {

@@ -31,6 +31,7 @@
 
 pub mod evict;
 mod expire;
+mod operator;
 mod transaction;
 
 use crate::acl::Denied;
@@ -121,6 +122,9 @@ pub enum Outcome {
     StartJob(Job),
     /// Nothing to take yet: park the client until a key is ready or the deadline passes.
     Block(Blocked),
+    /// CLIENT PAUSE holds the command: nothing ran and nothing is written; the caller
+    /// keeps the request and runs it again when the pause ends or eases.
+    Postpone,
 }
 
 /// Why a command was refused before it ran (Redis's texts via `Display`).
@@ -158,6 +162,8 @@ pub enum Refusal {
     },
     /// ACL, from a script: its user may not run the command, or touch a key or channel.
     ScriptNoPermission(crate::acl::Denial),
+    /// A monitor (a replica to Redis) ran a command that reads or writes keys.
+    ReplicaKeyspace,
 }
 
 impl fmt::Display for Refusal {
@@ -178,6 +184,7 @@ impl fmt::Display for Refusal {
                 f.write_str("ERR Command not allowed inside a transaction")
             }
             Refusal::Loading => f.write_str("LOADING Redis is loading the dataset in memory"),
+            Refusal::ReplicaKeyspace => f.write_str("ERR Replica can't interact with the keyspace"),
             Refusal::TransactionTooLarge => f.write_str(
                 "ERR Transaction discarded: the queued commands exceed client-query-buffer-limit",
             ),
@@ -243,8 +250,8 @@ impl fmt::Display for Refusal {
 impl std::error::Error for Refusal {}
 
 /// What the engine asks of whoever holds the sessions (the event loop; nobody during
-/// replay): CLIENT LIST, and pub/sub messages for other sessions. CLIENT KILL and
-/// MONITOR will ask it too.
+/// replay): CLIENT LIST, pub/sub messages for other sessions, CLIENT KILL and UNBLOCK,
+/// MONITOR's lines.
 pub trait Host {
     /// CLIENT LIST (every session, or those in `ids`) or, with `only_self`, CLIENT INFO.
     /// `current_output`: the length and capacity of the calling session's reply buffer.
@@ -270,9 +277,29 @@ pub trait Host {
     /// Whether client `id` is connected (another than the calling session).
     fn client_exists(&self, id: u64) -> bool;
 
-    /// Closes the other sessions a change of ACL users dooms (after this turn's replies;
-    /// they run no more commands). The calling session is the engine's to close.
-    fn kill_clients(&mut self, _doomed: &crate::acl::Doomed) {}
+    /// Closes the other sessions that are `victims` (an ACL change's: after this turn's
+    /// replies; CLIENT KILL's: without their pending replies); they run no more commands.
+    /// The calling session is the engine's to close. Returns how many were closed.
+    fn kill_clients(&mut self, _victims: &crate::commands::Victims<'_>) -> usize {
+        0
+    }
+
+    /// CLIENT UNBLOCK: answers client `id` if it is blocked on keys (its timeout reply, or
+    /// the UNBLOCKED error) and lets its later input run; hands back what it waited for,
+    /// for the engine's tables. None when it is not blocked.
+    fn unblock_client(&mut self, _id: u64, _how: crate::commands::UnblockReply) -> Option<Blocked> {
+        None
+    }
+
+    /// Appends a MONITOR line to the output of client `id` (another than the calling
+    /// session), under its output limit.
+    fn feed_monitor(&mut self, _id: u64, _line: &[u8]) {}
+
+    /// The calling session's peer and local addresses (`ip:port`), for MONITOR's lines
+    /// and CLIENT KILL's filters.
+    fn client_addresses(&self) -> Option<(String, String)> {
+        None
+    }
 
     /// The calling session as CLIENT INFO describes it, with `command` as its last
     /// command (an ACL LOG entry's `client-info`); a script's caller for a script.
@@ -359,7 +386,15 @@ impl Engine {
             session.subscriptions.any(),
         ));
         debug_assert!(previous.is_none(), "a client's request inside another's");
+        let reply_start = reply.len();
         let outcome = self.dispatch(session, reply, request, mode, host);
+        if matches!(outcome, Outcome::Postpone) {
+            self.origin = None;
+            return outcome;
+        }
+        if session.modes.reply != crate::commands::ReplyMode::On && operator::drop_reply(session) {
+            reply.truncate(reply_start);
+        }
         let origin = self.origin.take().expect("set above");
         reply.extend_from_slice(&origin.messages);
         // CLIENT CACHING covers the next command, or the whole transaction it opens, and
@@ -450,9 +485,21 @@ impl Engine {
         if let Some(refusal) = refusal {
             self.log_denial(session, argv, &refusal, &mode, host);
             if spec.name == "exec" && session.multi.is_some() {
-                return self.abort_exec(session, reply, refusal);
+                // Monitors see the EXEC that ends the MULTI they saw (Redis's
+                // `execCommandAbort`).
+                let outcome = self.abort_exec(session, reply, refusal);
+                self.feed_monitors(session, reply, spec, argv, &mode, host);
+                return outcome;
             }
             return self.refuse(session, reply, refusal);
+        }
+        if mode == Mode::Client {
+            if self.monitor_refused(session, spec, argv) {
+                return self.refuse(session, reply, Refusal::ReplicaKeyspace);
+            }
+            if self.paused(session, spec, argv) {
+                return Outcome::Postpone;
+            }
         }
         if session.multi.is_some() && !transaction::runs_inside_multi(spec) {
             return match transaction::queue(session, spec, argv, &self.state.config) {
@@ -465,8 +512,18 @@ impl Engine {
             };
         }
         let in_exec = mode == Mode::Exec;
-        let action = self.run(session, reply, spec, request, mode, host);
-        self.after(session, reply, action, host, in_exec)
+        let action = self.run(session, reply, spec, request, mode.clone(), host);
+        // A script's line comes before the lines of its commands; others' after the
+        // command (EXEC's after its queue's).
+        let fed_first = matches!(action, Action::RunScript(_));
+        if fed_first {
+            self.feed_monitors(session, reply, spec, argv, &mode, host);
+        }
+        let outcome = self.after(session, reply, action, host, in_exec);
+        if !fed_first {
+            self.feed_monitors(session, reply, spec, argv, &mode, host);
+        }
+        outcome
     }
 
     /// Runs the handler of `spec` in a context built here (the only place one is built).

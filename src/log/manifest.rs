@@ -400,21 +400,9 @@ fn push_name(text: &mut String, name: &str) {
         text.push_str(name);
         return;
     }
-    text.push('"');
-    for byte in name.bytes() {
-        match byte {
-            b'\\' => text.push_str("\\\\"),
-            b'"' => text.push_str("\\\""),
-            b'\n' => text.push_str("\\n"),
-            b'\r' => text.push_str("\\r"),
-            b'\t' => text.push_str("\\t"),
-            7 => text.push_str("\\a"),
-            8 => text.push_str("\\b"),
-            b' '..=b'~' => text.push(byte as char),
-            _ => text.push_str(&format!("\\x{byte:02x}")),
-        }
-    }
-    text.push('"');
+    let mut quoted = Vec::with_capacity(name.len() + 2);
+    crate::monitor::push_repr(&mut quoted, name.as_bytes());
+    text.push_str(&String::from_utf8_lossy(&quoted));
 }
 
 /// How a manifest commit failed.

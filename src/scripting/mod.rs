@@ -351,28 +351,54 @@ pub fn declares_writes(
     argv: &[&[u8]],
 ) -> bool {
     if matches!(spec.name, "fcall" | "fcall_ro") {
-        let name = argv.get(1).map(|n| String::from_utf8_lossy(n).into_owned());
-        return name
-            .and_then(|n| scripting.function(&n).map(|f| !f.flags.no_writes))
-            .unwrap_or(false);
+        return function_flags(scripting, argv).is_some_and(|flags| !flags.no_writes);
     }
+    script_flags(scripting, spec, argv).is_some_and(|flags| flags.declares_writes())
+}
+
+/// Whether running `argv` (EVAL, EVALSHA, FCALL) may write, as far as is known before it
+/// runs: unless its script or function declares `no-writes` (CLIENT PAUSE WRITE holds the
+/// others, Redis's `may_replicate` with `scriptFlagsToCmdFlags`).
+pub fn may_write(
+    scripting: &Scripting,
+    spec: &crate::commands::CommandSpec,
+    argv: &[&[u8]],
+) -> bool {
+    if matches!(spec.name, "fcall" | "fcall_ro") {
+        return function_flags(scripting, argv).is_none_or(|flags| !flags.no_writes);
+    }
+    script_flags(scripting, spec, argv).is_none_or(|flags| flags.may_write())
+}
+
+fn function_flags<'a>(
+    scripting: &'a Scripting,
+    argv: &[&[u8]],
+) -> Option<&'a shebang::ScriptFlags> {
+    let name = argv
+        .get(1)
+        .map(|n| String::from_utf8_lossy(n).into_owned())?;
+    scripting.function(&name).map(|f| &f.flags)
+}
+
+/// The shebang flags of the script EVAL or EVALSHA would run: the cached script's, or for
+/// an EVAL not cached yet, its shebang's (Redis's `evalGetCommandFlags` parses it too).
+fn script_flags(
+    scripting: &Scripting,
+    spec: &crate::commands::CommandSpec,
+    argv: &[&[u8]],
+) -> Option<shebang::ScriptFlags> {
     let sha = match spec.name {
         "evalsha" | "evalsha_ro" => argv.get(1).map(|sha| sha.to_vec()),
         "eval" | "eval_ro" => argv.get(1).map(|body| sha1_hex(body).to_vec()),
         _ => None,
-    };
-    let Some(sha) = sha else {
-        return false;
-    };
+    }?;
     match scripting.get(&sha) {
-        Some(script) => script.flags.declares_writes(),
-        // An EVAL of a script not cached yet: its shebang says (Redis's
-        // `evalGetCommandFlags` parses it too).
+        Some(script) => Some(script.flags),
         None if matches!(spec.name, "eval" | "eval_ro") => argv
             .get(1)
             .and_then(|body| shebang::parse(body).ok())
-            .is_some_and(|(flags, _)| flags.declares_writes()),
-        None => false,
+            .map(|(flags, _)| flags),
+        None => None,
     }
 }
 

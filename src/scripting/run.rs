@@ -124,8 +124,12 @@ impl Host for CallerHost<'_> {
         self.host.serve_while_busy(busy)
     }
 
-    fn kill_clients(&mut self, doomed: &crate::acl::Doomed) {
-        self.host.kill_clients(doomed)
+    fn kill_clients(&mut self, victims: &crate::commands::Victims<'_>) -> usize {
+        self.host.kill_clients(victims)
+    }
+
+    fn feed_monitor(&mut self, id: u64, line: &[u8]) {
+        self.host.feed_monitor(id, line)
     }
 
     /// The script's caller, as Redis logs a script's denials.

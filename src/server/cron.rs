@@ -80,7 +80,8 @@ impl Server {
     }
 
     /// `timeout`: closes clients idle for longer. A client waiting for its replies to
-    /// become durable, or blocked, is not idle.
+    /// become durable, blocked, held by CLIENT PAUSE, monitoring or subscribed is not
+    /// idle.
     fn close_idle_clients(&mut self) {
         let config = &self.engine.state.config;
         if config.timeout_seconds == 0 {
@@ -98,6 +99,11 @@ impl Server {
                 c.conn.last_interaction.elapsed() > limit
                     && c.conn.hold_seq <= durable
                     && c.conn.blocked.is_none()
+                    // As Redis: no timeout for clients held by CLIENT PAUSE, monitors and
+                    // subscribers.
+                    && c.conn.postponed.is_none()
+                    && !c.state.modes.monitor
+                    && !c.state.subscriptions.any()
             })
             .map(|(t, _)| t)
             .collect();

@@ -19,6 +19,7 @@ mod cron;
 mod error;
 mod jobs;
 mod pace;
+mod postponed;
 mod session;
 
 use crate::commands::{LoadingStatus, SessionState};
@@ -90,6 +91,8 @@ pub struct Server {
     block_deadlines: blocked::Deadlines,
     /// Clients unblocked this turn whose buffered input still waits to be run.
     resumed: Vec<usize>,
+    /// Clients whose request CLIENT PAUSE holds (`postponed`).
+    postponed: Vec<usize>,
 }
 
 /// A SHUTDOWN asked for by a client (`requester`) or a signal.
@@ -207,6 +210,7 @@ impl Server {
             expire_cursor: vec![0; databases],
             block_deadlines: Default::default(),
             resumed: Vec::new(),
+            postponed: Vec::new(),
         };
         Ok(server)
     }
@@ -298,6 +302,9 @@ impl Server {
             if !self.deferred_reads.is_empty() && !self.log_backlogged() {
                 timeout = Duration::ZERO; // clients put aside can be read now
             }
+            if let Some(wait) = self.pause_wait_ms() {
+                timeout = timeout.min(Duration::from_millis(wait));
+            }
             if let Some(&(deadline, _, _)) = self.block_deadlines.first() {
                 let wait = (deadline - crate::clock::unix_ms()).max(0) as u64;
                 timeout = timeout.min(Duration::from_millis(wait));
@@ -350,6 +357,11 @@ impl Server {
             }
             if !self.block_deadlines.is_empty() {
                 self.expire_blocked();
+            }
+            if shutdown.is_none()
+                && let Some(request) = self.resume_postponed()
+            {
+                shutdown = Some(request);
             }
             if shutdown.is_none()
                 && let Some(request) = self.run_resumed()
@@ -578,6 +590,12 @@ impl Server {
             self.engine.state.tracking.disable(id);
             if let Some(blocked) = client.conn.blocked.take() {
                 self.forget_blocked(token, client.state.id, &blocked);
+            }
+            if client.conn.postponed.is_some() {
+                self.forget_postponed(token);
+            }
+            if client.state.modes.monitor {
+                self.engine.state.monitors.remove(id);
             }
         }
         self.engine.state.connected_clients = self.clients.len();

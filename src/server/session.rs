@@ -10,7 +10,7 @@
 use super::{ARGUMENTS_KEEP, INPUT_KEEP_BYTES, READ_PER_TURN_BYTES, Server, ShutdownRequest};
 use crate::client_buffers::{BigArgument, BigArguments, OutputBreach};
 use crate::commands::blocking::Blocked;
-use crate::commands::{ClientKind, ReplyShows, SessionState};
+use crate::commands::{ClientKind, KillCandidate, ReplyShows, SessionState, UnblockReply, Victims};
 use crate::config::OutputBufferLimits;
 use crate::engine::{Host, Mode, Outcome, Request};
 use crate::pubsub::{Kind, Message};
@@ -57,6 +57,9 @@ pub(super) struct Connection {
     /// Parked by a blocking command: its later input waits until it is served or times
     /// out (`server::blocked`).
     pub blocked: Option<Blocked>,
+    /// A request CLIENT PAUSE holds (its arguments): it runs again when the pause ends or
+    /// eases, and the input after it waits in `input` (`server::postponed`).
+    pub postponed: Option<Vec<Vec<u8>>>,
     pub created: Instant,
     pub last_interaction: Instant,
 }
@@ -64,7 +67,11 @@ pub(super) struct Connection {
 impl Connection {
     /// Bytes of requests received and not yet run (`client-query-buffer-limit`).
     pub fn query_bytes(&self) -> usize {
-        self.input.len() + self.big_arguments.held_bytes()
+        let postponed = self
+            .postponed
+            .as_ref()
+            .map_or(0, |argv| argv.iter().map(Vec::len).sum());
+        self.input.len() + self.big_arguments.held_bytes() + postponed
     }
 }
 
@@ -97,6 +104,7 @@ impl Client {
                 in_held: false,
                 close_after_reply: false,
                 blocked: None,
+                postponed: None,
                 created: now,
                 last_interaction: now,
             },
@@ -235,6 +243,8 @@ pub(super) struct SessionsView<'a> {
     /// comes on one); what was admitted is counted for INFO afterwards.
     pub(super) admission: Option<super::Admission<'a>>,
     pub(super) admitted: super::AdmissionCounts,
+    /// Clients CLIENT UNBLOCK answered: (token, id, deadline), for the loop's tables.
+    pub(super) unblocked: Vec<(usize, u64, Option<i64>)>,
 }
 
 impl<'a> SessionsView<'a> {
@@ -254,6 +264,7 @@ impl<'a> SessionsView<'a> {
             now: None,
             admission: None,
             admitted: Default::default(),
+            unblocked: Vec::new(),
         }
     }
 
@@ -264,25 +275,36 @@ impl<'a> SessionsView<'a> {
     }
 }
 
-/// CLIENT LIST's `flags=`, in Redis's order: `P` subscribed, `x` in MULTI, `b` blocked,
-/// then tracking's `t` (tracking), `R` (its redirect is gone), `B` (BCAST); `N` for none.
+/// CLIENT LIST's `flags=`, in Redis's order: `O` monitor, `P` subscribed, `x` in MULTI,
+/// `b` blocked (on keys, or held by CLIENT PAUSE), then tracking's `t` (tracking), `R`
+/// (its redirect is gone), `B` (BCAST); `c` closing after its reply, `e` no-evict; `N`
+/// for none.
 fn client_flags(
     conn: &Connection,
     state: &SessionState,
     tracking: Option<&ClientTracking>,
 ) -> String {
     let mut flags = String::new();
+    if state.modes.monitor {
+        flags.push('O');
+    }
     if state.subscriptions.any() {
         flags.push('P');
     }
     if state.multi.is_some() {
         flags.push('x');
     }
-    if conn.blocked.is_some() {
+    if conn.blocked.is_some() || conn.postponed.is_some() {
         flags.push('b');
     }
     if let Some(tracking) = tracking {
         flags.push_str(&tracking.flag_letters());
+    }
+    if conn.close_after_reply {
+        flags.push('c');
+    }
+    if state.modes.no_evict {
+        flags.push('e');
     }
     if flags.is_empty() {
         flags.push('N');
@@ -290,7 +312,9 @@ fn client_flags(
     flags
 }
 
-/// One CLIENT LIST line (Redis's fields; those Tessera does not track are 0).
+/// One CLIENT LIST line (Redis's fields in its order; `multi-mem` is the queue's bytes as
+/// `client-query-buffer-limit` counts them; `argv-mem`, `rbp`, `obl` and `oll`, which
+/// Tessera does not track, are 0).
 fn describe(
     conn: &Connection,
     state: &SessionState,
@@ -305,10 +329,11 @@ fn describe(
     // Redis's `redir=`: -1 when not tracking, 0 when tracking without REDIRECT.
     let redirect = tracked.map_or(-1, |t| t.redirect.map_or(0, |id| id as i64));
     format!(
-        "id={} addr={} laddr={} fd=0 name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free=0 argv-mem=0 multi-mem=0 rbs={} rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}\n",
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs={} rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}\n",
         state.id,
         conn.peer,
         conn.local,
+        std::os::fd::AsRawFd::as_raw_fd(&conn.stream),
         state.name.as_deref().unwrap_or(""),
         now.duration_since(conn.created).as_secs(),
         now.duration_since(conn.last_interaction).as_secs(),
@@ -319,6 +344,8 @@ fn describe(
         subscriptions.count(Kind::Shard),
         state.multi.as_ref().map_or(-1, |m| m.queued.len() as i64),
         conn.input.len(),
+        conn.input.capacity() - conn.input.len(),
+        state.multi.as_ref().map_or(0, |m| m.bytes),
         conn.input.capacity(),
         output_len,
         conn.input.capacity() + output_capacity,
@@ -329,6 +356,46 @@ fn describe(
         state.lib_name.as_deref().unwrap_or(""),
         state.lib_version.as_deref().unwrap_or(""),
     )
+}
+
+impl SessionsView<'_> {
+    /// Appends to another session's output what `write` writes (a pub/sub message, a
+    /// MONITOR line), unless it is condemned or over its class's output limit. Checked
+    /// before each append, as Redis checks on each reply, so that a flood in one turn
+    /// never grows a slow receiver past its hard limit. (A receiver is authenticated:
+    /// RESET, which can undo that, unsubscribes, stops tracking and monitoring.)
+    fn append_output(&mut self, token: usize, write: impl FnOnce(&mut Vec<u8>, bool)) {
+        let Some(client) = self.others.get_mut(&token) else {
+            return;
+        };
+        if client.conn.output_breach.is_some() || client.conn.close_after_reply {
+            return; // condemned: it is closed at the end of the turn
+        }
+        let unsent = client.output.len() - client.conn.output_sent;
+        let limit = match ClientKind::of(&client.state) {
+            ClientKind::Normal => &self.limits.normal,
+            ClientKind::PubSub => &self.limits.pubsub,
+        };
+        let breach = crate::client_buffers::check_output(
+            unsent,
+            true,
+            limit,
+            &mut client.conn.output_soft_since,
+            *self.now.get_or_insert_with(Instant::now),
+        );
+        if breach.is_some() {
+            client.conn.output_breach = breach;
+        } else {
+            write(&mut client.output, client.state.resp3);
+            // A message may tell of a write (a keyspace notification, a monitored
+            // command): it waits for the log as a read's reply does.
+            client.state.reply_shows = client.state.reply_shows.max(ReplyShows::Reads);
+        }
+        if !client.conn.listed_for_delivery {
+            client.conn.listed_for_delivery = true;
+            self.touched.push(token);
+        }
+    }
 }
 
 impl Host for SessionsView<'_> {
@@ -374,45 +441,13 @@ impl Host for SessionsView<'_> {
         let Some(token) = self.others.token_of(id) else {
             return false;
         };
-        let Some(client) = self.others.get_mut(&token) else {
+        let Some(client) = self.others.get(&token) else {
             return false;
         };
-        if client.conn.output_breach.is_some() || client.conn.close_after_reply {
-            return true; // condemned: it is closed at the end of the turn
-        }
-        if !message.reaches(client.state.resp3, client.state.subscriptions.any()) {
-            return true;
-        }
-        // Checked before each message, as Redis checks on each reply, so that a flood of
-        // messages in one turn never grows a slow subscriber past its hard limit. (A
-        // receiver is authenticated: RESET, which can undo that, unsubscribes and stops
-        // tracking.)
-        let unsent = client.output.len() - client.conn.output_sent;
-        let limit = match ClientKind::of(&client.state) {
-            ClientKind::Normal => &self.limits.normal,
-            ClientKind::PubSub => &self.limits.pubsub,
-        };
-        let breach = crate::client_buffers::check_output(
-            unsent,
-            true,
-            limit,
-            &mut client.conn.output_soft_since,
-            *self.now.get_or_insert_with(Instant::now),
-        );
-        if breach.is_some() {
-            client.conn.output_breach = breach;
-        } else {
-            message.write(&mut ReplyWriter::new(
-                &mut client.output,
-                client.state.resp3,
-            ));
-            // A message may tell of a write (a keyspace notification): it waits for
-            // the log as a read's reply does.
-            client.state.reply_shows = client.state.reply_shows.max(ReplyShows::Reads);
-        }
-        if !client.conn.listed_for_delivery {
-            client.conn.listed_for_delivery = true;
-            self.touched.push(token);
+        if message.reaches(client.state.resp3, client.state.subscriptions.any()) {
+            self.append_output(token, |output, resp3| {
+                message.write(&mut ReplyWriter::new(output, resp3))
+            });
         }
         true
     }
@@ -428,22 +463,68 @@ impl Host for SessionsView<'_> {
         self.serve_busy(busy)
     }
 
-    fn kill_clients(&mut self, doomed: &crate::acl::Doomed) {
+    fn kill_clients(&mut self, victims: &Victims<'_>) -> usize {
         let mut killed = Vec::new();
         for (token, client) in self.others.iter_mut() {
             let state = &mut client.state;
-            if doomed.includes(&state.user, &state.subscriptions) {
-                // As Redis does, back to the default user, unauthenticated, until closed.
-                state.user = crate::acl::SessionUser::default();
-                state.authenticated = false;
-                client.conn.close_after_reply = true;
-                killed.push(token);
+            match victims {
+                Victims::Acl(doomed) if doomed.includes(&state.user, &state.subscriptions) => {
+                    tracing::info!("closing a client whose ACL user was removed or changed");
+                    // As Redis does, back to the default user, unauthenticated, until closed.
+                    state.user = crate::acl::SessionUser::default();
+                    state.authenticated = false;
+                }
+                Victims::Filter(filter)
+                    if filter.matches(&KillCandidate {
+                        id: state.id,
+                        addr: &client.conn.peer.to_string(),
+                        laddr: &client.conn.local.to_string(),
+                        kind: ClientKind::of(state),
+                        user: state.user.name(),
+                    }) =>
+                {
+                    // Closed at once, as Redis's freeClient: nothing more is sent.
+                    client.output.truncate(client.conn.output_sent);
+                }
+                _ => continue,
             }
+            client.conn.close_after_reply = true;
+            killed.push(token);
         }
-        for token in killed {
-            tracing::info!("closing a client whose ACL user was removed or changed");
-            self.touched.push(token);
+        let count = killed.len();
+        self.touched.extend(killed);
+        count
+    }
+
+    fn unblock_client(&mut self, id: u64, how: UnblockReply) -> Option<Blocked> {
+        let token = self.others.token_of(id)?;
+        let client = self.others.get_mut(&token)?;
+        let blocked = client.conn.blocked.take()?;
+        let mut out = ReplyWriter::new(&mut client.output, client.state.resp3);
+        match how {
+            UnblockReply::Timeout => out.null_array(),
+            UnblockReply::Error => out.error("UNBLOCKED client unblocked via CLIENT UNBLOCK"),
         }
+        self.unblocked.push((token, id, blocked.deadline_ms));
+        self.touched.push(token);
+        Some(blocked)
+    }
+
+    fn feed_monitor(&mut self, id: u64, line: &[u8]) {
+        // A line is a reply to Redis: CLIENT REPLY OFF silences it too.
+        if let Some(token) = self.others.token_of(id)
+            && self
+                .others
+                .get(&token)
+                .is_some_and(|client| client.state.modes.reply != crate::commands::ReplyMode::Off)
+        {
+            self.append_output(token, |output, _| output.extend_from_slice(line));
+        }
+    }
+
+    fn client_addresses(&self) -> Option<(String, String)> {
+        self.current
+            .map(|conn| (conn.peer.to_string(), conn.local.to_string()))
     }
 
     fn describe_client(
@@ -559,7 +640,7 @@ impl Server {
     /// Runs one request of a client taken out of the table. The engine sees the other
     /// sessions through a view that delivers pub/sub messages and, while a script runs
     /// long, serves them and admits new connections (counted in what it returns).
-    fn execute_for_client(
+    pub(super) fn execute_for_client(
         &mut self,
         state: &mut SessionState,
         output: &mut Vec<u8>,
@@ -567,6 +648,7 @@ impl Server {
         request: Request<'_>,
     ) -> (Outcome, super::AdmissionCounts) {
         let limits = self.engine.state.config.output_buffer_limits;
+        let mut unblocked = Vec::new();
         let mut host = SessionsView::new(&mut self.clients, Some(conn), &mut self.touched, limits)
             .admitting(super::Admission {
                 listeners: &mut self.listeners,
@@ -576,7 +658,24 @@ impl Server {
         let outcome = self
             .engine
             .execute(state, output, request, Mode::Client, &mut host);
-        (outcome, host.admitted)
+        let admitted = host.admitted;
+        std::mem::swap(&mut unblocked, &mut host.unblocked);
+        for (token, id, deadline) in unblocked {
+            // CLIENT UNBLOCK answered it: its later input runs this turn.
+            if let Some(deadline) = deadline {
+                self.block_deadlines.remove(&(deadline, token, id));
+            }
+            self.resumed.push(token);
+        }
+        (outcome, admitted)
+    }
+
+    /// Counts the connections admitted while a script was busy.
+    pub(super) fn note_admitted(&mut self, admitted: super::AdmissionCounts) {
+        if admitted.received + admitted.rejected > 0 {
+            admitted.add_to(&mut self.engine.state);
+            self.engine.state.connected_clients = self.clients.len();
+        }
     }
 
     /// Runs every complete request in the client's input, in order, until it blocks,
@@ -587,7 +686,10 @@ impl Server {
         let mut produced_output = false;
         let mut client = self.clients.take(token)?;
         let mut ranges = std::mem::take(&mut client.conn.arg_ranges);
-        while !client.conn.close_after_reply && client.conn.blocked.is_none() {
+        while !client.conn.close_after_reply
+            && client.conn.blocked.is_none()
+            && client.conn.postponed.is_none()
+        {
             // Recomputed per request: an AUTH earlier in the same read lifts the limits.
             let limits = ParseLimits {
                 bulk_bytes_max: self.engine.state.config.bulk_bytes_max,
@@ -639,7 +741,9 @@ impl Server {
                         };
                         self.execute_for_client(state, output, conn, request)
                     });
+                    let held = postponed_copy(&outcome, &argv);
                     drop(argv);
+                    conn.postponed = held;
                     conn.big_arguments.clear();
                     consumed_total += used;
                     outcome
@@ -649,15 +753,13 @@ impl Server {
                     let outcome = (!argv.is_empty()).then(|| {
                         self.execute_for_client(state, output, conn, Request::plain(&argv))
                     });
+                    conn.postponed = postponed_copy(&outcome, &argv);
                     consumed_total += used;
                     outcome
                 }
             };
             if let Some((outcome, admitted)) = outcome {
-                if admitted.received + admitted.rejected > 0 {
-                    admitted.add_to(&mut self.engine.state);
-                    self.engine.state.connected_clients = self.clients.len();
-                }
+                self.note_admitted(admitted);
                 produced_output = true;
                 if let Some(request) = self.apply_outcome(token, &mut client, outcome) {
                     shutdown = Some(request);
@@ -708,7 +810,17 @@ impl Server {
             }
             Outcome::StartJob(job) => self.start_job(job),
             Outcome::Block(blocked) => self.block(token, client, blocked),
+            Outcome::Postpone => self.postpone(token),
         }
         None
     }
+}
+
+/// The arguments of a request CLIENT PAUSE held, kept to run it again.
+fn postponed_copy(
+    outcome: &Option<(Outcome, super::AdmissionCounts)>,
+    argv: &[&[u8]],
+) -> Option<Vec<Vec<u8>>> {
+    matches!(outcome, Some((Outcome::Postpone, _)))
+        .then(|| argv.iter().map(|a| a.to_vec()).collect())
 }

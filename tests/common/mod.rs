@@ -186,6 +186,17 @@ impl Drop for TestServer {
 }
 
 /// Sends raw bytes and reads whatever comes back within `wait`.
+/// One command as a RESP multibulk.
+pub fn encode_command(args: &[&[u8]]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for arg in args {
+        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+        out.extend_from_slice(arg);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
 pub fn raw_exchange(stream: &mut TcpStream, request: &[u8], wait: Duration) -> Vec<u8> {
     stream.write_all(request).unwrap();
     read_for(stream, wait)

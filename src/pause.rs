@@ -1,0 +1,126 @@
+//! CLIENT PAUSE: whether clients' commands are held now, and which (Redis 7.0's
+//! `pauseClients` for the one purpose Tessera has, the CLIENT command).
+//!
+//! A held command is not refused: the engine answers `Outcome::Postpone` and the event
+//! loop keeps the request (and everything the client sends after it, in its query buffer
+//! under the usual limit) until the pause ends or becomes less strict, then runs it again
+//! (Redis's `BLOCKED_POSTPONE`). While any pause is in force keys neither expire nor are
+//! evicted, so that the dataset stays as it was (Redis's `checkClientPauseTimeoutAndReturnIfPaused`
+//! in `expireIfNeeded`, `activeExpireCycle` and `performEvictions`).
+
+/// How strict the pause is; ordered as Redis's `pause_type` (more restrictive is larger).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PauseKind {
+    #[default]
+    Off,
+    /// Only commands that may write or replicate are held.
+    Write,
+    /// Every command of every ordinary client is held.
+    All,
+}
+
+/// The pause in force.
+#[derive(Debug, Default)]
+pub struct Pause {
+    kind: PauseKind,
+    /// Unix ms after which the pause is over.
+    end_ms: i64,
+    /// Set when the pause ended or became less strict: held clients are to be run again.
+    released: bool,
+    /// Clients held now (INFO's `blocked_clients` counts them, as Redis does).
+    pub held_clients: usize,
+}
+
+impl Pause {
+    /// CLIENT PAUSE: a pause already in force keeps the stricter kind and the later end.
+    pub fn pause(&mut self, kind: PauseKind, end_ms: i64) {
+        if self.kind == PauseKind::Off {
+            self.end_ms = end_ms;
+        } else {
+            self.end_ms = self.end_ms.max(end_ms);
+        }
+        self.kind = self.kind.max(kind);
+    }
+
+    /// CLIENT UNPAUSE.
+    pub fn unpause(&mut self) {
+        if self.kind != PauseKind::Off {
+            self.kind = PauseKind::Off;
+            self.released = true;
+        }
+    }
+
+    /// The pause in force at `now_ms` (one that has run out is ended here).
+    pub fn kind(&mut self, now_ms: i64) -> PauseKind {
+        if self.kind != PauseKind::Off && self.end_ms < now_ms {
+            self.unpause();
+        }
+        self.kind
+    }
+
+    /// Whether a pause is in force (without the clock: the engine's hot path asks this
+    /// first, and only then reads the time).
+    pub fn maybe_active(&self) -> bool {
+        self.kind != PauseKind::Off
+    }
+
+    /// When the pause runs out (for the event loop's poll timeout), if one is in force.
+    pub fn end_ms(&self) -> Option<i64> {
+        (self.kind != PauseKind::Off).then_some(self.end_ms)
+    }
+
+    /// Whether held clients should be run again; clears the mark.
+    pub fn take_released(&mut self) -> bool {
+        std::mem::take(&mut self.released)
+    }
+
+    /// Whether expiry and eviction must leave the dataset alone at `now_ms`.
+    pub fn freezes_dataset(&mut self, now_ms: i64) -> bool {
+        self.maybe_active() && self.kind(now_ms) != PauseKind::Off
+    }
+}
+
+/// Whether a command with these traits is held under `kind` (Redis's
+/// `is_may_replicate_command`: write commands, PUBLISH, SPUBLISH, PFCOUNT, and EVAL,
+/// EVALSHA and FCALL unless their script declares `no-writes`; for EXEC, what it queued).
+pub fn holds(kind: PauseKind, may_replicate: bool) -> bool {
+    match kind {
+        PauseKind::Off => false,
+        PauseKind::Write => may_replicate,
+        PauseKind::All => true,
+    }
+}
+
+/// Commands Redis 7.0 flags `may_replicate` (besides every `write` command).
+pub fn may_replicate_by_name(name: &str) -> bool {
+    matches!(
+        name,
+        "pfcount" | "publish" | "spublish" | "eval" | "evalsha" | "fcall"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_pause_keeps_the_stricter_kind_and_the_later_end() {
+        let mut pause = Pause::default();
+        pause.pause(PauseKind::All, 1_000);
+        pause.pause(PauseKind::Write, 2_000);
+        assert_eq!(pause.kind(1_500), PauseKind::All);
+        assert_eq!(pause.end_ms(), Some(2_000));
+        assert!(!pause.take_released());
+        assert_eq!(pause.kind(2_001), PauseKind::Off);
+        assert!(pause.take_released());
+        assert!(!pause.take_released());
+    }
+
+    #[test]
+    fn write_pauses_hold_only_commands_that_may_replicate() {
+        assert!(holds(PauseKind::Write, true));
+        assert!(!holds(PauseKind::Write, false));
+        assert!(holds(PauseKind::All, false));
+        assert!(!holds(PauseKind::Off, true));
+    }
+}
