@@ -617,6 +617,8 @@ fn a_busy_script_answers_busy_and_script_kill_stops_it() {
         // A script that catches errors cannot catch its way past SCRIPT KILL.
         "while true do pcall(function() while true do end end) end",
         "while true do xpcall(function() while true do end end, function(e) return e end) end",
+        // Nor hide in a coroutine (resume returns the kill, the loop resumes another).
+        "while true do coroutine.resume(coroutine.create(function() while true do end end)) end",
     ] {
         let running = eval_in_background(server.port, script);
         let busy = wait_for_busy(server.port);

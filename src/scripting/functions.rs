@@ -161,7 +161,8 @@ pub(super) fn load(
             internal.raw_set("register", register)?;
             let started = std::time::Instant::now();
             let flag = internal.clone();
-            lua.set_hook(
+            // Global, as `run::watch_busy`'s: code in a coroutine is timed too.
+            lua.set_global_hook(
                 mlua::HookTriggers::new().every_nth_instruction(super::busy::HOOK_INSTRUCTIONS),
                 move |_, _| {
                     if timeout && started.elapsed().as_millis() as u64 > LOAD_TIMEOUT_MS {

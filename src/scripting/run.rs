@@ -430,10 +430,12 @@ pub(super) fn register(lua: &Lua, internal: &mlua::Table) -> mlua::Result<()> {
 /// `HOOK_INSTRUCTIONS` instructions it looks at the run in progress (none: nothing to do);
 /// past the threshold it lets the host serve the other clients. Once the script is to stop,
 /// every later look raises again (and the prelude's pcall rethrows), so a script cannot
-/// catch its way past SCRIPT KILL.
+/// catch its way past SCRIPT KILL. A global hook, not a thread's: Lua 5.1 gives a
+/// coroutine its creator's hook, and only the global one finds its callback from any
+/// thread (a script looping in a coroutine would not be killable otherwise).
 pub(super) fn watch_busy(lua: &Lua, internal: &mlua::Table) -> mlua::Result<()> {
     let internal = internal.clone();
-    lua.set_hook(
+    lua.set_global_hook(
         mlua::HookTriggers::new().every_nth_instruction(HOOK_INSTRUCTIONS),
         move |_, _| {
             let look = with_run(|run| {
