@@ -26,8 +26,13 @@ on (everysec) and the same maxmemory:
 Each case runs --repeat times per server; runs go round-robin over the policies and
 alternate which server goes first, so drift on a noisy machine spreads over both. The
 report gives, per policy and server, the medians of: the hit ratio of the timed phase,
-the peak of INFO used_memory (sampled every 50 ms) relative to maxmemory, and the
-operations per second; and the Tessera/Redis ratios of the medians.
+the peak of INFO used_memory (sampled every 50 ms) relative to maxmemory and what
+eviction left out of it then (`mem_not_counted_for_evict`: log buffers, a compaction's
+capture), the peak proportional set size of the server and its children (a fork's
+copy-on-write shows there), the operations per second and the server's CPU time per
+operation (all threads); and the Tessera/Redis ratios of the medians. On two shared
+cores the load generator takes CPU from the server: CPU per operation is the steadier
+figure.
 
 Usage:
     cargo build --release
@@ -179,9 +184,36 @@ def worker(port: int, seed: int, ops: int, settings: dict, ready, start, results
     results.put((hits, misses, done, time.perf_counter() - began))
 
 
-def run_phase(port: int, ops: int, settings: dict, seed: int) -> dict:
-    """Runs `ops` operations over the clients; returns hits, misses, ops/s and the peak
-    used_memory seen meanwhile."""
+def cpu_seconds(pid: int) -> float:
+    """The process's CPU time so far, all threads, user and system."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def pss_bytes(pid: int) -> int:
+    """The proportional set size of the process and its children (a fork's copy-on-write
+    shows here, and pages the child shares with its parent are counted once)."""
+    total = 0
+    pids = [pid]
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            pids += [int(c) for c in (task / "children").read_text().split()]
+    except OSError:
+        pass
+    for one in pids:
+        try:
+            for line in Path(f"/proc/{one}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1]) * 1024
+        except OSError:
+            pass
+    return total
+
+
+def run_phase(port: int, pid: int, ops: int, settings: dict, seed: int) -> dict:
+    """Runs `ops` operations over the clients; returns hits, misses, ops/s, the server's
+    CPU time per operation, and the peaks seen meanwhile: INFO used_memory (with what
+    eviction did not count of it then) and the PSS of the server and its children."""
     clients = settings["clients"]
     start = multiprocessing.Event()
     ready = multiprocessing.Queue()
@@ -197,23 +229,30 @@ def run_phase(port: int, ops: int, settings: dict, seed: int) -> dict:
         proc.start()
     for _ in procs:
         ready.get()  # each has built its distribution: only the operations are timed
-    peak = [0]
+    peak = {"used": 0, "not_counted": 0, "pss": 0}
     stop = threading.Event()
 
     def sample() -> None:
         while not stop.is_set():
             try:
-                peak[0] = max(peak[0], int(info(port)["used_memory"]))
+                fields = info(port)
+                used = int(fields["used_memory"])
+                if used > peak["used"]:
+                    peak["used"] = used
+                    peak["not_counted"] = int(fields["mem_not_counted_for_evict"])
+                peak["pss"] = max(peak["pss"], pss_bytes(pid))
             except (OSError, KeyError, ValueError):
                 pass
             stop.wait(0.05)
 
     sampler = threading.Thread(target=sample)
     sampler.start()
+    cpu_before = cpu_seconds(pid)
     began = time.perf_counter()
     start.set()
     outcomes = [results.get() for _ in procs]
     elapsed = time.perf_counter() - began
+    cpu = cpu_seconds(pid) - cpu_before
     for proc in procs:
         proc.join()
     stop.set()
@@ -224,7 +263,10 @@ def run_phase(port: int, ops: int, settings: dict, seed: int) -> dict:
     return {
         "hit_ratio": hits / max(1, hits + misses),
         "ops_per_sec": done / elapsed,
-        "peak_used": peak[0],
+        "cpu_us_per_op": cpu * 1e6 / max(1, done),
+        "peak_used": peak["used"],
+        "peak_not_counted": peak["not_counted"],
+        "peak_pss": peak["pss"],
     }
 
 
@@ -285,8 +327,8 @@ def one_run(args, name: str, policy: str, settings: dict, seed: int) -> dict:
     proc, port, directory = start_server(args, name, policy)
     settings = dict(settings, volatile=policy.startswith("volatile"))
     try:
-        run_phase(port, settings["warmup_ops"], settings, seed)
-        outcome = run_phase(port, settings["ops"], settings, seed + 1)
+        run_phase(port, proc.pid, settings["warmup_ops"], settings, seed)
+        outcome = run_phase(port, proc.pid, settings["ops"], settings, seed + 1)
         fields = info(port)
         outcome["evicted_keys"] = int(fields.get("evicted_keys", 0))
         return outcome
@@ -338,7 +380,9 @@ def main() -> int:
                 runs.setdefault((policy, name), []).append(outcome)
                 print(f"{policy} {name} run {repetition + 1}: hit ratio "
                       f"{outcome['hit_ratio']:.3f}, peak {outcome['peak_used'] / 1048576:.1f} MB, "
-                      f"{outcome['ops_per_sec']:.0f} ops/s", file=sys.stderr)
+                      f"({outcome['peak_not_counted'] / 1048576:.1f} not counted), PSS "
+                      f"{outcome['peak_pss'] / 1048576:.1f} MB, {outcome['ops_per_sec']:.0f} ops/s, "
+                      f"{outcome['cpu_us_per_op']:.2f} CPU us/op", file=sys.stderr)
     limit = args.maxmemory_mb * 1024 * 1024
     lines = [
         f"# Eviction: Zipf({args.zipf}) cache workload, Tessera vs Redis",
@@ -349,22 +393,27 @@ def main() -> int:
         f"{ops} timed operations after {ops // 2} of warm-up, {args.set_ratio:.0%} blind SETs; "
         f"medians of {args.repeat} runs.",
         "",
-        "| policy | server | hit ratio | peak used_memory / maxmemory | ops/s | evicted keys |",
-        "|---|---|---|---|---|---|",
+        "| policy | server | hit ratio | peak used_memory / maxmemory | not counted then, MB "
+        "| peak PSS, MB | ops/s | CPU µs/op | evicted keys |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     medians = {}
     for (policy, name), outcomes in sorted(runs.items()):
         median = {k: statistics.median(o[k] for o in outcomes) for k in outcomes[0]}
         medians[(policy, name)] = median
         lines.append(f"| {policy} | {name} | {median['hit_ratio']:.3f} | "
-                     f"{median['peak_used'] / limit:.2f} | {median['ops_per_sec']:.0f} | "
+                     f"{median['peak_used'] / limit:.2f} | "
+                     f"{median['peak_not_counted'] / 1048576:.1f} | {median['peak_pss'] / 1048576:.1f} | "
+                     f"{median['ops_per_sec']:.0f} | {median['cpu_us_per_op']:.2f} | "
                      f"{median['evicted_keys']:.0f} |")
-    lines += ["", "| policy | hit ratio T/R | peak memory T/R | throughput T/R |", "|---|---|---|---|"]
+    lines += ["", "| policy | hit ratio T/R | peak used_memory T/R | peak PSS T/R | throughput T/R "
+              "| CPU per op T/R |", "|---|---|---|---|---|---|"]
     for policy in policies:
         t, r = medians[(policy, "tessera")], medians[(policy, "redis")]
         lines.append(f"| {policy} | {t['hit_ratio'] / r['hit_ratio']:.2f} | "
-                     f"{t['peak_used'] / r['peak_used']:.2f} | "
-                     f"{t['ops_per_sec'] / r['ops_per_sec']:.2f} |")
+                     f"{t['peak_used'] / r['peak_used']:.2f} | {t['peak_pss'] / r['peak_pss']:.2f} | "
+                     f"{t['ops_per_sec'] / r['ops_per_sec']:.2f} | "
+                     f"{t['cpu_us_per_op'] / r['cpu_us_per_op']:.2f} |")
     report = "\n".join(lines) + "\n"
     print(report)
     if args.output:

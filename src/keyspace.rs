@@ -186,6 +186,15 @@ const _: () = assert!(size_of::<Entry>() == 40 && size_of::<Value>() == 16);
 
 pub const NO_EXPIRY: i64 = -1;
 
+/// What `Db::find_live` found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Liveness {
+    Absent,
+    /// There, but past its expiry: to be deleted.
+    Expired,
+    Live,
+}
+
 impl Entry {
     pub fn has_expiry(&self) -> bool {
         self.expire_at_ms != NO_EXPIRY
@@ -364,6 +373,30 @@ impl Db {
         slot.table
             .find(hash_key(key), |e| e.key.as_ref() == key)
             .map(|e| &**e)
+    }
+
+    /// A command's first look at `key`, in one probe: whether it is there and alive at
+    /// `now_ms` (None: nothing expires, as while loading); a live entry's access field is
+    /// updated if `touch` (`get_touched`). An expired entry is left for the caller to
+    /// delete, untouched.
+    pub fn find_live(&mut self, key: &[u8], now_ms: Option<i64>, touch: bool) -> Liveness {
+        if self.slots.is_empty() {
+            return Liveness::Absent;
+        }
+        let slot = &mut self.slots[key_slot(key)];
+        let Some(entry) = slot
+            .table
+            .find_mut(hash_key(key), |e| e.key.as_ref() == key)
+        else {
+            return Liveness::Absent;
+        };
+        if now_ms.is_some_and(|now| entry.is_expired(now)) {
+            return Liveness::Expired;
+        }
+        if touch {
+            entry.value.access_mut().touch();
+        }
+        Liveness::Live
     }
 
     /// A command's lookup (Redis's `lookupKey`): the entry, its access field updated

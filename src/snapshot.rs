@@ -162,7 +162,34 @@ fn create_part(
         .create(path)
         .map_err(io_error(FileAction::Create, path))?;
     let paced = PacedFile::new(file, pacing.incremental_fsync, pacing.rate.clone());
-    RdbWriter::new(BufWriter::with_capacity(1 << 20, paced), options).map_err(write_error(path))
+    RdbWriter::new(BufWriter::with_capacity(PART_BUFFER_BYTES, paced), options)
+        .map_err(write_error(path))
+}
+
+/// A part file's write buffer.
+const PART_BUFFER_BYTES: usize = 1 << 20;
+
+/// While a writer thread writes its part, its buffers (the file's and the RDB writer's
+/// staging) count as the capture's own memory: eviction leaves them out of its measure,
+/// as it leaves out the captured slots (deleting keys cannot free them; counted, they had
+/// a compaction evict a few megabytes of keys as it started).
+struct PartBuffers<'a>(&'a JobShared);
+
+impl PartBuffers<'_> {
+    const BYTES: u64 = (PART_BUFFER_BYTES + crate::rdb::STAGING_BYTES) as u64;
+
+    fn hold(shared: &JobShared) -> PartBuffers<'_> {
+        shared.own_added.fetch_add(Self::BYTES, Ordering::Relaxed);
+        PartBuffers(shared)
+    }
+}
+
+impl Drop for PartBuffers<'_> {
+    fn drop(&mut self) {
+        self.0
+            .own_released
+            .fetch_add(Self::BYTES, Ordering::Relaxed);
+    }
 }
 
 /// Ends the file (EOF, checksum) and flushes it; returns the file and its size.
@@ -871,6 +898,8 @@ fn write_part(
         pacing,
     } = *target;
     let describe = write_error(path);
+    // Declared first, dropped last: after the writer and its buffers.
+    let _buffers = PartBuffers::hold(shared);
     let mut writer = create_part(storage, path, options, pacing)?;
     let mut announced = vec![false; hints.len()];
     let mut first = true;

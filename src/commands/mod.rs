@@ -31,7 +31,7 @@ pub mod transactions;
 mod zsets;
 
 use crate::effects::Effects;
-use crate::keyspace::{Db, Entry, Keyspace, Value};
+use crate::keyspace::{Db, Entry, Keyspace, Liveness, Value};
 pub use crate::notify::EventClass;
 use crate::resp::ReplyWriter;
 use bytes::Bytes;
@@ -220,15 +220,28 @@ impl<'a> Ctx<'a> {
         true
     }
 
-    /// The entry at `key` in the session's database, updating its access field if this
-    /// is the command's first access to it.
-    fn get_accessed(&mut self, key: &[u8]) -> Option<&Entry> {
+    /// Whether `key` is in the session's database, after expiring it if due, and with its
+    /// access field updated if `touch` and this is the command's first access to it: one
+    /// probe of the table (a lookup is the hottest path there is).
+    fn find_live(&mut self, key: &[u8], touch: bool) -> bool {
         let db = self.client.db;
-        if self.first_access(key) {
-            self.keyspace.dbs[db].get_touched(key)
-        } else {
-            self.keyspace.dbs[db].get(key)
+        let touch = touch && self.first_access(key);
+        let now = (!self.loading).then_some(self.now_ms);
+        match self.keyspace.dbs[db].find_live(key, now, touch) {
+            Liveness::Live => true,
+            Liveness::Absent => false,
+            Liveness::Expired => {
+                self.expire_now(db, key);
+                false
+            }
         }
+    }
+
+    /// The live entry `find_live` found (the borrow checker does not let it return it).
+    fn found(&self, key: &[u8]) -> &Entry {
+        self.keyspace.dbs[self.client.db]
+            .get(key)
+            .expect("find_live found it")
     }
 
     /// Running inside EXEC (queued commands never block, background jobs are scheduled).
@@ -426,46 +439,45 @@ impl<'a> Ctx<'a> {
         if self.loading {
             return false;
         }
-        let now = self.now_ms;
-        let db = &mut self.keyspace.dbs[db_index];
-        match db.get(key) {
-            Some(entry) if entry.is_expired(now) => {
-                db.remove(key);
-                self.server.stats.expired_keys += 1;
-                self.server.dirty += 1;
-                self.notify_in(db_index, EventClass::Expired, "expired", key);
-                self.effects.record(db_index, &[b"DEL", key]);
-                self.server.watches.touch(db_index, key, false);
-                self.invalidate_tracked(key, None);
-                true
-            }
-            _ => false,
+        let now = Some(self.now_ms);
+        let expired = self.keyspace.dbs[db_index].find_live(key, now, false) == Liveness::Expired;
+        if expired {
+            self.expire_now(db_index, key);
         }
+        expired
+    }
+
+    /// Deletes `key`, found expired, as Redis's `deleteExpiredKeyAndPropagate` does.
+    fn expire_now(&mut self, db_index: usize, key: &[u8]) {
+        self.keyspace.dbs[db_index].remove(key);
+        self.server.stats.expired_keys += 1;
+        self.server.dirty += 1;
+        self.notify_in(db_index, EventClass::Expired, "expired", key);
+        self.effects.record(db_index, &[b"DEL", key]);
+        self.server.watches.touch(db_index, key, false);
+        self.invalidate_tracked(key, None);
     }
 
     /// A key lookup for a command: expires the key first if due, and counts as an access
     /// (`crate::access`), as every lookup but `lookup_read_no_touch`.
     pub fn lookup(&mut self, key: &[u8]) -> Option<&Entry> {
-        self.expire_if_needed(key);
-        self.get_accessed(key)
+        self.find_live(key, true).then(|| self.found(key))
     }
 
     /// A read lookup: counts a keyspace hit or miss and raises `keymiss` on a miss (not
     /// in a write command: see `write_lookups`).
     pub fn lookup_read(&mut self, key: &[u8]) -> Option<&Entry> {
-        self.expire_if_needed(key);
-        let found = self.get_accessed(key).is_some();
+        let found = self.find_live(key, true);
         self.count_lookup(key, found);
-        self.keyspace.dbs[self.client.db].get(key)
+        found.then(|| self.found(key))
     }
 
     /// `lookup_read` that is no access for eviction (Redis's LOOKUP_NOTOUCH: EXISTS,
     /// TYPE, TTL and its kin).
     pub fn lookup_read_no_touch(&mut self, key: &[u8]) -> Option<&Entry> {
-        self.expire_if_needed(key);
-        let found = self.keyspace.dbs[self.client.db].get(key).is_some();
+        let found = self.find_live(key, false);
         self.count_lookup(key, found);
-        self.keyspace.dbs[self.client.db].get(key)
+        found.then(|| self.found(key))
     }
 
     /// The string at `key`: Ok(None) if absent, Err after replying WRONGTYPE.
@@ -487,22 +499,18 @@ impl<'a> Ctx<'a> {
     /// The collection of type `T` at `key`, for reading: Ok(None) if absent, Err after
     /// replying WRONGTYPE. A read lookup, as `lookup_read`.
     pub fn read<T: Collection>(&mut self, key: &[u8]) -> Result<Option<&T>, AlreadyReplied> {
-        self.expire_if_needed(key);
-        let db = self.client.db;
-        let is_type = match self.get_accessed(key) {
-            None => {
-                self.count_lookup(key, false);
-                return Ok(None);
-            }
-            Some(e) => T::of(&e.value).is_some(),
-        };
-        self.count_lookup(key, true);
-        if !is_type {
+        let found = self.find_live(key, true);
+        self.count_lookup(key, found);
+        if !found {
+            return Ok(None);
+        }
+        if T::of(&self.found(key).value).is_none() {
             self.wrong_type();
             return Err(AlreadyReplied);
         }
-        let entry = self.keyspace.dbs[db].get(key).expect("found above");
-        Ok(T::of(&entry.value).map(|c| &**c))
+        // A second probe of an entry just looked at (cache-warm): the borrow checker does
+        // not let the first be returned on one branch and `self` be used on the other.
+        Ok(T::of(&self.found(key).value).map(|c| &**c))
     }
 
     /// Checks that `key` is absent or holds a `T`, replying WRONGTYPE otherwise. For

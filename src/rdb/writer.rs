@@ -90,7 +90,7 @@ impl Default for RdbWriterOptions {
 
 /// Bytes gathered before one write to the output: entries are small, and one
 /// `write_all` and one checksum update per 64 KB beat several per entry.
-const STAGING_BYTES: usize = 64 * 1024;
+pub const STAGING_BYTES: usize = 64 * 1024;
 
 /// One key's record (expiry, type, key, value) as `write_entry` writes it, without LZF:
 /// for the event loop, which serialises a captured value before changing it in place
