@@ -15,13 +15,15 @@
 //! - the log's buffers — records of this turn not yet handed to the writer, and the
 //!   batches the writer holds, queued or kept until their fsync (Redis's AOF buffer): a
 //!   DEL logged for an eviction must not call for more evictions. Under `everysec` the
-//!   writer syncs once 1/32 of `maxmemory` is unsynced, so these stay small beside it;
+//!   writer syncs once 1/128 of `maxmemory` is unsynced, and the event loop stops reading
+//!   clients while it holds twice that, so these stay small beside it;
 //! - the memory a running snapshot's capture holds alone (`keyspace::CaptureBytes`:
 //!   copied slot tables, records serialised before a write, values the live dataset has
-//!   let go of since): deleting live keys cannot free it, so counting it would evict the
-//!   dataset while a compaction or BGSAVE runs. Redis does not count a fork's
-//!   copy-on-write either; Tessera knows these bytes and shows them
-//!   (`mem_not_counted_for_evict`, `tessera_capture_own_bytes`).
+//!   let go of since, the part files' write buffers): deleting live keys cannot free
+//!   it, so counting it would evict the dataset while a compaction or BGSAVE runs. Redis
+//!   does not count a fork's copy-on-write either (it is not even in its `used_memory`);
+//!   Tessera knows these bytes and shows them (`mem_not_counted_for_evict`,
+//!   `tessera_capture_own_bytes`).
 //!
 //! Client buffers count, as in Redis (which has `maxmemory-clients` for them; Tessera
 //! does not). jemalloc's total costs an epoch refresh (tens of microseconds: it merges

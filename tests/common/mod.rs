@@ -380,10 +380,20 @@ pub fn dbsize(conn: &mut redis::Connection) -> usize {
 
 /// One field of INFO (all sections), as text; None if absent.
 pub fn info_field(conn: &mut redis::Connection, name: &str) -> Option<String> {
+    info_fields(conn, &[name]).pop().unwrap()
+}
+
+/// Several INFO fields read from one reply (so they describe the same moment).
+pub fn info_fields(conn: &mut redis::Connection, names: &[&str]) -> Vec<Option<String>> {
     let info: String = redis::cmd("INFO").arg("everything").query(conn).unwrap();
-    info.lines()
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
-        .map(|v| v.trim().to_string())
+    names
+        .iter()
+        .map(|name| {
+            info.lines()
+                .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+                .map(|v| v.trim().to_string())
+        })
+        .collect()
 }
 
 /// Waits until no compaction or background save is running or scheduled.

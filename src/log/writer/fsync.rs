@@ -26,18 +26,23 @@ use std::time::{Duration, Instant};
 const EVERYSEC_UNSYNCED_MAX_BYTES: u64 = 64 << 20;
 /// The least `unsynced_max_for` sets, so that a small `maxmemory` does not turn
 /// `everysec` into a sync per batch.
-const EVERYSEC_UNSYNCED_MIN_BYTES: u64 = 1 << 20;
+const EVERYSEC_UNSYNCED_MIN_BYTES: u64 = 128 << 10;
+/// Under `maxmemory`, `everysec` leaves at most this share of it unsynced.
+const EVERYSEC_UNSYNCED_SHARE: u64 = 128;
 
 /// How much `everysec` may leave written and unsynced (so kept in the writer's memory)
 /// under `maxmemory` (0: no limit). Eviction leaves those bytes out of its measure, as
 /// Redis leaves out its AOF buffer; Redis's buffer is one event-loop turn of writes, but
-/// the writer's is up to a second of them, so under a limit it is kept to 1/32 of it:
-/// used memory stays within a few percent of `maxmemory` whatever the write rate.
+/// the writer's is up to a second of them, so under a limit it is kept to 1/128 of it
+/// (with `buffered_max_for`, the writer holds under 2 % of `maxmemory`, about Redis's own
+/// overshoot; at 32 MB and a saturating write rate that is a sync every 256 KB, about
+/// 100 a second, in the fsync thread: clients do not wait for them).
 pub(super) fn unsynced_max_for(maxmemory: u64) -> u64 {
     if maxmemory == 0 {
         return EVERYSEC_UNSYNCED_MAX_BYTES;
     }
-    (maxmemory / 32).clamp(EVERYSEC_UNSYNCED_MIN_BYTES, EVERYSEC_UNSYNCED_MAX_BYTES)
+    (maxmemory / EVERYSEC_UNSYNCED_SHARE)
+        .clamp(EVERYSEC_UNSYNCED_MIN_BYTES, EVERYSEC_UNSYNCED_MAX_BYTES)
 }
 
 /// What the writer may hold in all (queued, and written but unsynced) under `maxmemory`
@@ -383,17 +388,17 @@ mod tests {
         assert!(matches!(due(&failed), Due::Never));
     }
 
-    /// Under `maxmemory`, `everysec` keeps 1/32 of it unsynced at most (1 MB to 64 MB).
+    /// Under `maxmemory`, `everysec` keeps 1/128 of it unsynced at most (128 KB to 64 MB).
     #[test]
     fn everysec_syncs_early_under_a_memory_limit() {
         let mb = 1 << 20;
         assert_eq!(unsynced_max_for(0), 64 * mb);
-        assert_eq!(unsynced_max_for(100 * mb), 100 * mb / 32);
-        assert_eq!(unsynced_max_for(mb), mb);
+        assert_eq!(unsynced_max_for(100 * mb), 100 * mb / 128);
+        assert_eq!(unsynced_max_for(mb), 128 << 10);
         assert_eq!(unsynced_max_for(64 << 30), 64 * mb);
         assert_eq!(buffered_max_for(0), None);
-        assert_eq!(buffered_max_for(100 * mb), Some(2 * 100 * mb / 32));
-        let mut limited = slot(FsyncPolicy::EverySec, 4 * mb);
+        assert_eq!(buffered_max_for(100 * mb), Some(2 * 100 * mb / 128));
+        let mut limited = slot(FsyncPolicy::EverySec, mb);
         assert!(!matches!(due(&limited), Due::Sync));
         limited.unsynced_max = unsynced_max_for(100 * mb);
         assert!(matches!(due(&limited), Due::Sync));
