@@ -715,8 +715,11 @@ fn command_count_info_docs_shapes() {
         other => panic!("COMMAND: {other:?}"),
     };
     assert_eq!(all.len() as i64, count);
+    // COMMAND LIST names subcommands too (`config|get`), as Redis 7.0's does; COUNT does
+    // not count them.
     let names: Vec<String> = redis::from_redis_value(cmd(&mut conn, &["COMMAND", "LIST"])).unwrap();
-    assert_eq!(names.len() as i64, count);
+    let top_level = names.iter().filter(|name| !name.contains('|')).count();
+    assert_eq!(top_level as i64, count);
     for must in [
         "get", "set", "del", "expire", "ping", "info", "config", "command", "client", "hello",
     ] {

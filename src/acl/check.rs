@@ -160,7 +160,7 @@ fn key_function(name: &str) -> Option<KeyFunction> {
 }
 
 /// Redis's `doesCommandHaveKeys`.
-fn has_keys(command: &AclCommand) -> bool {
+pub fn has_keys(command: &AclCommand) -> bool {
     key_function(&command.full_name).is_some()
         || command
             .key_specs
@@ -192,9 +192,9 @@ pub fn keys_of(command: &AclCommand, argv: &[&[u8]]) -> Keys {
         Some(KeyFunction::Set) => {
             let get = argv.iter().skip(3).any(|a| a.eq_ignore_ascii_case(b"get"));
             let flags = if get {
-                key_flags::ACCESS | key_flags::UPDATE
+                key_flags::RW | key_flags::ACCESS | key_flags::UPDATE
             } else {
-                key_flags::UPDATE
+                key_flags::OW | key_flags::UPDATE
             };
             vec![(1, flags)]
         }
@@ -350,16 +350,16 @@ mod tests {
     #[test]
     fn keys_follow_redis_key_specs() {
         use key_flags::*;
-        assert_eq!(keys(&["get", "k"]), [(1, ACCESS)]);
-        assert_eq!(keys(&["set", "k", "v"]), [(1, UPDATE)]);
-        assert_eq!(keys(&["set", "k", "v", "GET"]), [(1, ACCESS | UPDATE)]);
+        assert_eq!(keys(&["get", "k"]), [(1, RO | ACCESS)]);
+        assert_eq!(keys(&["set", "k", "v"]), [(1, OW | UPDATE)]);
+        assert_eq!(keys(&["set", "k", "v", "GET"]), [(1, RW | ACCESS | UPDATE)]);
         assert_eq!(
             keys(&["mset", "a", "1", "b", "2"]),
-            [(1, UPDATE), (3, UPDATE)]
+            [(1, OW | UPDATE), (3, OW | UPDATE)]
         );
         assert_eq!(
             keys(&["zunionstore", "d", "2", "a", "b"]),
-            [(1, UPDATE), (3, ACCESS), (4, ACCESS)]
+            [(1, OW | UPDATE), (3, RO | ACCESS), (4, RO | ACCESS)]
         );
         // A count that is no number: Redis's key function, keys without flags.
         assert_eq!(keys(&["zunionstore", "d", "1x", "a"]), [(3, 0), (1, 0)]);

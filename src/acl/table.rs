@@ -112,11 +112,34 @@ pub mod key_flags {
     pub const NOT_KEY: u32 = 1 << 4;
     pub const INCOMPLETE: u32 = 1 << 5;
     pub const VARIABLE_FLAGS: u32 = 1 << 6;
-    /// RW, RO, OW, RM: how a command uses a key's value; ACL reads the four above.
-    pub const READ_WRITE_ONLY: u32 = 0;
+    /// How a command uses a key's value (COMMAND GETKEYSANDFLAGS shows them; ACL reads
+    /// the four access flags above).
+    pub const RO: u32 = 1 << 7;
+    pub const RW: u32 = 1 << 8;
+    pub const OW: u32 = 1 << 9;
+    pub const RM: u32 = 1 << 10;
+
+    /// Every flag with its name, in Redis's order (`addReplyFlagsForKeyArgs`).
+    pub const NAMES: [(u32, &str); 11] = [
+        (RO, "RO"),
+        (RW, "RW"),
+        (OW, "OW"),
+        (RM, "RM"),
+        (ACCESS, "access"),
+        (UPDATE, "update"),
+        (INSERT, "insert"),
+        (DELETE, "delete"),
+        (NOT_KEY, "not_key"),
+        (INCOMPLETE, "incomplete"),
+        (VARIABLE_FLAGS, "variable_flags"),
+    ];
 
     pub fn parse(name: &str) -> u32 {
         match name {
+            "RO" => RO,
+            "RW" => RW,
+            "OW" => OW,
+            "RM" => RM,
             "access" => ACCESS,
             "update" => UPDATE,
             "insert" => INSERT,
@@ -124,7 +147,7 @@ pub mod key_flags {
             "not_key" => NOT_KEY,
             "incomplete" => INCOMPLETE,
             "variable_flags" => VARIABLE_FLAGS,
-            _ => READ_WRITE_ONLY,
+            other => panic!("unknown key spec flag {other}"),
         }
     }
 }
@@ -178,6 +201,8 @@ pub struct AclCommand {
     pub arity: i64,
     /// AUTH, HELLO, QUIT, RESET: every user may run them (Redis's CMD_NO_AUTH).
     pub no_auth: bool,
+    /// EVAL, FCALL…: a request may name no key (Redis's CMD_NO_MANDATORY_KEYS).
+    pub no_mandatory_keys: bool,
     pub key_specs: Vec<KeySpec>,
 }
 
@@ -279,6 +304,7 @@ impl CommandTable {
             subcommands: Vec::new(),
             arity: entry.get("arity").and_then(|a| a.as_i64()).unwrap_or(0),
             no_auth: strings("flags").iter().any(|f| f == "no_auth"),
+            no_mandatory_keys: strings("flags").iter().any(|f| f == "no_mandatory_keys"),
             key_specs,
         });
         self.by_name.insert(name.to_string(), id);

@@ -34,6 +34,15 @@ pub fn commands() -> Vec<CommandSpec> {
             del
         ),
         command!(
+            "touch",
+            -2,
+            READONLY | FAST,
+            (1, -1, 1),
+            "generic",
+            "Alters the last access time of a key(s). Returns the number of existing keys specified.",
+            touch
+        ),
+        command!(
             "exists",
             -2,
             READONLY | FAST,
@@ -258,13 +267,21 @@ fn del(ctx: &mut Ctx, args: &Args) -> Action {
 }
 
 fn exists(ctx: &mut Ctx, args: &Args) -> Action {
-    let mut count = 0;
-    for key in &args[1..] {
-        if ctx.lookup_read_no_touch(key).is_some() {
-            count += 1;
-        }
-    }
-    ctx.out.integer(count);
+    count_present(ctx, &args[1..], |ctx, key| {
+        ctx.lookup_read_no_touch(key).is_some()
+    })
+}
+
+/// TOUCH: each existing key's access field updated, as any read does (Redis's
+/// `lookupKeyRead`: hits and misses counted, `keymiss` raised).
+fn touch(ctx: &mut Ctx, args: &Args) -> Action {
+    count_present(ctx, &args[1..], |ctx, key| ctx.lookup_read(key).is_some())
+}
+
+/// Replies how many of `keys` `present` finds (a key named twice counts twice).
+fn count_present(ctx: &mut Ctx, keys: &Args, present: fn(&mut Ctx, &[u8]) -> bool) -> Action {
+    let count = keys.iter().filter(|key| present(ctx, key)).count();
+    ctx.out.integer(count as i64);
     Action::None
 }
 

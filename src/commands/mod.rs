@@ -13,8 +13,10 @@
 mod acl;
 pub mod blocking;
 mod client_admin;
+mod command_list;
 mod connection;
 mod functions;
+mod getkeys;
 mod hashes;
 mod info;
 mod keys;
@@ -25,6 +27,7 @@ mod pubsub;
 mod scripting;
 mod server;
 mod sets;
+mod standalone;
 mod state;
 mod strings;
 pub mod transactions;
@@ -67,20 +70,21 @@ pub mod flags {
     /// A pub/sub command (COMMAND INFO's `pubsub`).
     pub const PUBSUB: u32 = 1 << 12;
 
+    /// In Redis's order (COMMAND INFO lists them so).
     pub const NAMES: &[(u32, &str)] = &[
         (WRITE, "write"),
         (READONLY, "readonly"),
         (DENYOOM, "denyoom"),
         (ADMIN, "admin"),
-        (FAST, "fast"),
-        (NO_AUTH, "no_auth"),
+        (PUBSUB, "pubsub"),
+        (NO_SCRIPT, "noscript"),
+        (BLOCKING, "blocking"),
         (LOADING, "loading"),
         (STALE, "stale"),
-        (MOVABLEKEYS, "movablekeys"),
+        (FAST, "fast"),
+        (NO_AUTH, "no_auth"),
         (NO_MULTI, "no_multi"),
-        (BLOCKING, "blocking"),
-        (NO_SCRIPT, "noscript"),
-        (PUBSUB, "pubsub"),
+        (MOVABLEKEYS, "movablekeys"),
     ];
 }
 
@@ -731,6 +735,7 @@ pub fn table() -> Vec<CommandSpec> {
     all.extend(scripting::commands());
     all.extend(functions::commands());
     all.extend(acl::commands());
+    all.extend(standalone::commands());
     all
 }
 

@@ -391,21 +391,25 @@ fn fit_open_files_limit(maxclients: usize) -> Result<(), MaxClientsError> {
 const COMMAND_HELP: &[&str] = &[
     "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "(no subcommand)",
-    "    Return details about all commands.",
+    "    Return details about all Redis commands.",
     "COUNT",
-    "    Return the total number of commands in this server.",
+    "    Return the total number of commands in this Redis server.",
     "LIST",
-    "    Return a list of all commands in this server.",
+    "    Return a list of all commands in this Redis server.",
     "INFO [<command-name> ...]",
-    "    Return details about multiple commands.",
+    "    Return details about multiple Redis commands.",
     "    If no command names are given, documentation details for all",
     "    commands are returned.",
     "DOCS [<command-name> ...]",
-    "    Return documentation details about multiple commands.",
+    "    Return documentation details about multiple Redis commands.",
     "    If no command names are given, documentation details for all",
     "    commands are returned.",
+    "GETKEYS <full-command>",
+    "    Return the keys from a full Redis command.",
+    "GETKEYSANDFLAGS <full-command>",
+    "    Return the keys and the access flags from a full Redis command.",
     "HELP",
-    "    Print this help.",
+    "    Prints this help.",
 ];
 
 fn command_command(ctx: &mut Ctx, args: &Args) -> Action {
@@ -439,19 +443,19 @@ fn command_command(ctx: &mut Ctx, args: &Args) -> Action {
             }
         }
         "docs" => command_docs(ctx, registry, &args[2..]),
-        "list" if args.len() == 2 => {
-            ctx.out.array(registry.len());
-            for spec in registry.iter() {
-                ctx.out.bulk(spec.name.as_bytes());
-            }
+        "getkeys" | "getkeysandflags" if args.len() >= 4 => {
+            super::getkeys::getkeys(ctx, &args[2..], sub == "getkeysandflags")
         }
+        "list" => super::command_list::command_list(ctx, &args[2..]),
         "help" if args.len() == 2 => {
             ctx.out.array(COMMAND_HELP.len());
             for line in COMMAND_HELP {
                 ctx.out.simple(line);
             }
         }
-        "count" | "list" | "help" => wrong_arity(ctx, &format!("command|{sub}")),
+        "count" | "help" | "getkeys" | "getkeysandflags" => {
+            wrong_arity(ctx, &format!("command|{sub}"))
+        }
         _ => unknown_subcommand(ctx, "command", args[1]),
     }
     Action::None
