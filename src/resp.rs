@@ -304,6 +304,8 @@ pub struct ReplyWriter<'a> {
     pub buf: &'a mut Vec<u8>,
     pub resp3: bool,
     pub errors: u64,
+    /// The first word of each error written (INFO errorstats); inline for one.
+    pub error_kinds: smallvec::SmallVec<[crate::command_stats::ErrorKind; 1]>,
 }
 
 impl<'a> ReplyWriter<'a> {
@@ -312,6 +314,7 @@ impl<'a> ReplyWriter<'a> {
             buf,
             resp3,
             errors: 0,
+            error_kinds: smallvec::SmallVec::new(),
         }
     }
 
@@ -328,6 +331,8 @@ impl<'a> ReplyWriter<'a> {
     /// An error; `message` includes its code ("ERR ...", "WRONGTYPE ...").
     pub fn error(&mut self, message: &str) {
         self.errors += 1;
+        self.error_kinds
+            .push(crate::command_stats::ErrorKind::of(message.as_bytes()));
         self.buf.push(b'-');
         // Newlines would break the protocol; Redis replaces them with spaces too.
         self.buf.extend(

@@ -38,7 +38,6 @@ pub struct Stats {
     pub expired_keys: u64,
     pub keyspace_hits: u64,
     pub keyspace_misses: u64,
-    pub total_error_replies: u64,
     /// Collections a snapshot's capture shared, serialised into it before a write changed
     /// them in place (serialise before write) ...
     pub capture_serialised_values: u64,
@@ -50,6 +49,9 @@ pub struct Stats {
     /// and when the current one began (Redis's `stat_*_eviction_exceeded_time`).
     pub eviction_exceeded_total: std::time::Duration,
     pub eviction_exceeded_since: Option<std::time::Instant>,
+    /// The most `used_memory` seen, sampled by the cron and by INFO (Redis samples it
+    /// after each command); CONFIG RESETSTAT keeps it, as Redis does.
+    pub used_memory_peak: u64,
     pub ops_rate: RateSampler,
     pub input_rate: RateSampler,
     pub output_rate: RateSampler,
@@ -62,6 +64,7 @@ impl Stats {
         let input_rate = std::mem::take(&mut self.input_rate);
         let output_rate = std::mem::take(&mut self.output_rate);
         *self = Stats {
+            used_memory_peak: self.used_memory_peak,
             ops_rate,
             input_rate,
             output_rate,
@@ -73,6 +76,7 @@ impl Stats {
         self.ops_rate.track(now_ms, self.total_commands_processed);
         self.input_rate.track(now_ms, self.total_net_input_bytes);
         self.output_rate.track(now_ms, self.total_net_output_bytes);
+        self.used_memory_peak = self.used_memory_peak.max(allocated_bytes());
     }
 }
 

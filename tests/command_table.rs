@@ -70,10 +70,8 @@ const NOT_BUILT: &[&str] = &[
     "wait",
     // Operator's commands.
     "debug",
-    "latency",
     "lolwut",
     "memory",
-    "slowlog",
     // Subcommands of commands Tessera has.
     "config|rewrite",
 ];

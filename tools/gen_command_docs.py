@@ -102,6 +102,8 @@ SUBCOMMANDS = {
                 "nodes", "replicas", "replicate", "reset", "saveconfig", "set-config-epoch",
                 "setslot", "shards", "slaves", "slots", "help"],
     "module": ["list", "load", "loadex", "unload", "help"],
+    "slowlog": ["get", "len", "reset", "help"],
+    "latency": ["latest", "history", "reset", "graph", "doctor", "histogram", "help"],
     "pubsub": ["channels", "numpat", "numsub", "shardchannels", "shardnumsub", "help"],
     "script": ["load", "exists", "flush", "kill", "help"],
     "function": ["load", "delete", "list", "flush", "dump", "restore", "stats", "kill", "help"],

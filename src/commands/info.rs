@@ -24,7 +24,8 @@ fn human_bytes(n: u64) -> String {
     format!("{:.2}{suffix}", n as f64 / size as f64)
 }
 
-const DEFAULT_SECTIONS: &[&str] = &[
+/// Every section, in Redis 7.0's order.
+const ALL_SECTIONS: &[&str] = &[
     "server",
     "clients",
     "memory",
@@ -32,26 +33,29 @@ const DEFAULT_SECTIONS: &[&str] = &[
     "stats",
     "replication",
     "cpu",
+    "modules",
+    "commandstats",
+    "errorstats",
+    "latencystats",
+    "cluster",
     "keyspace",
 ];
 
+/// What `all` has and the default leaves out (Redis's `genInfoSectionDict`).
+const NOT_DEFAULT: &[&str] = &["commandstats", "latencystats"];
+
 pub(super) fn info(ctx: &mut Ctx, args: &Args) -> Action {
-    let mut sections: Vec<String> = args[1..]
+    let asked: Vec<String> = args[1..]
         .iter()
         .map(|a| lossy(a).to_ascii_lowercase())
         .collect();
-    if sections.is_empty()
-        || sections
-            .iter()
-            .any(|s| s == "all" || s == "everything" || s == "default")
-    {
-        sections = DEFAULT_SECTIONS.iter().map(|s| s.to_string()).collect();
-    }
+    let default = asked.is_empty() || asked.iter().any(|s| s == "default");
+    let all = asked.iter().any(|s| s == "all" || s == "everything");
+    let wanted = |section: &str| {
+        all || (default && !NOT_DEFAULT.contains(&section)) || asked.iter().any(|s| s == section)
+    };
     let mut text = String::new();
-    for section in DEFAULT_SECTIONS
-        .iter()
-        .filter(|s| sections.iter().any(|x| x == *s))
-    {
+    for section in ALL_SECTIONS.iter().filter(|section| wanted(section)) {
         if !text.is_empty() {
             text.push_str("\r\n");
         }
@@ -382,7 +386,11 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
                 "tracking_total_prefixes",
                 &server.tracking.total_prefixes(),
             );
-            kv(out, "total_error_replies", &s.total_error_replies);
+            kv(
+                out,
+                "total_error_replies",
+                &server.commands.total_error_replies,
+            );
         }
         "replication" => {
             out.push_str("# Replication\r\n");
@@ -406,6 +414,55 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
                 "used_cpu_user",
                 &format!("{:.6}", seconds(usage.ru_utime)),
             );
+        }
+        "modules" => out.push_str("# Modules\r\n"),
+        "cluster" => {
+            out.push_str("# Cluster\r\n");
+            kv(out, "cluster_enabled", &0);
+        }
+        "commandstats" => {
+            out.push_str("# Commandstats\r\n");
+            for line in server.commands.command_lines() {
+                let per_call = if line.calls == 0 {
+                    0.0
+                } else {
+                    line.usec as f64 / line.calls as f64
+                };
+                let _ = write!(
+                    out,
+                    "cmdstat_{}:calls={},usec={},usec_per_call={per_call:.2},rejected_calls={},failed_calls={}\r\n",
+                    line.name, line.calls, line.usec, line.rejected, line.failed
+                );
+            }
+        }
+        "errorstats" => {
+            out.push_str("# Errorstats\r\n");
+            for (prefix, count) in server.commands.error_lines() {
+                let _ = write!(
+                    out,
+                    "errorstat_{}:count={count}\r\n",
+                    String::from_utf8_lossy(prefix)
+                );
+            }
+        }
+        "latencystats" => {
+            out.push_str("# Latencystats\r\n");
+            let percentiles = &config.latency_tracking_percentiles;
+            for (name, histogram) in server.commands.histograms() {
+                let values: Vec<String> = percentiles
+                    .iter()
+                    .map(|&p| {
+                        let label = crate::command_stats::percentile_label(p);
+                        let value = crate::command_stats::percentile_usec(histogram, p);
+                        format!("p{label}={value:.3}")
+                    })
+                    .collect();
+                let _ = write!(
+                    out,
+                    "latency_percentiles_usec_{name}:{}\r\n",
+                    values.join(",")
+                );
+            }
         }
         "keyspace" => {
             out.push_str("# Keyspace\r\n");

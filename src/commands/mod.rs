@@ -15,6 +15,7 @@ pub mod blocking;
 mod client_admin;
 mod command_list;
 mod connection;
+mod diagnostics;
 mod functions;
 mod getkeys;
 mod hashes;
@@ -736,6 +737,7 @@ pub fn table() -> Vec<CommandSpec> {
     all.extend(functions::commands());
     all.extend(acl::commands());
     all.extend(standalone::commands());
+    all.extend(diagnostics::commands());
     all
 }
 
@@ -784,14 +786,20 @@ pub fn key_positions(spec: &CommandSpec, argc: usize) -> impl Iterator<Item = us
 }
 
 pub struct Registry {
-    by_name: hashbrown::HashMap<Vec<u8>, CommandSpec>,
+    /// Each command with its id in Redis's command table (`crate::acl::table`), which
+    /// indexes its statistics (`crate::command_stats`).
+    by_name: hashbrown::HashMap<Vec<u8>, (CommandSpec, Option<usize>)>,
 }
 
 impl Registry {
     pub fn new() -> Registry {
         let mut by_name = hashbrown::HashMap::new();
+        let acl_table = crate::acl::table::table();
         for spec in table() {
-            let previous = by_name.insert(spec.name.as_bytes().to_vec(), spec);
+            let id = acl_table
+                .lookup(spec.name.as_bytes())
+                .map(|command| command.id);
+            let previous = by_name.insert(spec.name.as_bytes().to_vec(), (spec, id));
             assert!(previous.is_none(), "command registered twice");
         }
         Registry { by_name }
@@ -799,6 +807,11 @@ impl Registry {
 
     /// Case-insensitive lookup without allocating for ordinary command names.
     pub fn get(&self, name: &[u8]) -> Option<&CommandSpec> {
+        self.get_with_id(name).map(|(spec, _)| spec)
+    }
+
+    /// The command and its id in Redis's table (None for a command Redis lacks).
+    pub fn get_with_id(&self, name: &[u8]) -> Option<(&CommandSpec, Option<usize>)> {
         let mut lower = [0u8; 32];
         if name.len() > lower.len() {
             return None;
@@ -806,11 +819,13 @@ impl Registry {
         for (dst, src) in lower.iter_mut().zip(name) {
             *dst = src.to_ascii_lowercase();
         }
-        self.by_name.get(&lower[..name.len()])
+        self.by_name
+            .get(&lower[..name.len()])
+            .map(|(spec, id)| (spec, *id))
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &CommandSpec> {
-        self.by_name.values()
+        self.by_name.values().map(|(spec, _)| spec)
     }
 
     pub fn len(&self) -> usize {

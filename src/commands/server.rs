@@ -275,7 +275,10 @@ fn config(ctx: &mut Ctx, args: &Args) -> Action {
             config_set(ctx, &args[2..]);
         }
         "resetstat" => {
+            // As Redis: the counters, the command and error tables; not the slow log, nor
+            // the latency monitor's events.
             ctx.server.stats.reset();
+            ctx.server.commands.reset();
             ctx.out.ok();
         }
         _ => {

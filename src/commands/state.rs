@@ -92,6 +92,12 @@ pub struct ServerState {
     pub pause: crate::pause::Pause,
     /// The clients in MONITOR mode.
     pub monitors: crate::monitor::Monitors,
+    /// Per-command and per-error counters (INFO commandstats, errorstats, latencystats).
+    pub commands: crate::command_stats::CommandStats,
+    /// SLOWLOG.
+    pub slowlog: crate::slowlog::SlowLog,
+    /// LATENCY's event monitor.
+    pub latency: crate::latency::LatencyMonitor,
 }
 
 impl ServerState {
@@ -128,6 +134,9 @@ impl ServerState {
             eviction: crate::engine::evict::Eviction::new(),
             pause: Default::default(),
             monitors: Default::default(),
+            commands: crate::command_stats::CommandStats::new(),
+            slowlog: crate::slowlog::SlowLog::default(),
+            latency: crate::latency::LatencyMonitor::default(),
             config,
         }
     }

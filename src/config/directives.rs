@@ -468,4 +468,60 @@ pub static DIRECTIVES: &[Directive] = &[
         |c| save_points_text(&c.save_points),
         |c, a| { set_save_points(c, a)? }
     ),
+    // The operator's statistics: the slow log, the latency monitor, per-command latency
+    // histograms (`crate::slowlog`, `crate::latency`, `crate::command_stats`).
+    directive!(
+        "slowlog-log-slower-than",
+        true,
+        |c| c.slowlog_slower_than_us.to_string(),
+        |c, a| c.slowlog_slower_than_us = parse_strict_int_in(a, -1, i64::MAX)?
+    ),
+    directive!(
+        "slowlog-max-len",
+        true,
+        |c| c.slowlog_max_len.to_string(),
+        |c, a| c.slowlog_max_len = parse_strict_int_in(a, 0, i64::MAX)? as u64
+    ),
+    directive!(
+        "latency-monitor-threshold",
+        true,
+        |c| c.latency_monitor_threshold_ms.to_string(),
+        |c, a| c.latency_monitor_threshold_ms = parse_strict_int_in(a, 0, i64::MAX)? as u64
+    ),
+    directive!(
+        "latency-tracking",
+        true,
+        |c| yes_no(c.latency_tracking),
+        |c, a| c.latency_tracking = parse_bool(a)?
+    ),
+    directive!(
+        "latency-tracking-info-percentiles",
+        true,
+        |c| c
+            .latency_tracking_percentiles
+            .iter()
+            .map(|&p| crate::command_stats::percentile_label(p))
+            .collect::<Vec<_>>()
+            .join(" "),
+        |c, a| c.latency_tracking_percentiles = parse_percentiles(a)?
+    ),
 ];
+
+/// Redis's `latency-tracking-info-percentiles`: numbers in 0..100, given as words or as
+/// one string of words (CONFIG SET); one empty string is none.
+fn parse_percentiles(args: &[String]) -> Result<Vec<f64>, ValueError> {
+    args.iter()
+        .flat_map(|a| a.split_whitespace())
+        .map(|word| {
+            let value = crate::types::score::parse(word.as_bytes()).ok_or(
+                ValueError::Percentiles("Invalid latency-tracking-info-percentiles parameters"),
+            )?;
+            if !(0.0..=100.0).contains(&value) {
+                return Err(ValueError::Percentiles(
+                    "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]",
+                ));
+            }
+            Ok(value)
+        })
+        .collect()
+}

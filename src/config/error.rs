@@ -42,6 +42,9 @@ pub enum ValueError {
     DaemonizeUnsupported,
     /// `notify-keyspace-events` with a letter that names no class.
     KeyspaceEvents(crate::notify::InvalidEventClass),
+    /// `latency-tracking-info-percentiles`: a word that is no number, or one outside
+    /// 0..100 (Redis's two texts).
+    Percentiles(&'static str),
 }
 
 impl std::fmt::Display for ValueError {
@@ -87,6 +90,7 @@ impl std::fmt::Display for ValueError {
                 f.write_str("daemonize yes is not supported; run under a supervisor")
             }
             ValueError::KeyspaceEvents(error) => write!(f, "{error}"),
+            ValueError::Percentiles(text) => f.write_str(text),
         }
     }
 }

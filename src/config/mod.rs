@@ -198,6 +198,16 @@ pub struct Config {
     /// `lfu-log-factor` and `lfu-decay-time` (minutes): the LFU counter's rules.
     pub lfu_log_factor: u32,
     pub lfu_decay_time: u32,
+    /// `slowlog-log-slower-than` (µs; 0 logs every command, -1 none) and
+    /// `slowlog-max-len`: the slow log (`crate::slowlog`).
+    pub slowlog_slower_than_us: i64,
+    pub slowlog_max_len: u64,
+    /// `latency-monitor-threshold` (ms; 0: off): the latency monitor (`crate::latency`).
+    pub latency_monitor_threshold_ms: u64,
+    /// `latency-tracking` and `latency-tracking-info-percentiles`: per-command latency
+    /// histograms and the percentiles INFO latencystats prints.
+    pub latency_tracking: bool,
+    pub latency_tracking_percentiles: Vec<f64>,
 }
 
 /// Who may do a protected action (Redis's `enable-protected-configs` and its kin).
@@ -425,6 +435,11 @@ impl Default for Config {
             eviction_tenacity: 10,
             lfu_log_factor: 10,
             lfu_decay_time: 1,
+            slowlog_slower_than_us: 10_000,
+            slowlog_max_len: 128,
+            latency_monitor_threshold_ms: 0,
+            latency_tracking: true,
+            latency_tracking_percentiles: vec![50.0, 99.0, 99.9],
         }
     }
 }

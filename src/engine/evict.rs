@@ -286,8 +286,15 @@ impl Engine {
     /// Before a client's command: evicts if over `maxmemory`, and notes whether
     /// `denyoom` commands must be refused (Redis's `processCommand`).
     pub(super) fn evict_before_command(&mut self, host: &mut dyn Host) {
+        // Timed only when both the limit and the latency monitor are on (the hot path).
+        let config = &self.state.config;
+        let timed = config.memory_bytes_max != 0 && config.latency_monitor_threshold_ms != 0;
+        let started = timed.then(Instant::now);
         let out_of_memory = self.perform_evictions(host) == Evicted::Fail;
         self.state.eviction.out_of_memory = out_of_memory;
+        if let Some(started) = started {
+            self.latency_event("eviction-cycle", started);
+        }
     }
 
     /// The cron's share (Redis's eviction time event): while a pass left the memory over

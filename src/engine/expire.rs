@@ -69,5 +69,6 @@ impl Engine {
             }
             *start = cursor;
         }
+        self.latency_event("expire-cycle", started);
     }
 }

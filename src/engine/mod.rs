@@ -32,6 +32,7 @@
 pub mod evict;
 mod expire;
 mod operator;
+mod stats;
 mod transaction;
 
 use crate::acl::Denied;
@@ -462,8 +463,8 @@ impl Engine {
     ) -> Outcome {
         let argv = request.argv;
         assert!(!argv.is_empty(), "an empty request reaches no command");
-        let spec = match self.registry.get(argv[0]) {
-            Some(spec) => spec,
+        let (spec, top_id) = match self.registry.get_with_id(argv[0]) {
+            Some(found) => found,
             None => {
                 let refusal = match mode {
                     Mode::Script(_) => Refusal::ScriptUnknownCommand,
@@ -472,6 +473,8 @@ impl Engine {
                 return self.refuse(session, reply, refusal);
             }
         };
+        // The entry its statistics go to: the subcommand of a container.
+        let id = crate::command_stats::command_id(top_id, argv);
         let refusal = match &mode {
             Mode::Replay => (!spec.arity_ok(argv.len())).then_some(Refusal::WrongArity(spec.name)),
             Mode::Client | Mode::Exec | Mode::ServeBlocked(_) => {
@@ -479,23 +482,29 @@ impl Engine {
                     self.evict_before_command(host);
                 }
                 self.refusal(session, spec, argv, &mode)
+                    .or_else(|| subcommand_arity_refusal(top_id, id, argv.len()))
             }
             Mode::Script(script) => self.script_refusal(session, spec, argv, script),
         };
         if let Some(refusal) = refusal {
             self.log_denial(session, argv, &refusal, &mode, host);
-            if spec.name == "exec" && session.multi.is_some() {
+            let outcome = if spec.name == "exec" && session.multi.is_some() {
                 // Monitors see the EXEC that ends the MULTI they saw (Redis's
                 // `execCommandAbort`).
                 let outcome = self.abort_exec(session, reply, refusal);
                 self.feed_monitors(session, reply, spec, argv, &mode, host);
-                return outcome;
-            }
-            return self.refuse(session, reply, refusal);
+                outcome
+            } else {
+                self.refuse(session, reply, refusal)
+            };
+            self.state.commands.rejected(id);
+            return outcome;
         }
         if mode == Mode::Client {
             if self.monitor_refused(session, spec, argv) {
-                return self.refuse(session, reply, Refusal::ReplicaKeyspace);
+                let outcome = self.refuse(session, reply, Refusal::ReplicaKeyspace);
+                self.state.commands.rejected(id);
+                return outcome;
             }
             if self.paused(session, spec, argv) {
                 return Outcome::Postpone;
@@ -508,10 +517,18 @@ impl Engine {
                     session.last_command = spec.name;
                     Outcome::Done
                 }
-                Err(refusal) => self.refuse(session, reply, refusal),
+                Err(refusal) => {
+                    let outcome = self.refuse(session, reply, refusal);
+                    self.state.commands.rejected(id);
+                    outcome
+                }
             };
         }
         let in_exec = mode == Mode::Exec;
+        let served = matches!(mode, Mode::ServeBlocked(_));
+        // The replay is not timed: Redis's AOF loading does not count its commands.
+        let started = (mode != Mode::Replay).then(std::time::Instant::now);
+        self.state.commands.begin();
         let action = self.run(session, reply, spec, request, mode.clone(), host);
         // A script's line comes before the lines of its commands; others' after the
         // command (EXEC's after its queue's).
@@ -522,6 +539,17 @@ impl Engine {
         let outcome = self.after(session, reply, action, host, in_exec);
         if !fed_first {
             self.feed_monitors(session, reply, spec, argv, &mode, host);
+        }
+        if let Some(started) = started {
+            let ran = stats::Ran {
+                spec,
+                id,
+                argv,
+                duration: started.elapsed(),
+                blocked: matches!(outcome, Outcome::Block(_)),
+                served,
+            };
+            self.record_call(session, ran, host);
         }
         outcome
     }
@@ -565,11 +593,11 @@ impl Engine {
         let memory_max_before = ctx.server.config.memory_bytes_max;
         crate::access::set_now(now_ms);
         let action = (spec.handler)(&mut ctx, request.argv);
-        let errors = ctx.out.errors;
+        let ctx_errors = std::mem::take(&mut ctx.out.error_kinds);
         if spec.has(flags::READONLY) && self.state.tracking.client_count() > 0 && !replay {
             self.remember_tracked_keys(session, spec, request.argv, in_script);
         }
-        self.state.stats.total_error_replies += errors;
+        self.state.commands.count_errors(&ctx_errors);
         self.state.stats.total_commands_processed += 1;
         session.last_command = spec.name;
         // Only commands that read or write keys can show state not yet durable.
@@ -675,8 +703,10 @@ impl Engine {
         reply: &mut Vec<u8>,
         refusal: Refusal,
     ) -> Outcome {
-        ReplyWriter::new(reply, session.resp3).error(&refusal.to_string());
-        self.state.stats.total_error_replies += 1;
+        let text = refusal.to_string();
+        ReplyWriter::new(reply, session.resp3).error(&text);
+        let kind = crate::command_stats::ErrorKind::of(text.as_bytes());
+        self.state.commands.error_replied(kind);
         // Redis's flagTransaction: a refused command dooms the transaction.
         if let Some(multi) = &mut session.multi {
             multi.failed = true;
@@ -697,7 +727,8 @@ impl Engine {
         ReplyWriter::new(reply, session.resp3).error(&format!(
             "EXECABORT Transaction discarded because of: {refusal}"
         ));
-        self.state.stats.total_error_replies += 1;
+        let kind = crate::command_stats::ErrorKind::of(b"EXECABORT ");
+        self.state.commands.error_replied(kind);
         Outcome::Refused(refusal)
     }
 
@@ -850,6 +881,25 @@ impl Engine {
     pub fn auth_required(&self, session: &SessionState) -> bool {
         self.state.acl.auth_required() && !session.authenticated
     }
+}
+
+/// A subcommand given the wrong number of arguments (Redis checks a subcommand's arity
+/// with its command's, before running it).
+fn subcommand_arity_refusal(
+    top_id: Option<usize>,
+    id: Option<usize>,
+    argc: usize,
+) -> Option<Refusal> {
+    let id = id.filter(|&id| Some(id) != top_id)?;
+    let command = &crate::acl::table::table().commands[id];
+    let arity = command.arity;
+    let argc = argc as i64;
+    let fits = if arity >= 0 {
+        argc == arity
+    } else {
+        argc >= -arity
+    };
+    (!fits).then_some(Refusal::WrongArity(command.full_name.as_str()))
 }
 
 /// Commands whose first argument names a subcommand: Redis names them `name|sub` in

@@ -242,7 +242,7 @@ pub fn run(
             Target::Script(_) => "NOSCRIPT No matching script. Please use EVAL.",
             Target::Function(_) => "ERR Function not found",
         });
-        engine.state.stats.total_error_replies += 1;
+        engine.state.commands.count_errors(&out.error_kinds);
         return ScriptEnd::Done;
     };
     let (command_reply, numbers) = scripting.take_buffers();
@@ -333,7 +333,14 @@ pub fn run(
         true
     });
     if counted {
-        engine.state.stats.total_error_replies += out.errors - errors_before;
+        engine
+            .state
+            .commands
+            .count_errors(&out.error_kinds[errors_before as usize..]);
+    } else if out.errors > errors_before {
+        // The error a command of the script replied, already counted there: the script
+        // failed all the same (Redis's ERR_REPLY_FLAG_NO_STATS_UPDATE).
+        engine.state.commands.failed_without_count();
     }
     if shutdown {
         ScriptEnd::ShutdownNoSave

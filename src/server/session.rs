@@ -720,7 +720,8 @@ impl Server {
                 Parse::Invalid(reason) => {
                     conn.big_arguments.clear();
                     ReplyWriter::new(output, state.resp3).error(&format!("ERR {reason}"));
-                    self.engine.state.stats.total_error_replies += 1;
+                    let kind = crate::command_stats::ErrorKind::of(b"ERR");
+                    self.engine.state.commands.error_replied(kind);
                     conn.close_after_reply = true;
                     produced_output = true;
                     tracing::debug!("protocol error from client id={}: {reason}", state.id);

@@ -1,0 +1,242 @@
+//! The operator's statistics against a real redis-server 7.0: INFO's sections (which a
+//! set of names selects, in Redis's order), commandstats / errorstats / total_error_replies
+//! after the same commands (calls, rejected and failed calls as Redis counts them), the
+//! slow log's entries (arguments truncated and secrets redacted as Redis does), LATENCY's
+//! replies, and CONFIG RESETSTAT.
+
+mod common;
+
+use common::raw_client::{Conn, V};
+use common::*;
+
+fn both() -> (TestServer, RedisOracle, tempfile::TempDir) {
+    let redis = RedisOracle::start(&redis_server_path().expect("redis-server 7.0 is needed"));
+    let dir = temp_dir();
+    let server = start_server(dir.path(), &[]);
+    (server, redis, dir)
+}
+
+fn words(line: &str) -> Vec<&str> {
+    line.split(' ').collect()
+}
+
+/// INFO's text, as lines.
+fn info(conn: &mut Conn, sections: &str) -> Vec<String> {
+    let mut command = vec!["INFO"];
+    command.extend(sections.split(' ').filter(|s| !s.is_empty()));
+    conn.cmd(&command)
+        .text()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn info_selects_redis_s_sections_in_redis_s_order() {
+    let (server, redis, _dir) = both();
+    let mut ours = Conn::new(server.port);
+    let mut theirs = Conn::new(redis.port);
+    for sections in [
+        "",
+        "default",
+        "all",
+        "everything",
+        "commandstats",
+        "server clients",
+        "CPU latencystats",
+        "keyspace server",
+        "default commandstats",
+        "nosuch",
+        "cluster modules errorstats",
+    ] {
+        let headers = |conn: &mut Conn| -> Vec<String> {
+            info(conn, sections)
+                .into_iter()
+                .filter(|line| line.starts_with('#'))
+                .collect()
+        };
+        assert_eq!(headers(&mut ours), headers(&mut theirs), "INFO {sections}");
+    }
+    assert!(info(&mut ours, "cluster").contains(&"cluster_enabled:0".to_string()));
+}
+
+/// The counters of `INFO commandstats` and `errorstats` without the times, sorted, and
+/// `total_error_replies`.
+fn counters(conn: &mut Conn) -> Vec<String> {
+    let mut lines: Vec<String> = info(conn, "commandstats errorstats stats")
+        .into_iter()
+        .filter(|line| {
+            line.starts_with("cmdstat_")
+                || line.starts_with("errorstat_")
+                || line.starts_with("total_error_replies:")
+        })
+        .map(|line| {
+            // cmdstat_x:calls=1,usec=2,usec_per_call=2.00,rejected_calls=0,failed_calls=0
+            line.split(',')
+                .filter(|field| !field.starts_with("usec"))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .collect();
+    lines.sort();
+    lines
+}
+
+#[test]
+fn command_and_error_counters_match_redis() {
+    let (server, redis, _dir) = both();
+    let script = "return redis.call('INCR', KEYS[1])";
+    let sequence = [
+        "SET a 1",
+        "GET a",
+        "GET",
+        "NOSUCH x",
+        "LPUSH a x",
+        "CONFIG GET maxmemory",
+        "CONFIG NOSUCH",
+        "OBJECT ENCODING a",
+        "SET s notanumber",
+        "MULTI",
+        "INCR s",
+        "SET b 2",
+        "EXEC",
+        "MULTI",
+        "GET",
+        "EXEC",
+        "CLIENT ID",
+        "SUBSCRIBE",
+    ];
+    for resp3 in [false, true] {
+        let mut ours = Conn::new(server.port);
+        let mut theirs = Conn::new(redis.port);
+        for conn in [&mut ours, &mut theirs] {
+            if resp3 {
+                conn.cmd(&["HELLO", "3"]);
+            }
+            conn.cmd(&["CONFIG", "RESETSTAT"]);
+            for line in sequence {
+                conn.cmd(&words(line));
+            }
+            conn.cmd(&["EVAL", script, "1", "s"]);
+            conn.cmd(&["EVAL", script, "1", "a"]);
+        }
+        assert_eq!(
+            counters(&mut ours),
+            counters(&mut theirs),
+            "RESP{}",
+            if resp3 { 3 } else { 2 }
+        );
+    }
+    // CONFIG RESETSTAT clears them (the RESETSTAT itself is then counted, as in Redis).
+    let mut ours = Conn::new(server.port);
+    ours.cmd(&["CONFIG", "RESETSTAT"]);
+    let left = counters(&mut ours);
+    assert!(
+        left.contains(&"total_error_replies:0".to_string()),
+        "{left:?}"
+    );
+    assert!(
+        !left.iter().any(|l| l.starts_with("cmdstat_get:")),
+        "{left:?}"
+    );
+}
+
+/// A slow log entry without its id, time, duration and client address (which differ).
+fn entry_shape(entry: &V) -> Vec<V> {
+    let fields = entry.items();
+    assert_eq!(fields.len(), 6, "{entry:?}");
+    vec![fields[3].clone(), fields[5].clone()]
+}
+
+#[test]
+fn slow_log_matches_redis() {
+    let (server, redis, _dir) = both();
+    let long = "x".repeat(200);
+    let mut many: Vec<String> = vec!["RPUSH".into(), "list".into()];
+    many.extend((0..40).map(|i| format!("e{i}")));
+    let many: Vec<&str> = many.iter().map(String::as_str).collect();
+    let mut ours = Conn::new(server.port);
+    let mut theirs = Conn::new(redis.port);
+    for conn in [&mut ours, &mut theirs] {
+        conn.cmd(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
+        conn.cmd(&["CONFIG", "SET", "slowlog-max-len", "5"]);
+        conn.cmd(&["SLOWLOG", "RESET"]);
+        conn.cmd(&["CLIENT", "SETNAME", "probe"]);
+        conn.cmd(&["SET", "k", &long]);
+        conn.cmd(&many);
+        conn.cmd(&["ACL", "SETUSER", "u", "on", ">secret", "~*", "+@all"]);
+        conn.cmd(&["AUTH", "u", "secret"]);
+        conn.cmd(&["EXEC"]);
+    }
+    let entries = |conn: &mut Conn| -> Vec<Vec<V>> {
+        conn.cmd(&["SLOWLOG", "GET", "-1"])
+            .items()
+            .iter()
+            .map(entry_shape)
+            .collect()
+    };
+    assert_eq!(entries(&mut ours), entries(&mut theirs));
+    let found = |conn: &mut Conn| {
+        [
+            "SLOWLOG LEN",
+            "SLOWLOG GET 1 2",
+            "SLOWLOG GET -2",
+            "SLOWLOG GET x",
+            "SLOWLOG NOSUCH",
+            "SLOWLOG LEN x",
+            "SLOWLOG HELP",
+            "SLOWLOG RESET",
+            "SLOWLOG LEN",
+        ]
+        .map(|line| conn.cmd(&words(line)))
+    };
+    assert_eq!(found(&mut ours), found(&mut theirs));
+    // The refused requests above (unknown subcommand, wrong arity) were not logged; the
+    // RESET and the LEN were.
+    assert_eq!(entries(&mut ours), entries(&mut theirs));
+}
+
+#[test]
+fn latency_replies_match_redis() {
+    let (server, redis, _dir) = both();
+    for resp3 in [false, true] {
+        let mut ours = Conn::new(server.port);
+        let mut theirs = Conn::new(redis.port);
+        let replies = |conn: &mut Conn| {
+            if resp3 {
+                conn.cmd(&["HELLO", "3"]);
+            }
+            conn.cmd(&["CONFIG", "RESETSTAT"]);
+            conn.cmd(&["SET", "a", "1"]);
+            conn.cmd(&["GET", "a"]);
+            conn.cmd(&["GET", "a"]);
+            let lines = [
+                "LATENCY LATEST",
+                "LATENCY HISTORY command",
+                "LATENCY RESET",
+                "LATENCY RESET command fast-command",
+                "LATENCY GRAPH command",
+                "LATENCY DOCTOR",
+                "LATENCY HELP",
+                "LATENCY NOSUCH",
+                "LATENCY HISTORY",
+                "LATENCY HISTOGRAM nosuch",
+            ];
+            let mut replies: Vec<V> = lines.iter().map(|l| conn.cmd(&words(l))).collect();
+            // The histogram's counts and shape (its buckets depend on the time taken).
+            let histogram = conn.cmd(&["LATENCY", "HISTOGRAM", "get", "set"]);
+            let items = histogram.items();
+            assert_eq!(items.len(), 4, "{histogram:?}");
+            for pair in items.chunks(2) {
+                let fields = pair[1].items();
+                assert_eq!(fields[0].text(), "calls");
+                assert_eq!(fields[2].text(), "histogram_usec");
+                replies.push(pair[0].clone());
+                replies.push(fields[1].clone());
+            }
+            replies
+        };
+        let (a, b) = (replies(&mut ours), replies(&mut theirs));
+        assert_eq!(a, b, "RESP{}", if resp3 { 3 } else { 2 });
+    }
+}
