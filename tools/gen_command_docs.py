@@ -44,8 +44,10 @@ in RESP2 and in RESP3, so the JSON is known to reproduce Redis's reply exactly.
 The second file comes from the same redis-server: its `COMMAND` reply (every command and
 subcommand Redis 7.0 has, not only Tessera's) reduced to what ACL needs, one command per
 line: arity, flags, ACL categories (COMMAND INFO's 7th element, after Redis added the
-implicit ones: @write for write commands, @slow for those not @fast, ...) and key specs
-(which arguments are keys and whether a command reads or writes each). ACL rules name
+implicit ones: @write for write commands, @slow for those not @fast, ...), key specs
+(which arguments are keys and whether a command reads or writes each), the legacy key
+positions (first, last, step; left out when all zero) and tips: all of COMMAND INFO, which
+Tessera serves from it for the commands it has. ACL rules name
 commands Tessera lacks too (`+@all -xadd`, an aclfile Redis wrote), and ACL GETUSER
 describes a user by counting the commands of each category, so the whole table is kept.
 Nothing is added for what Redis 7.0 lacks (CLIENT SETINFO): a description naming it
@@ -337,7 +339,10 @@ def key_spec(spec):
     spec = dict(spec)
     begin, find = dict(spec["begin_search"]), dict(spec["find_keys"])
     begin_spec, find_spec = dict(begin["spec"]), dict(find["spec"])
-    out = {"flags": [str(f) for f in spec["flags"]]}
+    out = {}
+    if "notes" in spec:
+        out["notes"] = str(spec["notes"])
+    out["flags"] = [str(f) for f in spec["flags"]]
     if begin["type"] == "index":
         out["begin_search"] = {"index": begin_spec["index"]}
     elif begin["type"] == "keyword":
@@ -369,6 +374,11 @@ def acl_entry(info):
         "flags": [str(f) for f in flags],
         "acl_categories": [str(c) for c in info[6]],
     }
+    if list(info[3:6]) != [0, 0, 0]:
+        entry["key_positions"] = list(info[3:6])
+    tips = [str(t) for t in info[7]]
+    if tips:
+        entry["tips"] = tips
     specs = [key_spec(s) for s in info[8]]
     if specs:
         entry["key_specs"] = specs

@@ -183,6 +183,8 @@ pub enum FindKeys {
 
 #[derive(Clone, Debug)]
 pub struct KeySpec {
+    /// Redis's explanation of an odd spec (SORT's `unknown` ones), shown by COMMAND INFO.
+    pub notes: Option<String>,
     pub flags: u32,
     pub begin: BeginSearch,
     pub find: FindKeys,
@@ -199,6 +201,12 @@ pub struct AclCommand {
     pub parent: Option<usize>,
     pub subcommands: Vec<usize>,
     pub arity: i64,
+    /// Redis's command flags by name, in its order (COMMAND INFO's third element).
+    pub flags: Vec<String>,
+    /// The legacy first key, last key and step (COMMAND INFO's 4th to 6th elements).
+    pub key_positions: [i64; 3],
+    /// Redis's hints for clients and proxies (`nondeterministic_output`, …).
+    pub tips: Vec<String>,
     /// AUTH, HELLO, QUIT, RESET: every user may run them (Redis's CMD_NO_AUTH).
     pub no_auth: bool,
     /// EVAL, FCALL…: a request may name no key (Redis's CMD_NO_MANDATORY_KEYS).
@@ -291,6 +299,14 @@ impl CommandTable {
                 .unwrap_or_else(|| panic!("unknown ACL category {name}"));
             categories |= 1 << index;
         }
+        let flags = strings("flags");
+        let mut key_positions = [0; 3];
+        if let Some(positions) = entry.get("key_positions").and_then(|p| p.as_array()) {
+            assert_eq!(positions.len(), 3, "key_positions of {name}");
+            for (slot, value) in key_positions.iter_mut().zip(positions) {
+                *slot = value.as_i64().expect("key positions are integers");
+            }
+        }
         let key_specs = entry
             .get("key_specs")
             .and_then(|v| v.as_array())
@@ -303,8 +319,11 @@ impl CommandTable {
             parent,
             subcommands: Vec::new(),
             arity: entry.get("arity").and_then(|a| a.as_i64()).unwrap_or(0),
-            no_auth: strings("flags").iter().any(|f| f == "no_auth"),
-            no_mandatory_keys: strings("flags").iter().any(|f| f == "no_mandatory_keys"),
+            no_auth: flags.iter().any(|f| f == "no_auth"),
+            no_mandatory_keys: flags.iter().any(|f| f == "no_mandatory_keys"),
+            flags,
+            key_positions,
+            tips: strings("tips"),
             key_specs,
         });
         self.by_name.insert(name.to_string(), id);
@@ -409,7 +428,16 @@ fn parse_key_spec(spec: &serde_json::Value) -> KeySpec {
         },
         _ => FindKeys::Unknown,
     };
-    KeySpec { flags, begin, find }
+    let notes = spec
+        .get("notes")
+        .and_then(|n| n.as_str())
+        .map(str::to_string);
+    KeySpec {
+        notes,
+        flags,
+        begin,
+        find,
+    }
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use super::{Args, Ctx, lossy};
 use crate::acl::table;
 
 /// Subcommands of Tessera's containers that Redis 7.0 has and Tessera does not yet.
-const NOT_BUILT: &[&str] = &["config|rewrite"];
+pub(super) const NOT_BUILT: &[&str] = &["config|rewrite"];
 
 /// The filter of a COMMAND LIST.
 enum Filter<'a> {

@@ -18,7 +18,7 @@ pub fn commands() -> Vec<CommandSpec> {
         command!(
             "ping",
             -1,
-            FAST | STALE,
+            FAST,
             (0, 0, 0),
             "connection",
             "Returns the server's liveliness response.",

@@ -13,6 +13,7 @@
 mod acl;
 pub mod blocking;
 mod client_admin;
+mod command_info;
 mod command_list;
 mod connection;
 mod diagnostics;

@@ -1,8 +1,8 @@
 //! Server commands: CONFIG, COMMAND, TIME, LASTSAVE, SHUTDOWN, SAVE, BGSAVE, BGREWRITEAOF (INFO is `info`).
 
 use super::{
-    Action, Args, CommandSpec, Ctx, Job, SYNTAX_ERROR, ShutdownSave, eq_ignore_case, flags,
-    flags::*, lossy, unknown_subcommand, wrong_arity,
+    Action, Args, CommandSpec, Ctx, Job, SYNTAX_ERROR, ShutdownSave, eq_ignore_case, flags::*,
+    lossy, unknown_subcommand, wrong_arity,
 };
 use crate::command;
 use crate::config::{all_directives, find_directive};
@@ -419,32 +419,14 @@ fn command_command(ctx: &mut Ctx, args: &Args) -> Action {
     // The registry lives in the server; COMMAND reads it through this shared instance.
     let registry = registry();
     if args.len() == 1 {
-        ctx.out.array(registry.len());
-        for spec in registry.iter() {
-            command_info(ctx, spec);
-        }
+        super::command_info::every_command(ctx);
         return Action::None;
     }
     let sub = lossy(args[1]).to_ascii_lowercase();
     match sub.as_str() {
         "count" if args.len() == 2 => ctx.out.integer(registry.len() as i64),
-        "info" => {
-            if args.len() == 2 {
-                ctx.out.array(registry.len());
-                for spec in registry.iter() {
-                    command_info(ctx, spec);
-                }
-            } else {
-                ctx.out.array(args.len() - 2);
-                for name in &args[2..] {
-                    match registry.get(name) {
-                        Some(spec) => command_info(ctx, spec),
-                        // Redis 7 replies a null bulk (`$-1`), not a null array.
-                        None => ctx.out.null(),
-                    }
-                }
-            }
-        }
+        "info" if args.len() == 2 => super::command_info::every_command(ctx),
+        "info" => super::command_info::command_info(ctx, &args[2..]),
         "docs" => command_docs(ctx, registry, &args[2..]),
         "getkeys" | "getkeysandflags" if args.len() >= 4 => {
             super::getkeys::getkeys(ctx, &args[2..], sub == "getkeysandflags")
@@ -569,30 +551,4 @@ fn write_doc_value(out: &mut ReplyWriter, value: &Value, key: Option<&str>) {
 
 fn registry() -> &'static super::Registry {
     super::global_registry()
-}
-
-fn command_info(ctx: &mut Ctx, spec: &CommandSpec) {
-    ctx.out.array(10);
-    ctx.out.bulk(spec.name.as_bytes());
-    ctx.out.integer(spec.arity as i64);
-    let names: Vec<&str> = flags::NAMES
-        .iter()
-        .filter(|(bit, _)| spec.flags & bit != 0)
-        .map(|(_, name)| *name)
-        .collect();
-    ctx.out.set(names.len());
-    for name in names {
-        ctx.out.simple(name);
-    }
-    ctx.out.integer(spec.first_key as i64);
-    ctx.out.integer(spec.last_key as i64);
-    ctx.out.integer(spec.key_step as i64);
-    let categories = crate::acl::table::table().categories_of(spec.name);
-    ctx.out.set(categories.len());
-    for category in categories {
-        ctx.out.simple(&category);
-    }
-    ctx.out.set(0); // tips
-    ctx.out.array(0); // key specs
-    ctx.out.array(0); // subcommands
 }
