@@ -93,6 +93,25 @@ impl Access {
         }
     }
 
+    /// Redis's `objectSetLRUOrLFU` for RESTORE's IDLETIME and FREQ: under an LFU policy a
+    /// field with counter `frequency`, under any other one last accessed `idle_seconds`
+    /// ago; a new value's field when the option the policy reads was not given.
+    pub fn restored(idle_seconds: Option<u64>, frequency: Option<u8>) -> Access {
+        match (is_lfu(), idle_seconds, frequency) {
+            (true, _, Some(counter)) => Access(lfu_minutes() << 8 | counter as u32),
+            (false, Some(idle), _) => {
+                let now = lru_clock() as i64;
+                let mut then = now - idle.min(i64::MAX as u64) as i64;
+                if then < 0 {
+                    // The clock wraps: half-way round keeps the idle time high for long.
+                    then = (now + (LRU_CLOCK_MAX / 2) as i64) % LRU_CLOCK_MAX as i64;
+                }
+                Access(then as u32)
+            }
+            _ => Access::new(),
+        }
+    }
+
     /// An access by a command's lookup (Redis's `lookupKey` without LOOKUP_NOTOUCH).
     pub fn touch(&mut self) {
         if is_lfu() {

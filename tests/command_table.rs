@@ -55,10 +55,6 @@ const NOT_BUILT: &[&str] = &[
     "xtrim",
     "sort",
     "sort_ro",
-    "dump",
-    "restore",
-    "restore-asking",
-    "migrate",
     "lcs",
     // Replication.
     "failover",

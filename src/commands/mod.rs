@@ -17,12 +17,14 @@ mod command_info;
 mod command_list;
 mod connection;
 mod diagnostics;
+mod dump;
 mod functions;
 mod getkeys;
 mod hashes;
 mod info;
 mod keys;
 mod lists;
+mod migrate;
 mod object;
 mod picks;
 mod pubsub;
@@ -739,6 +741,8 @@ pub fn table() -> Vec<CommandSpec> {
     all.extend(acl::commands());
     all.extend(standalone::commands());
     all.extend(diagnostics::commands());
+    all.extend(dump::commands());
+    all.extend(migrate::commands());
     all
 }
 

@@ -13,7 +13,7 @@ use super::{
     LENGTH_14_BIT, LENGTH_32_BIT, LENGTH_64_BIT, LENGTH_ENCODED, MAGIC, RDB_VERSION, RdbError,
     corrupt, opcode,
 };
-use crate::keyspace::{Entry, NO_EXPIRY};
+use crate::keyspace::{Entry, NO_EXPIRY, Value};
 use bytes::Bytes;
 use crc::{Digest, Table};
 use std::io::{ErrorKind, Read};
@@ -214,11 +214,12 @@ impl<R: Read> RdbReader<R> {
         self.version
     }
 
-    /// A reader of bytes with no header (a DUMP payload's body).
-    pub(super) fn bare(reader: R) -> Self {
+    /// A reader of bytes with no header (a DUMP payload's body), written by RDB
+    /// `version`.
+    pub(super) fn bare(reader: R, version: u32) -> Self {
         RdbReader {
             input: Input::new(reader),
-            version: super::RDB_VERSION,
+            version,
             db: 0,
             item_offset: 0,
             finished: false,
@@ -227,6 +228,12 @@ impl<R: Read> RdbReader<R> {
 
     pub(super) fn read_opcode(&mut self) -> Result<u8, RdbError> {
         self.input.read_u8()
+    }
+
+    /// A value of type `type_byte` (a DUMP payload's, after its type byte).
+    pub(super) fn read_value(&mut self, type_byte: u8) -> Result<Value, RdbError> {
+        values::check_type(type_byte, self.offset())?;
+        values::read(self, type_byte)
     }
 
     /// Bytes consumed so far.

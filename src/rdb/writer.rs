@@ -9,7 +9,7 @@ use super::{
     LENGTH_14_BIT, LENGTH_32_BIT, LENGTH_64_BIT, LENGTH_ENCODED, MAGIC, RDB_VERSION, REDIS_VERSION,
     RdbError, opcode,
 };
-use crate::keyspace::{Entry, NO_EXPIRY};
+use crate::keyspace::{Entry, NO_EXPIRY, Value};
 use bytes::Bytes;
 use crc::{Digest, Table};
 use std::io::Write;
@@ -181,6 +181,12 @@ impl<W: Write> RdbWriter<W> {
     pub(super) fn put_function(&mut self, code: &[u8]) -> Result<(), RdbError> {
         self.put(&[super::opcode::FUNCTION2])?;
         self.write_string(code)
+    }
+
+    /// A value with its type byte and no key (a DUMP payload's body).
+    pub(super) fn put_value(&mut self, value: &Value) -> Result<(), RdbError> {
+        self.put(&[values::type_byte(value)])?;
+        values::write(self, value)
     }
 
     /// The output, with everything staged written to it (no EOF, no checksum).

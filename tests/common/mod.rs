@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod crash_points;
+pub mod dataset;
 pub mod dirs;
 pub mod in_process;
 pub mod keyspace_events;
