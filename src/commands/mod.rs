@@ -22,6 +22,8 @@ mod hashes;
 mod info;
 mod keys;
 mod lists;
+mod lolwut;
+mod memory;
 mod object;
 mod picks;
 mod pubsub;
@@ -738,6 +740,8 @@ pub fn table() -> Vec<CommandSpec> {
     all.extend(acl::commands());
     all.extend(standalone::commands());
     all.extend(diagnostics::commands());
+    all.extend(memory::commands());
+    all.extend(lolwut::commands());
     all
 }
 
