@@ -28,6 +28,7 @@ pub mod keyspace;
 pub mod latency;
 pub mod log;
 pub mod long_double;
+pub mod memory;
 pub mod monitor;
 pub mod net;
 pub mod notify;

@@ -67,8 +67,6 @@ const NOT_BUILT: &[&str] = &[
     "wait",
     // Operator's commands.
     "debug",
-    "lolwut",
-    "memory",
     // Subcommands of commands Tessera has.
     "config|rewrite",
 ];

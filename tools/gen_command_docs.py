@@ -106,6 +106,7 @@ SUBCOMMANDS = {
     "module": ["list", "load", "loadex", "unload", "help"],
     "slowlog": ["get", "len", "reset", "help"],
     "latency": ["latest", "history", "reset", "graph", "doctor", "histogram", "help"],
+    "memory": ["doctor", "malloc-stats", "purge", "stats", "usage", "help"],
     "pubsub": ["channels", "numpat", "numsub", "shardchannels", "shardnumsub", "help"],
     "script": ["load", "exists", "flush", "kill", "help"],
     "function": ["load", "delete", "list", "flush", "dump", "restore", "stats", "kill", "help"],

@@ -24,6 +24,8 @@ mod hashes;
 mod info;
 mod keys;
 mod lists;
+mod lolwut;
+mod memory;
 mod migrate;
 mod object;
 mod picks;
@@ -743,6 +745,8 @@ pub fn table() -> Vec<CommandSpec> {
     all.extend(diagnostics::commands());
     all.extend(dump::commands());
     all.extend(migrate::commands());
+    all.extend(memory::commands());
+    all.extend(lolwut::commands());
     all
 }
 

@@ -278,6 +278,13 @@ pub trait Host {
     /// Whether client `id` is connected (another than the calling session).
     fn client_exists(&self, id: u64) -> bool;
 
+    /// The bytes the clients' buffers hold (CLIENT LIST's `tot-mem`, summed: input and
+    /// output by capacity), but the calling session's output, which is the reply being
+    /// written (MEMORY STATS `clients.normal`).
+    fn clients_memory(&self) -> u64 {
+        0
+    }
+
     /// Closes the other sessions that are `victims` (an ACL change's: after this turn's
     /// replies; CLIENT KILL's: without their pending replies); they run no more commands.
     /// The calling session is the engine's to close. Returns how many were closed.
@@ -904,7 +911,7 @@ fn subcommand_arity_refusal(
 
 /// Commands whose first argument names a subcommand: Redis names them `name|sub` in
 /// errors.
-const CONTAINERS: &[&str] = &["client", "command", "config", "object", "pubsub"];
+const CONTAINERS: &[&str] = &["client", "command", "config", "memory", "object", "pubsub"];
 
 /// A command's name as Redis's errors give it: `get`, `config|get`.
 fn full_name(spec: &CommandSpec, argv: &[&[u8]]) -> String {

@@ -293,6 +293,35 @@ impl Scripting {
         self.sandbox.as_ref().map_or(0, |s| s.lua.used_memory())
     }
 
+    /// The script cache's memory (MEMORY STATS `lua.caches`): its table and each script's
+    /// text (the compiled functions live in the interpreter: `memory_bytes`).
+    pub fn cache_bytes(&self) -> usize {
+        use crate::types::memory::allocation;
+        let texts: usize = self
+            .scripts
+            .values()
+            .map(|s| allocation(s.body.len()))
+            .sum();
+        allocation(self.scripts.allocation_size()) + texts
+    }
+
+    /// The function libraries' memory outside their interpreter (MEMORY STATS
+    /// `functions.caches`): each library's code and name, and its functions' names.
+    pub fn functions_bytes(&self) -> usize {
+        use crate::types::memory::allocation;
+        self.libraries
+            .values()
+            .map(|library| {
+                let names: usize = library
+                    .functions
+                    .keys()
+                    .map(|name| allocation(name.len()))
+                    .sum();
+                allocation(library.code.len()) + allocation(library.name.len()) + names
+            })
+            .sum()
+    }
+
     /// The interpreter and a script's function, for `run`.
     fn prepare(&self, sha: &[u8; 40]) -> Option<(Lua, mlua::Function, Arc<sandbox::Internals>)> {
         let sandbox = self.sandbox.as_ref()?;

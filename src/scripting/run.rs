@@ -120,6 +120,10 @@ impl Host for CallerHost<'_> {
         id == self.caller || self.host.client_exists(id)
     }
 
+    fn clients_memory(&self) -> u64 {
+        self.host.clients_memory()
+    }
+
     fn serve_while_busy(&mut self, busy: &Busy) -> BusyRequest {
         self.host.serve_while_busy(busy)
     }

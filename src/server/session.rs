@@ -456,6 +456,16 @@ impl Host for SessionsView<'_> {
         self.others.token_of(id).is_some()
     }
 
+    fn clients_memory(&self) -> u64 {
+        let others: usize = self
+            .others
+            .values()
+            .map(|c| c.conn.input.capacity() + c.output.capacity())
+            .sum();
+        let current = self.current.map_or(0, |conn| conn.input.capacity());
+        (others + current) as u64
+    }
+
     fn serve_while_busy(
         &mut self,
         busy: &crate::scripting::busy::Busy,

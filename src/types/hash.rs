@@ -7,6 +7,7 @@
 
 use super::limits;
 use super::listpack::{Listpack, LpValue, Pos};
+use super::memory;
 use indexmap::IndexMap;
 
 type Table = IndexMap<Box<[u8]>, Box<[u8]>, foldhash::fast::RandomState>;
@@ -59,6 +60,26 @@ impl Hash {
         match self {
             Hash::Listpack(lp) => lp.byte_len(),
             Hash::Table(t) => t.iter().map(|(f, v)| f.len() + v.len() + 56).sum::<usize>(),
+        }
+    }
+
+    /// The bytes the hash takes from the allocator (MEMORY USAGE): its listpack, or its
+    /// table (entries, index) and the fields' and values' own allocations, measured on the
+    /// first `samples` pairs and scaled to all.
+    pub fn memory_usage(&self, samples: usize) -> usize {
+        match self {
+            Hash::Listpack(lp) => memory::allocation(lp.byte_len()),
+            Hash::Table(t) => {
+                // An entry is the element's hash and the two boxed slices.
+                let entry_bytes = size_of::<(usize, Box<[u8]>, Box<[u8]>)>();
+                let structure = memory::boxed::<Table>()
+                    + memory::allocation(t.capacity() * entry_bytes)
+                    + memory::hash_table(t.capacity(), size_of::<usize>());
+                let elements = memory::sampled(t.iter(), t.len(), samples, |(f, v)| {
+                    memory::allocation(f.len()) + memory::allocation(v.len())
+                });
+                structure + elements
+            }
         }
     }
 

@@ -93,6 +93,15 @@ impl Key {
         (heap.ptr, u64::from_le_bytes(heap.len) as usize)
     }
 
+    /// The bytes the key holds on the heap (0 for a key held inline).
+    pub fn heap_len(&self) -> usize {
+        if self.is_inline() {
+            0
+        } else {
+            self.heap_parts().1
+        }
+    }
+
     pub fn as_slice(&self) -> &[u8] {
         if self.is_inline() {
             // SAFETY: the key is inline, so `new` wrote all 16 bytes of `inline`.

@@ -7,6 +7,7 @@
 
 use super::limits;
 use super::listpack::{Listpack, LpValue, Pos};
+use super::memory;
 use std::collections::VecDeque;
 
 /// Which end of a list.
@@ -75,6 +76,17 @@ impl List {
     /// Heap bytes held, approximately (capture accounting, MEMORY USAGE).
     pub fn approx_bytes(&self) -> usize {
         self.nodes.iter().map(|n| n.byte_len() + 32).sum()
+    }
+
+    /// The bytes the list takes from the allocator (MEMORY USAGE): its deque of nodes,
+    /// and its listpack nodes, measured on the first `samples` nodes and scaled to all
+    /// (Redis samples a quicklist's nodes the same way).
+    pub fn memory_usage(&self, samples: usize) -> usize {
+        let deque = memory::allocation(self.nodes.capacity() * size_of::<Listpack>());
+        let nodes = memory::sampled(self.nodes.iter(), self.nodes.len(), samples, |node| {
+            memory::allocation(node.byte_len())
+        });
+        deque + nodes
     }
 
     pub fn push(&mut self, end: End, value: &[u8]) {

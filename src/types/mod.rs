@@ -19,6 +19,7 @@ pub mod key;
 pub mod limits;
 pub mod list;
 pub mod listpack;
+pub mod memory;
 pub mod number;
 pub mod score;
 pub mod set;

@@ -7,6 +7,7 @@
 
 use super::intset::Intset;
 use super::limits;
+use super::memory;
 use indexmap::IndexSet;
 use std::borrow::Cow;
 
@@ -53,6 +54,25 @@ impl Set {
         match self {
             Set::Intset(s) => s.as_bytes().len(),
             Set::Table(t) => t.iter().map(|m| m.len() + 40).sum(),
+        }
+    }
+
+    /// The bytes the set takes from the allocator (MEMORY USAGE): its intset, or its
+    /// table (entries, index) and the members' own allocations, measured on the first
+    /// `samples` members and scaled to all.
+    pub fn memory_usage(&self, samples: usize) -> usize {
+        match self {
+            Set::Intset(s) => memory::allocation(s.as_bytes().len()),
+            Set::Table(t) => {
+                // An entry is the element's hash and the boxed slice.
+                let entry_bytes = size_of::<(usize, Box<[u8]>)>();
+                let structure = memory::boxed::<Table>()
+                    + memory::allocation(t.capacity() * entry_bytes)
+                    + memory::hash_table(t.capacity(), size_of::<usize>());
+                let members =
+                    memory::sampled(t.iter(), t.len(), samples, |m| memory::allocation(m.len()));
+                structure + members
+            }
         }
     }
 

@@ -10,6 +10,7 @@
 
 use super::limits;
 use super::listpack::{Listpack, LpValue};
+use super::memory;
 use super::score;
 use std::borrow::Cow;
 use std::collections::BTreeSet;
@@ -48,6 +49,26 @@ impl Tree {
 
     pub fn is_empty(&self) -> bool {
         self.scores.is_empty()
+    }
+
+    /// The bytes the tree takes from the allocator (MEMORY USAGE; see `ZSet::memory_usage`).
+    fn memory_usage(&self, samples: usize) -> usize {
+        let scores = memory::allocation(self.scores.allocation_size());
+        // The ordered set's nodes are std's B-tree, whose layout is private: a leaf holds
+        // up to 11 (score, member) pairs behind a parent pointer and two counters, an
+        // inner node 12 child pointers more; counted at 8 pairs a leaf (its fill after
+        // random inserts) and an inner node per 7 leaves.
+        let pair = size_of::<(Score, Box<[u8]>)>();
+        let leaf = memory::allocation(8 + 2 + 2 + 11 * pair);
+        let inner = memory::allocation(8 + 2 + 2 + 11 * pair + 12 * size_of::<usize>());
+        let leaves = self.len().div_ceil(8);
+        let inners = if leaves > 1 { leaves.div_ceil(7) } else { 0 };
+        let order = leaves * leaf + inners * inner;
+        // Each member is boxed twice: as the map's key and in the ordered set.
+        let members = memory::sampled(self.scores.keys(), self.len(), samples, |m| {
+            2 * memory::allocation(m.len())
+        });
+        memory::boxed::<Tree>() + scores + order + members
     }
 
     /// Members and scores in ascending (score, member) order.
@@ -122,6 +143,16 @@ impl ZSet {
         match self {
             ZSet::Listpack(lp) => lp.byte_len(),
             ZSet::Tree(t) => t.scores.keys().map(|m| 2 * m.len() + 96).sum(),
+        }
+    }
+
+    /// The bytes the sorted set takes from the allocator (MEMORY USAGE): its listpack, or
+    /// its tree (the member → score map, the ordered set, the members' own allocations,
+    /// measured on the first `samples` members and scaled to all).
+    pub fn memory_usage(&self, samples: usize) -> usize {
+        match self {
+            ZSet::Listpack(lp) => memory::allocation(lp.byte_len()),
+            ZSet::Tree(t) => t.memory_usage(samples),
         }
     }
 
