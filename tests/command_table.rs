@@ -72,8 +72,6 @@ const NOT_BUILT: &[&str] = &[
     "debug",
     "lolwut",
     "memory",
-    // Subcommands of commands Tessera has.
-    "config|rewrite",
 ];
 
 /// Whether `full_name` (`name` or `container|sub`) is in `NOT_BUILT`, itself or by its
