@@ -277,7 +277,7 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
             kv(out, "server_time_usec", &now.as_micros());
             kv(out, "uptime_in_seconds", &uptime);
             kv(out, "uptime_in_days", &(uptime / 86400));
-            kv(out, "hz", &config.effective_hz());
+            kv(out, "hz", &config.hz);
             kv(out, "configured_hz", &config.hz);
             kv(out, "executable", &server.executable);
             kv(out, "config_file", &server.config_file);

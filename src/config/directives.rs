@@ -148,12 +148,9 @@ pub(super) fn parse_memory_in(args: &[String], min: u64, max: u64) -> Result<u64
     Ok(bytes)
 }
 
+/// A memory value of at least `min` bytes, as Redis reads its memory directives.
 pub(super) fn parse_memory_arg(args: &[String], min: u64) -> Result<u64, ValueError> {
-    let value = parse_memory(one(args)?).ok_or(ValueError::NotMemory)?;
-    if value < min {
-        return Err(ValueError::MemoryBelowMinimum { min });
-    }
-    Ok(value)
+    parse_memory_in(args, min, i64::MAX as u64)
 }
 
 /// Redis's CONFIG_BINDADDR_MAX.
@@ -378,9 +375,9 @@ pub static DIRECTIVES: &[Directive] = &[
     directive!("logfile", false, |c| c.logfile.clone(), |c, a| c.logfile =
         one(a)?.to_string())
     .written_as(Rewrite::Quoted),
-    // As in Redis, any value is taken and the one in force is brought within 1..=500.
+    // As in Redis, any value is taken and brought within 1..=500.
     directive!("hz", true, |c| c.hz.to_string(), |c, a| c.hz =
-        parse_int_in(a, 0, i32::MAX as i64)? as u32),
+        parse_int_in(a, 0, i32::MAX as i64)?.clamp(1, 500) as u32),
     directive!("daemonize", false, |c| yes_no(c.daemonize), |c, a| {
         if parse_bool(a)? {
             return Err(ValueError::DaemonizeUnsupported);

@@ -18,10 +18,6 @@ pub enum ValueError {
         max: i128,
     },
     NotMemory,
-    /// A memory value below `min` (the upper bound Redis names is `i64::MAX`).
-    MemoryBelowMinimum {
-        min: u64,
-    },
     /// A word outside an enumeration; `choices` as Redis lists them.
     NotOneOf {
         choices: &'static str,
@@ -67,11 +63,6 @@ impl std::fmt::Display for ValueError {
                 write!(f, "argument must be between {min} and {max} inclusive")
             }
             ValueError::NotMemory => f.write_str("argument must be a memory value"),
-            ValueError::MemoryBelowMinimum { min } => write!(
-                f,
-                "argument must be between {min} and {} inclusive",
-                i64::MAX
-            ),
             ValueError::NotOneOf { choices } => {
                 write!(f, "argument(s) must be one of the following: {choices}")
             }

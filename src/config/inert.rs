@@ -281,7 +281,7 @@ fn c_long(text: &str) -> Option<i64> {
 
 /// `activedefrag yes`: Redis refuses it when built without its own jemalloc, as Debian's
 /// build is; Tessera has no defragmentation either.
-fn no_active_defrag(value: &str) -> Result<(), ValueError> {
+fn no_active_defrag(value: String) -> Result<String, ValueError> {
     if value == "yes" {
         return Err(ValueError::Invalid(
             "Active defragmentation cannot be enabled: it requires a Redis server compiled \
@@ -289,22 +289,22 @@ fn no_active_defrag(value: &str) -> Result<(), ValueError> {
              distribution",
         ));
     }
-    Ok(())
+    Ok(value)
 }
 
 /// Turning TLS on (a TLS port, TLS replication or cluster bus): what Redis answers when
 /// no certificate is configured; Tessera speaks no TLS.
-fn no_tls(value: &str) -> Result<(), ValueError> {
+fn no_tls(value: String) -> Result<String, ValueError> {
     if value != "0" && value != "no" {
         return Err(ValueError::Invalid(
             "Unable to update TLS configuration. Check server logs.",
         ));
     }
-    Ok(())
+    Ok(value)
 }
 
 /// Redis's `isValidAnnouncedHostname`.
-fn announced_hostname(value: &str) -> Result<(), ValueError> {
+fn announced_hostname(value: String) -> Result<String, ValueError> {
     if value.len() >= 256 {
         return Err(ValueError::Invalid(
             "Hostnames must be less than 256 characters",
@@ -318,12 +318,12 @@ fn announced_hostname(value: &str) -> Result<(), ValueError> {
             "Hostnames may only contain alphanumeric characters, hyphens or dots",
         ));
     }
-    Ok(())
+    Ok(value)
 }
 
 /// Redis's `validateProcTitleTemplate`: `{name}` variables it knows, `{{` for a brace,
 /// and something left once expanded with an empty title.
-fn proc_title_template(value: &str) -> Result<(), ValueError> {
+fn proc_title_template(value: String) -> Result<String, ValueError> {
     const VARIABLES: &[&str] = &[
         "title",
         "listen-addr",
@@ -336,7 +336,7 @@ fn proc_title_template(value: &str) -> Result<(), ValueError> {
     let invalid =
         || ValueError::Invalid("template format is invalid or contains unknown variables");
     let mut expanded = String::new();
-    let mut rest = value;
+    let mut rest = value.as_str();
     while let Some(open) = rest.find('{') {
         expanded.push_str(&rest[..open]);
         let after = &rest[open + 1..];
@@ -365,31 +365,38 @@ fn proc_title_template(value: &str) -> Result<(), ValueError> {
     if expanded.trim_matches(' ').is_empty() {
         return Err(invalid());
     }
-    Ok(())
+    Ok(value)
 }
 
 /// `shutdown-on-sigint` / `shutdown-on-sigterm`: not both `save` and `nosave`.
-fn shutdown_flags(value: &str) -> Result<(), ValueError> {
+fn shutdown_flags(value: String) -> Result<String, ValueError> {
     let words: Vec<&str> = value.split(' ').collect();
     if words.contains(&"save") && words.contains(&"nosave") {
         return Err(ValueError::Invalid(
             "shutdown options SAVE and NOSAVE can't be used simultaneously",
         ));
     }
-    Ok(())
+    Ok(value)
 }
 
-fn no_check(_value: &str) -> Result<(), ValueError> {
-    Ok(())
+fn as_read(value: String) -> Result<String, ValueError> {
+    Ok(value)
+}
+
+/// `repl-backlog-size`: Redis raises a smaller backlog to its minimum, 16 KB.
+fn backlog_minimum(value: String) -> Result<String, ValueError> {
+    let bytes: u64 = value.parse().unwrap_or(0);
+    Ok(bytes.max(16 * 1024).to_string())
 }
 
 /// An inert directive: its name, kind, default (as CONFIG GET prints it) and, if any,
-/// a further check of the value read. Mutable unless marked `.immutable()`.
+/// what becomes of a value once read (a further check, or Redis's adjustment). Mutable
+/// unless marked `.immutable()`.
 macro_rules! inert {
     ($name:literal, $kind:expr, $default:literal) => {
-        inert!($name, $kind, $default, no_check)
+        inert!($name, $kind, $default, as_read)
     };
-    ($name:literal, $kind:expr, $default:literal, $check:expr) => {
+    ($name:literal, $kind:expr, $default:literal, $settle:expr) => {
         Directive {
             name: $name,
             alias: None,
@@ -398,8 +405,7 @@ macro_rules! inert {
             rewrite: $kind.rewrite(),
             get: |c: &Config| c.inert.get($name, $default),
             set: |c: &mut Config, args: &[String]| {
-                let value = $kind.read(args)?;
-                $check(&value)?;
+                let value = $settle($kind.read(args)?)?;
                 c.inert.set($name, value);
                 Ok(())
             },
@@ -504,7 +510,12 @@ pub static INERT_DIRECTIVES: &[Directive] = &[
     inert!("repl-disable-tcp-nodelay", BOOL, "no"),
     inert!("repl-ping-replica-period", int(1, INT_MAX), "10").alias("repl-ping-slave-period"),
     inert!("repl-timeout", int(1, INT_MAX), "60"),
-    inert!("repl-backlog-size", memory(1, LONG_MAX as u64), "1048576"),
+    inert!(
+        "repl-backlog-size",
+        memory(1, LONG_MAX as u64),
+        "1048576",
+        backlog_minimum
+    ),
     inert!("repl-backlog-ttl", int(0, LONG_MAX), "3600"),
     inert!("min-replicas-to-write", int(0, INT_MAX), "0").alias("min-slaves-to-write"),
     inert!("min-replicas-max-lag", int(0, INT_MAX), "10").alias("min-slaves-max-lag"),
@@ -711,10 +722,10 @@ mod tests {
 
     #[test]
     fn templates() {
-        assert!(proc_title_template("{title} {listen-addr} {server-mode}").is_ok());
-        assert!(proc_title_template("{title}").is_err());
-        assert!(proc_title_template("{nosuch}").is_err());
-        assert!(proc_title_template("{{x").is_ok());
-        assert!(proc_title_template("x{").is_err());
+        assert!(proc_title_template("{title} {listen-addr} {server-mode}".into()).is_ok());
+        assert!(proc_title_template("{title}".into()).is_err());
+        assert!(proc_title_template("{nosuch}".into()).is_err());
+        assert!(proc_title_template("{{x".into()).is_ok());
+        assert!(proc_title_template("x{".into()).is_err());
     }
 }

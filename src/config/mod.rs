@@ -256,11 +256,6 @@ impl ProtectedAction {
 pub const PROTECTED: &[&str] = &["dir", "dbfilename"];
 
 impl Config {
-    /// The cron's frequency in force: `hz` brought within Redis's 1..=500.
-    pub fn effective_hz(&self) -> u32 {
-        self.hz.clamp(1, 500)
-    }
-
     /// The number of writer threads a compaction uses.
     pub fn aof_rewrite_threads(&self) -> usize {
         match self.aof_rewrite_threads_setting {
@@ -329,7 +324,8 @@ impl OutputBufferLimits {
     /// with Redis's error texts.
     fn set(&mut self, args: &[String]) -> Result<(), ValueError> {
         let words: Vec<&str> = args.iter().flat_map(|a| a.split_whitespace()).collect();
-        if words.is_empty() || !words.len().is_multiple_of(4) {
+        // As in Redis, no words at all (CONFIG SET's empty string) change nothing.
+        if !words.len().is_multiple_of(4) {
             return Err(ValueError::BufferLimitWordCount);
         }
         let mut updated = *self;

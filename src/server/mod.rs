@@ -372,7 +372,7 @@ impl Server {
             self.end_of_turn();
             if Instant::now() >= next_cron {
                 self.cron();
-                let hz = self.engine.state.config.effective_hz() as u64;
+                let hz = self.engine.state.config.hz as u64;
                 next_cron = Instant::now() + Duration::from_millis(1000 / hz);
             }
             if self.shutdown_flag.swap(false, Ordering::Relaxed) {
