@@ -500,6 +500,19 @@ mod tests {
     }
 
     #[test]
+    fn no_save_points_and_no_addresses_are_written_as_empty_strings() {
+        let mut config = Config::default();
+        config.apply_text("save \"\"\nbind \"\"\n", true).unwrap();
+        let new = rewrite("save 900 1\nsave 60 100\n", &config);
+        assert!(new.starts_with("save \"\"\n\n"), "{new}");
+        assert!(new.contains("\nbind \"\"\n"), "{new}");
+        // Read back, it is the same configuration.
+        let mut again = Config::default();
+        again.apply_text(&new, true).unwrap();
+        assert!(again.save_points.is_empty() && again.bind.is_empty());
+    }
+
+    #[test]
     fn an_existing_signature_is_not_repeated() {
         let mut config = Config {
             timeout_seconds: 7,
