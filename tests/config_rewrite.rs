@@ -300,6 +300,90 @@ fn restart(server: Started, binary: &Path) -> Started {
     }
 }
 
+/// The redis.conf Debian's redis-server package installs beside the binary's package:
+/// every directive of Redis 7.0 documented, most commented out.
+const PACKAGED_REDIS_CONF: &str = "/etc/redis/redis.conf";
+
+#[test]
+fn the_packaged_redis_conf_rewrites_as_redis_does() {
+    let Some(binary) = redis_binary() else { return };
+    let Ok(packaged) = std::fs::read_to_string(PACKAGED_REDIS_CONF) else {
+        skip(
+            Capability::Redis,
+            WHOLE_TEST,
+            &format!("{PACKAGED_REDIS_CONF} (installed with redis-server) is missing"),
+        );
+        return;
+    };
+    // Each server in the foreground, in a directory of its own, logging to its output.
+    let adapt = |port: u16, dir: &Path| -> String {
+        packaged
+            .lines()
+            .map(|line| match line.split(' ').next().unwrap_or("") {
+                "daemonize" => "daemonize no".to_string(),
+                "logfile" => "logfile \"\"".to_string(),
+                "pidfile" => "# pidfile".to_string(),
+                "port" => format!("port {port}"),
+                "dir" => format!("dir {}", dir.display()),
+                _ => line.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+            + "\n"
+    };
+    let mut servers = Vec::new();
+    for tessera in [true, false] {
+        let port = free_port();
+        let dir = temp_dir();
+        let data = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir(data.join("conf")).unwrap();
+        let config_file = data.join("conf").join("redis.conf");
+        std::fs::write(&config_file, adapt(port, &data)).unwrap();
+        servers.push(if tessera {
+            start_tessera_from(dir, config_file)
+        } else {
+            let redis = RedisOracle::start_from_file(&binary, &config_file, port);
+            Started {
+                conn: Conn::new(port),
+                config_file,
+                port,
+                dir,
+                _tessera: None,
+                _redis: Some(redis),
+            }
+        });
+    }
+    for server in &mut servers {
+        for change in [
+            ["maxmemory", "1gb"],
+            ["slowlog-max-len", "1024"],
+            ["replica-read-only", "no"],
+            ["save", ""],
+        ] {
+            assert_eq!(
+                set(&mut server.conn, change[0], change[1]),
+                V::Simple("OK".into())
+            );
+        }
+        assert_eq!(
+            server.conn.cmd(&["CONFIG", "REWRITE"]),
+            V::Simple("OK".into())
+        );
+    }
+    let (our_kept, our_generated) = normalised(&servers[0]);
+    let (their_kept, their_generated) = normalised(&servers[1]);
+    assert_eq!(our_kept, their_kept);
+    assert_eq!(our_generated, their_generated);
+    assert!(our_kept.len() > 1000, "{}", our_kept.len());
+    for line in ["replica-read-only no", "slowlog-max-len 1024"] {
+        assert!(our_kept.iter().any(|l| l == line), "{line}");
+    }
+    // Its `save` lines are commented out: `save ""` is appended.
+    for line in ["save \"\"", "maxmemory 1gb"] {
+        assert!(our_generated.iter().any(|l| l == line), "{line}");
+    }
+}
+
 #[test]
 fn a_rewritten_file_starts_tessera_with_the_same_configuration() {
     let Some(binary) = redis_binary() else { return };

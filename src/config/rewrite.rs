@@ -282,19 +282,18 @@ pub(super) fn client_output_buffer_limit(name: &'static str, config: &Config, ou
     }
 }
 
-/// `bind`: no line at the default addresses; else the addresses as they are, or `""`
-/// for none.
+/// `bind`: the addresses as they are, or `""` for none; appended unless they are the
+/// default. Redis also removes a line naming its default addresses; Tessera's default
+/// (`127.0.0.1 -::1`) is not Redis's (`* -::*`), so such a line is kept, as for any other
+/// directive: the file then means the same to both servers.
 pub(super) fn bind(name: &'static str, config: &Config, out: &mut Rewriter) {
-    if config.bind == Config::default().bind {
-        out.mark_processed(name);
-        return;
-    }
     let addresses = if config.bind.is_empty() {
         "\"\"".to_string()
     } else {
         config.bind.join(" ")
     };
-    out.line(name, plain_line(name, &addresses), true);
+    let changed = config.bind != Config::default().bind;
+    out.line(name, plain_line(name, &addresses), changed);
 }
 
 /// `notify-keyspace-events`: the classes quoted, written when there are any.
