@@ -67,8 +67,6 @@ const NOT_BUILT: &[&str] = &[
     "wait",
     // Operator's commands.
     "debug",
-    // Subcommands of commands Tessera has.
-    "config|rewrite",
 ];
 
 /// Whether `full_name` (`name` or `container|sub`) is in `NOT_BUILT`, itself or by its

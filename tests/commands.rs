@@ -1150,6 +1150,15 @@ fn encoding_thresholds_are_directives_under_both_names() {
             &["CONFIG", "SET", "zset-max-listpack-value", "-1"]
         ),
         "ERR CONFIG SET failed (possibly related to argument 'zset-max-listpack-value') - \
-         argument must be between 0 and 9223372036854775807 inclusive"
+         argument must be a memory value"
+    );
+    // A memory value, as in Redis: units are read.
+    cmd(
+        &mut conn,
+        &["CONFIG", "SET", "zset-max-listpack-value", "1kb"],
+    );
+    assert_eq!(
+        get(&mut conn, "zset-max-listpack-value"),
+        ["zset-max-listpack-value", "1024"]
     );
 }

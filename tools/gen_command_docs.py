@@ -95,7 +95,7 @@ SUBCOMMANDS = {
         "unblock",
         "help",
     ],
-    "config": ["get", "set", "resetstat", "help"],
+    "config": ["get", "set", "resetstat", "rewrite", "help"],
     "object": ["encoding", "freq", "idletime", "refcount", "help"],
     "command": ["count", "info", "docs", "list", "getkeys", "getkeysandflags", "help"],
     "cluster": ["addslots", "addslotsrange", "bumpepoch", "count-failure-reports",

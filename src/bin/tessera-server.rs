@@ -73,11 +73,15 @@ fn main() {
         }
         _ => {}
     }
+    // The config file CONFIG REWRITE rewrites and INFO names; none when the
+    // configuration comes from standard input, as in redis-server.
     let mut config_file = String::new();
     if args.first().is_some_and(|a| !a.starts_with("--")) {
-        config_file = std::fs::canonicalize(&args[0])
-            .map(|p| p.display().to_string())
-            .unwrap_or_else(|_| args[0].clone());
+        if args[0] != "-" {
+            config_file = std::fs::canonicalize(&args[0])
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|_| args[0].clone());
+        }
         if args[0] == "-" {
             let mut text = String::new();
             let _ = std::io::Read::read_to_string(&mut std::io::stdin(), &mut text);

@@ -6,8 +6,9 @@
 use super::{Args, Ctx, lossy};
 use crate::acl::table;
 
-/// Subcommands of Tessera's containers that Redis 7.0 has and Tessera does not yet.
-pub(super) const NOT_BUILT: &[&str] = &["config|rewrite"];
+/// Subcommands of Tessera's containers that Redis 7.0 has and Tessera does not yet (none
+/// at present: a subcommand added to a container whose handler lacks it goes here).
+pub(super) const NOT_BUILT: &[&str] = &[];
 
 /// The filter of a COMMAND LIST.
 enum Filter<'a> {

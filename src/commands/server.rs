@@ -5,7 +5,7 @@ use super::{
     lossy, unknown_subcommand, wrong_arity,
 };
 use crate::command;
-use crate::config::{all_directives, find_directive};
+use crate::config::{Directive, all_directives, find_directive};
 use crate::glob::glob_match;
 use crate::resp::ReplyWriter;
 use serde_json::Value;
@@ -248,6 +248,8 @@ const CONFIG_HELP: &[&str] = &[
     "    Set the configuration <directive> to <value>.",
     "RESETSTAT",
     "    Reset statistics reported by the INFO command.",
+    "REWRITE",
+    "    Rewrite the configuration file.",
     "HELP",
     "    Print this help.",
 ];
@@ -257,7 +259,7 @@ fn config(ctx: &mut Ctx, args: &Args) -> Action {
     let arity_ok = match sub.as_str() {
         "get" => args.len() >= 3,
         "set" => args.len() >= 4,
-        "resetstat" | "help" => args.len() == 2,
+        "resetstat" | "rewrite" | "help" => args.len() == 2,
         _ => {
             unknown_subcommand(ctx, "config", args[1]);
             return Action::None;
@@ -274,6 +276,7 @@ fn config(ctx: &mut Ctx, args: &Args) -> Action {
         "set" => {
             config_set(ctx, &args[2..]);
         }
+        "rewrite" => config_rewrite(ctx),
         "resetstat" => {
             // As Redis: the counters, the command and error tables; not the slow log, nor
             // the latency monitor's events.
@@ -291,20 +294,76 @@ fn config(ctx: &mut Ctx, args: &Args) -> Action {
     Action::None
 }
 
+/// CONFIG GET pattern [pattern ...]: each directive once, under every name (an alias
+/// too) a pattern matches. A name without glob characters is looked up directly and
+/// answered under the name as given, hidden directives included; patterns skip them.
 fn config_get(ctx: &mut Ctx, patterns: &Args) -> Action {
-    let matched: Vec<_> = all_directives()
-        .filter(|d| {
-            patterns
-                .iter()
-                .any(|p| glob_match(p, d.name.as_bytes(), true))
-        })
-        .collect();
+    let mut matched: Vec<(String, &'static Directive)> = Vec::new();
+    for pattern in patterns {
+        if !pattern.iter().any(|b| matches!(b, b'*' | b'?' | b'[')) {
+            let name = lossy(pattern);
+            if let Some(directive) = find_directive(&name)
+                && !matched.iter().any(|(seen, _)| *seen == name)
+            {
+                matched.push((name, directive));
+            }
+            continue;
+        }
+        for directive in all_directives().filter(|d| !d.hidden) {
+            for name in directive.names() {
+                if !matched.iter().any(|(seen, _)| seen == name)
+                    && glob_match(pattern, name.as_bytes(), true)
+                {
+                    matched.push((name.to_string(), directive));
+                }
+            }
+        }
+    }
     ctx.out.map(matched.len());
-    for directive in matched {
-        ctx.out.bulk(directive.name.as_bytes());
+    for (name, directive) in matched {
+        ctx.out.bulk(name.as_bytes());
         ctx.out.bulk((directive.get)(&ctx.server.config).as_bytes());
     }
     Action::None
+}
+
+/// CONFIG REWRITE: the config file the server started with, rewritten with the
+/// configuration in force (`config::rewrite`), with Redis's replies.
+fn config_rewrite(ctx: &mut Ctx) {
+    if ctx.server.config_file.is_empty() {
+        ctx.out
+            .error("ERR The server is running without a config file");
+        return;
+    }
+    // The users go into the config file unless they live in an aclfile.
+    let users: Option<Vec<Vec<u8>>> = ctx.server.config.aclfile.is_empty().then(|| {
+        ctx.server
+            .acl
+            .file_text()
+            .split(|&b| b == b'\n')
+            .filter(|line| !line.is_empty())
+            .map(<[u8]>::to_vec)
+            .collect()
+    });
+    let path = std::path::Path::new(&ctx.server.config_file);
+    let storage = ctx.server.storage.clone();
+    match crate::config::rewrite::rewrite_file(
+        &*storage,
+        path,
+        &ctx.server.config,
+        users.as_deref(),
+    ) {
+        Ok(()) => {
+            tracing::warn!("CONFIG REWRITE executed with success.");
+            ctx.out.ok();
+        }
+        Err(error) => {
+            let reason = crate::process::os_error_text(&error);
+            tracing::warn!("CONFIG REWRITE failed: {reason}");
+            ctx.out
+                .error(&format!("ERR Rewriting config file: {reason}"));
+        }
+    }
 }
 
 /// CONFIG SET name value [name value ...]: all or nothing, as Redis 7.

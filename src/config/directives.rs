@@ -1,16 +1,55 @@
 //! The directive table: each of Redis's directive names Tessera knows, with how its value
 //! is parsed (the config file, `--flags`, CONFIG SET) and printed (CONFIG GET).
 
+use super::rewrite::{self, Rewrite};
 use super::*;
 pub(super) type Getter = fn(&Config) -> String;
 pub(super) type Setter = fn(&mut Config, &[String]) -> Result<(), ValueError>;
 
-/// One directive: its name, how to read and write it, and whether CONFIG SET may change it.
+/// One directive: its names, how to read and write it, whether CONFIG SET may change it,
+/// and how CONFIG REWRITE writes it.
 pub struct Directive {
     pub name: &'static str,
+    /// Redis's other name for it (`lua-time-limit` for `busy-reply-threshold`): read,
+    /// set and listed by CONFIG GET as the name is; CONFIG REWRITE writes the name.
+    pub alias: Option<&'static str>,
     pub get: Getter,
     pub set: Setter,
     pub mutable: bool,
+    /// Listed by CONFIG GET only when named exactly, never through a pattern (Redis's
+    /// HIDDEN_CONFIG: its testing aids).
+    pub hidden: bool,
+    pub rewrite: Rewrite,
+}
+
+impl Directive {
+    /// The directive, also known as `alias`.
+    pub const fn alias(mut self, alias: &'static str) -> Directive {
+        self.alias = Some(alias);
+        self
+    }
+
+    /// The directive, hidden from CONFIG GET's patterns.
+    pub const fn hidden(mut self) -> Directive {
+        self.hidden = true;
+        self
+    }
+
+    /// The directive, written by CONFIG REWRITE as `rewrite` says (the default: `Plain`).
+    pub const fn written_as(mut self, rewrite: Rewrite) -> Directive {
+        self.rewrite = rewrite;
+        self
+    }
+
+    /// Its names: the name, then the alias if it has one.
+    pub fn names(&self) -> impl Iterator<Item = &'static str> {
+        std::iter::once(self.name).chain(self.alias)
+    }
+
+    /// Whether `name` (any case) is one of its names.
+    pub fn is_named(&self, name: &str) -> bool {
+        self.names().any(|n| n.eq_ignore_ascii_case(name))
+    }
 }
 
 pub(super) fn one(args: &[String]) -> Result<&str, ValueError> {
@@ -52,20 +91,15 @@ pub fn parse_memory(text: &str) -> Option<u64> {
     number.parse::<u64>().ok()?.checked_mul(multiplier)
 }
 
-pub(super) fn parse_int_in(args: &[String], min: i64, max: i64) -> Result<i64, ValueError> {
-    let value: i64 = one(args)?.parse().map_err(|_| ValueError::NotInteger)?;
-    if value < min || value > max {
-        return Err(ValueError::OutOfRange { min, max });
-    }
-    Ok(value)
-}
-
 /// An integer as Redis reads its integer directives (`string2ll`: no sign but `-`, no
 /// leading zero, no space), within `min..=max`.
-pub(super) fn parse_strict_int_in(args: &[String], min: i64, max: i64) -> Result<i64, ValueError> {
+pub(super) fn parse_int_in(args: &[String], min: i64, max: i64) -> Result<i64, ValueError> {
     let value = crate::resp::parse_i64(one(args)?.as_bytes()).ok_or(ValueError::NotInteger)?;
     if value < min || value > max {
-        return Err(ValueError::OutOfRange { min, max });
+        return Err(ValueError::OutOfRange {
+            min: min.into(),
+            max: max.into(),
+        });
     }
     Ok(value)
 }
@@ -101,12 +135,22 @@ pub(super) fn parse_maxmemory(args: &[String]) -> Result<u64, ValueError> {
     Ok(value.wrapping_mul(multiplier))
 }
 
-pub(super) fn parse_memory_arg(args: &[String], min: u64) -> Result<u64, ValueError> {
-    let value = parse_memory(one(args)?).ok_or(ValueError::NotMemory)?;
-    if value < min {
-        return Err(ValueError::MemoryBelowMinimum { min });
+/// A memory value as Redis reads its memory directives (`memtoull`), within
+/// `min..=max`.
+pub(super) fn parse_memory_in(args: &[String], min: u64, max: u64) -> Result<u64, ValueError> {
+    let bytes = parse_maxmemory(args)?;
+    if bytes < min || bytes > max {
+        return Err(ValueError::OutOfRange {
+            min: min.into(),
+            max: max.into(),
+        });
     }
-    Ok(value)
+    Ok(bytes)
+}
+
+/// A memory value of at least `min` bytes, as Redis reads its memory directives.
+pub(super) fn parse_memory_arg(args: &[String], min: u64) -> Result<u64, ValueError> {
+    parse_memory_in(args, min, i64::MAX as u64)
 }
 
 /// Redis's CONFIG_BINDADDR_MAX.
@@ -146,7 +190,10 @@ macro_rules! directive {
     ($name:literal, $mutable:expr, |$c:ident| $get:expr, |$cs:ident, $a:ident| $set:expr) => {
         Directive {
             name: $name,
+            alias: None,
             mutable: $mutable,
+            hidden: false,
+            rewrite: $crate::config::rewrite::Rewrite::Plain,
             get: |$c: &Config| $get,
             set: |$cs: &mut Config, $a: &[String]| {
                 $set;
@@ -172,7 +219,8 @@ pub static DIRECTIVES: &[Directive] = &[
         } else {
             a.to_vec()
         }
-    }),
+    })
+    .written_as(Rewrite::Special(rewrite::bind)),
     directive!(
         "tcp-backlog",
         false,
@@ -187,7 +235,8 @@ pub static DIRECTIVES: &[Directive] = &[
     ),
     directive!("dir", false, |c| c.dir.display().to_string(), |c, a| c
         .dir =
-        existing_dir(one(a)?)?),
+        existing_dir(one(a)?)?)
+    .written_as(Rewrite::Special(rewrite::dir)),
     directive!("appendonly", false, |c| yes_no(c.appendonly), |c, a| c
         .appendonly =
         parse_bool(a)?),
@@ -196,16 +245,19 @@ pub static DIRECTIVES: &[Directive] = &[
         false,
         |c| c.appendfilename.clone(),
         |c, a| c.appendfilename = file_name(a)?
-    ),
+    )
+    .written_as(Rewrite::Quoted),
     directive!(
         "appenddirname",
         false,
         |c| c.appenddirname.clone(),
         |c, a| c.appenddirname = data_dir_entry(a)?
-    ),
+    )
+    .written_as(Rewrite::Quoted),
     directive!("dbfilename", false, |c| c.dbfilename.clone(), |c, a| c
         .dbfilename =
-        data_dir_entry(a)?),
+        data_dir_entry(a)?)
+    .written_as(Rewrite::Quoted),
     directive!(
         "appendfsync",
         true,
@@ -237,7 +289,8 @@ pub static DIRECTIVES: &[Directive] = &[
             let pass = one(a)?;
             c.requirepass = (!pass.is_empty()).then(|| pass.to_string())
         }
-    ),
+    )
+    .written_as(Rewrite::QuotedUnlessEmpty),
     directive!("maxclients", true, |c| c.clients_max.to_string(), |c, a| {
         c.clients_max = parse_int_in(a, 1, i32::MAX as i64)? as usize
     }),
@@ -249,19 +302,22 @@ pub static DIRECTIVES: &[Directive] = &[
         true,
         |c| c.bulk_bytes_max.to_string(),
         |c, a| c.bulk_bytes_max = parse_memory_arg(a, 1024 * 1024)? as usize
-    ),
+    )
+    .written_as(Rewrite::Memory),
     directive!(
         "client-query-buffer-limit",
         true,
         |c| c.query_buffer_bytes_max.to_string(),
         |c, a| c.query_buffer_bytes_max = parse_memory_arg(a, 1024 * 1024)? as usize
-    ),
+    )
+    .written_as(Rewrite::Memory),
     directive!(
         "client-output-buffer-limit",
         true,
         |c| c.output_buffer_limits.text(),
         |c, a| c.output_buffer_limits.set(a)?
-    ),
+    )
+    .written_as(Rewrite::Special(rewrite::client_output_buffer_limit)),
     directive!(
         "timeout",
         true,
@@ -294,13 +350,8 @@ pub static DIRECTIVES: &[Directive] = &[
         true,
         |c| c.busy_reply_threshold_ms.to_string(),
         |c, a| c.busy_reply_threshold_ms = parse_int_in(a, 0, i64::MAX)? as u64
-    ),
-    directive!(
-        "lua-time-limit",
-        true,
-        |c| c.busy_reply_threshold_ms.to_string(),
-        |c, a| c.busy_reply_threshold_ms = parse_int_in(a, 0, i64::MAX)? as u64
-    ),
+    )
+    .alias("lua-time-limit"),
     directive!(
         "tracking-table-max-keys",
         true,
@@ -312,17 +363,21 @@ pub static DIRECTIVES: &[Directive] = &[
         true,
         |c| c.key_load_delay_us.to_string(),
         |c, a| c.key_load_delay_us = parse_int_in(a, 0, i32::MAX as i64)? as u64
-    ),
+    )
+    .hidden(),
     directive!(
         "rdb-key-save-delay",
         true,
         |c| c.rdb_key_save_delay_us.to_string(),
         |c, a| c.rdb_key_save_delay_us = parse_int_in(a, 0, i32::MAX as i64)? as u64
-    ),
+    )
+    .hidden(),
     directive!("logfile", false, |c| c.logfile.clone(), |c, a| c.logfile =
-        one(a)?.to_string()),
+        one(a)?.to_string())
+    .written_as(Rewrite::Quoted),
+    // As in Redis, any value is taken and brought within 1..=500.
     directive!("hz", true, |c| c.hz.to_string(), |c, a| c.hz =
-        parse_int_in(a, 1, 500)? as u32),
+        parse_int_in(a, 0, i32::MAX as i64)?.clamp(1, 500) as u32),
     directive!("daemonize", false, |c| yes_no(c.daemonize), |c, a| {
         if parse_bool(a)? {
             return Err(ValueError::DaemonizeUnsupported);
@@ -330,7 +385,8 @@ pub static DIRECTIVES: &[Directive] = &[
         c.daemonize = false
     }),
     directive!("pidfile", false, |c| c.pidfile.clone(), |c, a| c.pidfile =
-        one(a)?.to_string()),
+        one(a)?.to_string())
+    .written_as(Rewrite::QuotedUnlessEmpty),
     directive!(
         "aof-rewrite-threads",
         true,
@@ -348,7 +404,8 @@ pub static DIRECTIVES: &[Directive] = &[
         true,
         |c| c.auto_aof_rewrite_min_size.to_string(),
         |c, a| c.auto_aof_rewrite_min_size = parse_memory_arg(a, 0)?
-    ),
+    )
+    .written_as(Rewrite::Memory),
     directive!(
         "aof-rewrite-incremental-fsync",
         true,
@@ -366,7 +423,8 @@ pub static DIRECTIVES: &[Directive] = &[
         true,
         |c| c.aof_rewrite_max_rate.to_string(),
         |c, a| c.aof_rewrite_max_rate = parse_memory_arg(a, 0)?
-    ),
+    )
+    .written_as(Rewrite::Memory),
     directive!(
         "aof-rewrite-adaptive-rate",
         true,
@@ -379,9 +437,11 @@ pub static DIRECTIVES: &[Directive] = &[
         |c| c.notify_keyspace_events.to_string(),
         |c, a| c.notify_keyspace_events =
             crate::notify::KeyspaceEvents::parse(one(a)?).map_err(ValueError::KeyspaceEvents)?
-    ),
+    )
+    .written_as(Rewrite::Special(rewrite::notify_keyspace_events)),
     directive!("aclfile", false, |c| c.aclfile.clone(), |c, a| c.aclfile =
-        one(a)?.to_string()),
+        one(a)?.to_string())
+    .written_as(Rewrite::Quoted),
     directive!(
         "acl-pubsub-default",
         true,
@@ -431,7 +491,8 @@ pub static DIRECTIVES: &[Directive] = &[
         true,
         |c| c.memory_bytes_max.to_string(),
         |c, a| c.memory_bytes_max = parse_maxmemory(a)?
-    ),
+    )
+    .written_as(Rewrite::Memory),
     directive!(
         "maxmemory-policy",
         true,
@@ -442,51 +503,52 @@ pub static DIRECTIVES: &[Directive] = &[
         "maxmemory-samples",
         true,
         |c| c.eviction_samples.to_string(),
-        |c, a| c.eviction_samples = parse_strict_int_in(a, 1, i32::MAX as i64)? as u32
+        |c, a| c.eviction_samples = parse_int_in(a, 1, i32::MAX as i64)? as u32
     ),
     directive!(
         "maxmemory-eviction-tenacity",
         true,
         |c| c.eviction_tenacity.to_string(),
-        |c, a| c.eviction_tenacity = parse_strict_int_in(a, 0, 100)? as u32
+        |c, a| c.eviction_tenacity = parse_int_in(a, 0, 100)? as u32
     ),
     directive!(
         "lfu-log-factor",
         true,
         |c| c.lfu_log_factor.to_string(),
-        |c, a| c.lfu_log_factor = parse_strict_int_in(a, 0, i32::MAX as i64)? as u32
+        |c, a| c.lfu_log_factor = parse_int_in(a, 0, i32::MAX as i64)? as u32
     ),
     directive!(
         "lfu-decay-time",
         true,
         |c| c.lfu_decay_time.to_string(),
-        |c, a| c.lfu_decay_time = parse_strict_int_in(a, 0, i32::MAX as i64)? as u32
+        |c, a| c.lfu_decay_time = parse_int_in(a, 0, i32::MAX as i64)? as u32
     ),
     directive!(
         "save",
         true,
         |c| save_points_text(&c.save_points),
         |c, a| { set_save_points(c, a)? }
-    ),
+    )
+    .written_as(Rewrite::Special(rewrite::save)),
     // The operator's statistics: the slow log, the latency monitor, per-command latency
     // histograms (`crate::slowlog`, `crate::latency`, `crate::command_stats`).
     directive!(
         "slowlog-log-slower-than",
         true,
         |c| c.slowlog_slower_than_us.to_string(),
-        |c, a| c.slowlog_slower_than_us = parse_strict_int_in(a, -1, i64::MAX)?
+        |c, a| c.slowlog_slower_than_us = parse_int_in(a, -1, i64::MAX)?
     ),
     directive!(
         "slowlog-max-len",
         true,
         |c| c.slowlog_max_len.to_string(),
-        |c, a| c.slowlog_max_len = parse_strict_int_in(a, 0, i64::MAX)? as u64
+        |c, a| c.slowlog_max_len = parse_int_in(a, 0, i64::MAX)? as u64
     ),
     directive!(
         "latency-monitor-threshold",
         true,
         |c| c.latency_monitor_threshold_ms.to_string(),
-        |c, a| c.latency_monitor_threshold_ms = parse_strict_int_in(a, 0, i64::MAX)? as u64
+        |c, a| c.latency_monitor_threshold_ms = parse_int_in(a, 0, i64::MAX)? as u64
     ),
     directive!(
         "latency-tracking",
@@ -504,7 +566,8 @@ pub static DIRECTIVES: &[Directive] = &[
             .collect::<Vec<_>>()
             .join(" "),
         |c, a| c.latency_tracking_percentiles = parse_percentiles(a)?
-    ),
+    )
+    .written_as(Rewrite::Special(rewrite::latency_percentiles)),
 ];
 
 /// Redis's `latency-tracking-info-percentiles`: numbers in 0..100, given as words or as

@@ -12,15 +12,12 @@ pub enum ValueError {
     WrongArgumentCount,
     NotYesOrNo,
     NotInteger,
+    /// Outside `min..=max` (wide enough for every bound Redis names, `ULLONG_MAX` too).
     OutOfRange {
-        min: i64,
-        max: i64,
+        min: i128,
+        max: i128,
     },
     NotMemory,
-    /// A memory value below `min` (the upper bound Redis names is `i64::MAX`).
-    MemoryBelowMinimum {
-        min: u64,
-    },
     /// A word outside an enumeration; `choices` as Redis lists them.
     NotOneOf {
         choices: &'static str,
@@ -45,6 +42,15 @@ pub enum ValueError {
     /// `latency-tracking-info-percentiles`: a word that is no number, or one outside
     /// 0..100 (Redis's two texts).
     Percentiles(&'static str),
+    /// A word outside an enumeration: its names, as Redis lists them.
+    NotAmong(String),
+    /// A refusal in Redis's fixed words (a hostname, a master's port, a template, ...).
+    Invalid(&'static str),
+    /// An octal value outside `min..=max` (`unixsocketperm`), the bounds in octal.
+    OctalOutOfRange {
+        min: u64,
+        max: u64,
+    },
 }
 
 impl std::fmt::Display for ValueError {
@@ -57,11 +63,6 @@ impl std::fmt::Display for ValueError {
                 write!(f, "argument must be between {min} and {max} inclusive")
             }
             ValueError::NotMemory => f.write_str("argument must be a memory value"),
-            ValueError::MemoryBelowMinimum { min } => write!(
-                f,
-                "argument must be between {min} and {} inclusive",
-                i64::MAX
-            ),
             ValueError::NotOneOf { choices } => {
                 write!(f, "argument(s) must be one of the following: {choices}")
             }
@@ -91,6 +92,13 @@ impl std::fmt::Display for ValueError {
             }
             ValueError::KeyspaceEvents(error) => write!(f, "{error}"),
             ValueError::Percentiles(text) => f.write_str(text),
+            ValueError::NotAmong(choices) => {
+                write!(f, "argument(s) must be one of the following: {choices}")
+            }
+            ValueError::Invalid(text) => f.write_str(text),
+            ValueError::OctalOutOfRange { min, max } => {
+                write!(f, "argument must be between {min:o} and {max:o} inclusive")
+            }
         }
     }
 }

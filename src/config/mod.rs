@@ -7,10 +7,14 @@
 #[macro_use]
 mod directives;
 mod error;
+mod inert;
+pub mod rewrite;
 
 use directives::*;
 pub use directives::{DIRECTIVES, Directive, parse_memory};
 pub use error::{ConfigError, ConfigLine, ValueError};
+pub use inert::InertValues;
+use rewrite::Rewrite;
 use std::path::PathBuf;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -208,6 +212,8 @@ pub struct Config {
     /// histograms and the percentiles INFO latencystats prints.
     pub latency_tracking: bool,
     pub latency_tracking_percentiles: Vec<f64>,
+    /// The directives Tessera accepts without acting on them (`inert`).
+    pub inert: InertValues,
 }
 
 /// Who may do a protected action (Redis's `enable-protected-configs` and its kin).
@@ -318,7 +324,8 @@ impl OutputBufferLimits {
     /// with Redis's error texts.
     fn set(&mut self, args: &[String]) -> Result<(), ValueError> {
         let words: Vec<&str> = args.iter().flat_map(|a| a.split_whitespace()).collect();
-        if words.is_empty() || !words.len().is_multiple_of(4) {
+        // As in Redis, no words at all (CONFIG SET's empty string) change nothing.
+        if !words.len().is_multiple_of(4) {
             return Err(ValueError::BufferLimitWordCount);
         }
         let mut updated = *self;
@@ -440,6 +447,7 @@ impl Default for Config {
             latency_monitor_threshold_ms: 0,
             latency_tracking: true,
             latency_tracking_percentiles: vec![50.0, 99.0, 99.9],
+            inert: InertValues::default(),
         }
     }
 }
@@ -484,8 +492,8 @@ impl EncodingLimits {
     }
 }
 
-/// An encoding limit under its Redis 7 name and its older ziplist alias (both listed by
-/// CONFIG GET, as Redis 7.0 does).
+/// An encoding limit (an entry count) under its Redis 7 name and, if it has one, its
+/// older ziplist alias (both listed by CONFIG GET, as Redis 7.0 does).
 macro_rules! limit_directive {
     ($name:literal, $field:ident, $min:expr, $max:expr) => {
         directive!(
@@ -497,56 +505,39 @@ macro_rules! limit_directive {
     };
 }
 
-/// The encoding thresholds, each under both names.
+/// An encoding limit in bytes: a memory value, as Redis reads it (`1kb` is 1024).
+macro_rules! limit_bytes_directive {
+    ($name:literal, $field:ident) => {
+        directive!(
+            $name,
+            true,
+            |c| c.encoding_limits.$field.to_string(),
+            |c, a| c.encoding_limits.$field = parse_memory_in(a, 0, i64::MAX as u64)? as i64
+        )
+        .written_as(Rewrite::Memory)
+    };
+}
+
+/// The encoding thresholds.
 pub static LIMIT_DIRECTIVES: &[Directive] = &[
     limit_directive!(
         "hash-max-listpack-entries",
         hash_max_listpack_entries,
         0,
         i64::MAX
-    ),
-    limit_directive!(
-        "hash-max-ziplist-entries",
-        hash_max_listpack_entries,
-        0,
-        i64::MAX
-    ),
-    limit_directive!(
-        "hash-max-listpack-value",
-        hash_max_listpack_value,
-        0,
-        i64::MAX
-    ),
-    limit_directive!(
-        "hash-max-ziplist-value",
-        hash_max_listpack_value,
-        0,
-        i64::MAX
-    ),
+    )
+    .alias("hash-max-ziplist-entries"),
+    limit_bytes_directive!("hash-max-listpack-value", hash_max_listpack_value)
+        .alias("hash-max-ziplist-value"),
     limit_directive!(
         "zset-max-listpack-entries",
         zset_max_listpack_entries,
         0,
         i64::MAX
-    ),
-    limit_directive!(
-        "zset-max-ziplist-entries",
-        zset_max_listpack_entries,
-        0,
-        i64::MAX
-    ),
-    limit_directive!(
-        "zset-max-listpack-value",
-        zset_max_listpack_value,
-        0,
-        i64::MAX
-    ),
-    limit_directive!(
-        "zset-max-ziplist-value",
-        zset_max_listpack_value,
-        0,
-        i64::MAX
-    ),
+    )
+    .alias("zset-max-ziplist-entries"),
+    limit_bytes_directive!("zset-max-listpack-value", zset_max_listpack_value)
+        .alias("zset-max-ziplist-value"),
     limit_directive!(
         "set-max-intset-entries",
         set_max_intset_entries,
@@ -558,13 +549,8 @@ pub static LIMIT_DIRECTIVES: &[Directive] = &[
         list_max_listpack_size,
         i32::MIN as i64,
         i32::MAX as i64
-    ),
-    limit_directive!(
-        "list-max-ziplist-size",
-        list_max_listpack_size,
-        i32::MIN as i64,
-        i32::MAX as i64
-    ),
+    )
+    .alias("list-max-ziplist-size"),
     limit_directive!(
         "list-compress-depth",
         list_compress_depth,
@@ -573,13 +559,18 @@ pub static LIMIT_DIRECTIVES: &[Directive] = &[
     ),
 ];
 
-/// Every directive: the server's own and the encoding thresholds.
+/// Every directive: the server's own, the encoding thresholds, and those Tessera accepts
+/// without acting on them.
 pub fn all_directives() -> impl Iterator<Item = &'static Directive> {
-    DIRECTIVES.iter().chain(LIMIT_DIRECTIVES)
+    DIRECTIVES
+        .iter()
+        .chain(LIMIT_DIRECTIVES)
+        .chain(inert::INERT_DIRECTIVES)
 }
 
+/// The directive `name` (any case) names, by its name or its alias.
 pub fn find_directive(name: &str) -> Option<&'static Directive> {
-    all_directives().find(|d| d.name.eq_ignore_ascii_case(name))
+    all_directives().find(|d| d.is_named(name))
 }
 
 impl Config {
@@ -612,6 +603,15 @@ impl Config {
                     },
                 )?;
                 self.acl_users.push(args.to_vec());
+                continue;
+            }
+            // Directives Redis 7.0 no longer has but still reads silently, one value each.
+            const DEPRECATED: &[&str] = &[
+                "list-max-ziplist-entries",
+                "list-max-ziplist-value",
+                "lua-replicate-commands",
+            ];
+            if args.len() == 1 && DEPRECATED.iter().any(|d| d.eq_ignore_ascii_case(name)) {
                 continue;
             }
             let directive =

@@ -49,18 +49,34 @@ pub fn try_start_server_with(
     args: &[&str],
     customize: impl FnOnce(&mut Command),
 ) -> Result<TestServer, String> {
-    std::fs::create_dir_all(dir).unwrap();
-    let log_path = dir.join(format!("server-{}.log", unique()));
     let mut command = Command::new(SERVER_BIN);
     command
         .arg("--port")
         .arg("0")
         .arg("--dir")
         .arg(dir)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        .args(args);
     customize(&mut command);
+    spawn_server(command, dir)
+}
+
+/// Starts `tessera-server <config_file>`: the file says the port (0 lets the server pick
+/// one) and the directory; the server's output goes to a log in `log_dir`.
+pub fn try_start_server_from_file(
+    config_file: &Path,
+    log_dir: &Path,
+) -> Result<TestServer, String> {
+    let mut command = Command::new(SERVER_BIN);
+    command.arg(config_file);
+    spawn_server(command, log_dir)
+}
+
+/// Runs `command` (a tessera-server) with its output logged in `dir`; waits until it
+/// announces its port, or returns its output if it exits first.
+fn spawn_server(mut command: Command, dir: &Path) -> Result<TestServer, String> {
+    std::fs::create_dir_all(dir).unwrap();
+    let log_path = dir.join(format!("server-{}.log", unique()));
+    command.stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = command.spawn().expect("spawn tessera-server");
     let stdout = child.stdout.take().unwrap();
     let stderr = child.stderr.take().unwrap();
@@ -294,6 +310,40 @@ impl RedisOracle {
         Self::start_in(binary, dir, &path, &["--appendonly", "no"])
     }
 
+    /// Starts `redis-server <config_file>` and nothing else on its command line (so that
+    /// CONFIG REWRITE sees only the file): the file must say `port` (this `port`).
+    pub fn start_from_file(binary: &Path, config_file: &Path, port: u16) -> RedisOracle {
+        let child = Command::new(binary)
+            .arg(config_file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn redis-server");
+        assert!(Self::answers(port), "redis-server did not start");
+        RedisOracle {
+            child,
+            port,
+            _dir: temp_dir(),
+        }
+    }
+
+    /// Whether redis-server answers on `port` within 10 seconds.
+    fn answers(port: u16) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            // Ready when PING answers PONG (it answers -LOADING while loading), or
+            // NOAUTH when a password is set.
+            if let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port))
+                && let reply = raw_exchange(&mut stream, b"PING\r\n", Duration::from_secs(2))
+                && (reply.starts_with(b"+PONG") || reply.starts_with(b"-NOAUTH"))
+            {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
     /// Starts redis-server on an existing data directory (which it may load).
     pub fn start_with(binary: &Path, data_dir: &Path, args: &[&str]) -> RedisOracle {
         Self::start_in(binary, temp_dir(), data_dir, args)
@@ -326,21 +376,12 @@ impl RedisOracle {
                 .stderr(Stdio::null())
                 .spawn()
                 .expect("spawn redis-server");
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                // Ready when PING answers PONG (it answers -LOADING while loading), or
-                // NOAUTH when a password is set.
-                if let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port))
-                    && let reply = raw_exchange(&mut stream, b"PING\r\n", Duration::from_secs(2))
-                    && (reply.starts_with(b"+PONG") || reply.starts_with(b"-NOAUTH"))
-                {
-                    return RedisOracle {
-                        child,
-                        port,
-                        _dir: dir,
-                    };
-                }
-                std::thread::sleep(Duration::from_millis(20));
+            if Self::answers(port) {
+                return RedisOracle {
+                    child,
+                    port,
+                    _dir: dir,
+                };
             }
             let mut child = child;
             let _ = child.kill();
