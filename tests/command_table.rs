@@ -69,7 +69,6 @@ const NOT_BUILT: &[&str] = &[
     "sync",
     "wait",
     // Operator's commands.
-    "debug",
     "lolwut",
     "memory",
     // Subcommands of commands Tessera has.

@@ -15,6 +15,7 @@ pub mod blocking;
 mod client_admin;
 mod command_list;
 mod connection;
+mod debug;
 mod diagnostics;
 mod functions;
 mod getkeys;
@@ -42,6 +43,7 @@ use bytes::Bytes;
 pub use client_admin::{
     ClientModes, KillCandidate, KillFilter, ReplyMode, TypeFilter, UnblockReply, Victims,
 };
+pub use debug::{Reload, ReloadCommand};
 use std::sync::Arc;
 
 pub use state::{
@@ -115,6 +117,9 @@ pub enum Action {
     Block(blocking::Blocked),
     /// EVAL and its kin: the engine runs the script now (`crate::scripting::run`).
     RunScript(Box<crate::scripting::run::ScriptCall>),
+    /// DEBUG RELOAD / LOADAOF: the event loop persists and loads the dataset, then writes
+    /// the reply (nothing is written yet).
+    Reload(Reload),
 }
 
 /// The classes of client Tessera has (CLIENT LIST TYPE; Redis's `getClientType`): a
@@ -738,6 +743,7 @@ pub fn table() -> Vec<CommandSpec> {
     all.extend(acl::commands());
     all.extend(standalone::commands());
     all.extend(diagnostics::commands());
+    all.extend(debug::commands());
     all
 }
 
