@@ -61,6 +61,16 @@ pub enum ReloadCommand {
     LoadAof,
 }
 
+impl ReloadCommand {
+    /// The subcommand's name, as errors and log lines give it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReloadCommand::Reload => "RELOAD",
+            ReloadCommand::LoadAof => "LOADAOF",
+        }
+    }
+}
+
 /// How many words (DEBUG and the subcommand included) Redis matches a subcommand with.
 #[derive(Clone, Copy)]
 enum Words {
@@ -440,12 +450,9 @@ fn load_aof(ctx: &mut Ctx) -> Action {
 /// inside an EXEC (whose queue runs in one go in the engine) nor during the replay.
 fn loop_work(ctx: &mut Ctx, reload: Reload) -> Action {
     if ctx.in_exec() || ctx.loading {
-        let name = match reload.command {
-            ReloadCommand::Reload => "RELOAD",
-            ReloadCommand::LoadAof => "LOADAOF",
-        };
         ctx.out.error(&format!(
-            "ERR DEBUG {name} inside MULTI is not supported by Tessera"
+            "ERR DEBUG {} inside MULTI is not supported by Tessera",
+            reload.command.name()
         ));
         return Action::None;
     }

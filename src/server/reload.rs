@@ -91,6 +91,7 @@ impl Server {
         });
         let messages = match result {
             Ok(messages) => {
+                // Redis's log lines.
                 let what = match reload.command {
                     ReloadCommand::Reload => "DB reloaded by DEBUG RELOAD",
                     ReloadCommand::LoadAof => "Append Only File loaded by DEBUG LOADAOF",
@@ -106,8 +107,8 @@ impl Server {
             }
             Err(error) => {
                 tracing::warn!(
-                    "DEBUG {:?} failed, the dataset is unchanged: {error}",
-                    reload.command
+                    "DEBUG {} failed, the dataset is unchanged: {error}",
+                    reload.command.name()
                 );
                 let text = error.reply(reload.command);
                 let kind = crate::command_stats::ErrorKind::of(text.as_bytes());
