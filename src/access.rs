@@ -149,7 +149,7 @@ impl Access {
         counter.saturating_sub(periods.min(255) as u8)
     }
 
-    /// The bits as stored (tests).
+    /// The bits as stored (DEBUG OBJECT's `lru`, tests).
     pub fn bits(self) -> u32 {
         self.0
     }

@@ -376,6 +376,35 @@ impl<'a> ReplyWriter<'a> {
         }
     }
 
+    /// A boolean as Redis's `addReplyBool` writes it: `#t` / `#f` in RESP3, the integer 1
+    /// or 0 in RESP2.
+    pub fn boolean(&mut self, value: bool) {
+        if self.resp3 {
+            self.buf
+                .extend_from_slice(if value { b"#t\r\n" } else { b"#f\r\n" });
+        } else {
+            self.integer(value as i64);
+        }
+    }
+
+    /// A big number (its decimal digits): `(` in RESP3, a bulk string in RESP2.
+    pub fn big_number(&mut self, digits: &str) {
+        if self.resp3 {
+            self.buf.push(b'(');
+            self.buf.extend_from_slice(digits.as_bytes());
+            self.buf.extend_from_slice(b"\r\n");
+        } else {
+            self.bulk(digits.as_bytes());
+        }
+    }
+
+    /// The header of an attribute of `n` pairs (RESP3 only: RESP2 has no way to say one,
+    /// so the caller writes none there), which goes before the reply it describes.
+    pub fn attribute(&mut self, n: usize) {
+        debug_assert!(self.resp3, "attributes exist in RESP3 only");
+        self.header(b'|', n);
+    }
+
     pub fn bulk_i64(&mut self, n: i64) {
         self.bulk(itoa::Buffer::new().format(n).as_bytes());
     }

@@ -12,8 +12,8 @@ use common::*;
 use std::collections::BTreeSet;
 
 /// Commands Redis 7.0 has and Tessera does not yet (each issue that builds one removes
-/// it here): streams, bitmaps, HyperLogLog, geo, SORT, DUMP/RESTORE/MIGRATE and LCS (the
-/// data types' issue); replication's; and the operator's commands still to come.
+/// it here): streams, bitmaps, HyperLogLog, geo, SORT, and LCS (the
+/// data types' issue); and replication's.
 const NOT_BUILT: &[&str] = &[
     // Data types.
     "bitcount",
@@ -65,8 +65,6 @@ const NOT_BUILT: &[&str] = &[
     "slaveof",
     "sync",
     "wait",
-    // Operator's commands.
-    "debug",
 ];
 
 /// Whether `full_name` (`name` or `container|sub`) is in `NOT_BUILT`, itself or by its

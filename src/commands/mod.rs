@@ -16,6 +16,7 @@ mod client_admin;
 mod command_info;
 mod command_list;
 mod connection;
+mod debug;
 mod diagnostics;
 mod dump;
 mod functions;
@@ -47,6 +48,7 @@ use bytes::Bytes;
 pub use client_admin::{
     ClientModes, KillCandidate, KillFilter, ReplyMode, TypeFilter, UnblockReply, Victims,
 };
+pub use debug::{Reload, ReloadCommand};
 use std::sync::Arc;
 
 pub use state::{
@@ -120,6 +122,9 @@ pub enum Action {
     Block(blocking::Blocked),
     /// EVAL and its kin: the engine runs the script now (`crate::scripting::run`).
     RunScript(Box<crate::scripting::run::ScriptCall>),
+    /// DEBUG RELOAD / LOADAOF: the event loop persists and loads the dataset, then writes
+    /// the reply (nothing is written yet).
+    Reload(Reload),
 }
 
 /// The classes of client Tessera has (CLIENT LIST TYPE; Redis's `getClientType`): a
@@ -747,6 +752,7 @@ pub fn table() -> Vec<CommandSpec> {
     all.extend(migrate::commands());
     all.extend(memory::commands());
     all.extend(lolwut::commands());
+    all.extend(debug::commands());
     all
 }
 

@@ -78,23 +78,8 @@ fn object(ctx: &mut Ctx, args: &Args) -> Action {
             ctx.out.bulk(encoding.as_bytes());
         }
         "refcount" => {
-            // Redis shares no integers while an LRU or LFU policy needs each key's own
-            // access field (MAXMEMORY_FLAG_NO_SHARED_INTEGERS).
-            let config = &ctx.server.config;
-            let per_key_access = config.memory_bytes_max != 0
-                && (config.eviction_policy.is_lfu()
-                    || matches!(
-                        config.eviction_policy,
-                        crate::config::EvictionPolicy::AllKeysLru
-                            | crate::config::EvictionPolicy::VolatileLru
-                    ));
-            let shared = match &entry.value {
-                Value::String(s, _) if entry.value.encoding() == "int" && !per_key_access => {
-                    crate::resp::parse_i64(s).is_some_and(|n| (0..SHARED_INTEGERS).contains(&n))
-                }
-                _ => false,
-            };
-            ctx.out.integer(if shared { i32::MAX as i64 } else { 1 });
+            let refcount = refcount(&ctx.server.config, &entry.value);
+            ctx.out.integer(refcount);
         }
         "freq" => {
             if crate::access::is_lfu() {
@@ -122,4 +107,24 @@ fn object(ctx: &mut Ctx, args: &Args) -> Action {
         }
     }
     Action::None
+}
+
+/// OBJECT REFCOUNT's answer (and DEBUG OBJECT's `refcount`): Redis's shared integers
+/// answer INT_MAX, every other value 1. Redis shares no integers while an LRU or LFU
+/// policy needs each key's own access field (MAXMEMORY_FLAG_NO_SHARED_INTEGERS).
+pub(super) fn refcount(config: &crate::config::Config, value: &Value) -> i64 {
+    let per_key_access = config.memory_bytes_max != 0
+        && (config.eviction_policy.is_lfu()
+            || matches!(
+                config.eviction_policy,
+                crate::config::EvictionPolicy::AllKeysLru
+                    | crate::config::EvictionPolicy::VolatileLru
+            ));
+    let shared = match value {
+        Value::String(s, _) if value.encoding() == "int" && !per_key_access => {
+            crate::resp::parse_i64(s).is_some_and(|n| (0..SHARED_INTEGERS).contains(&n))
+        }
+        _ => false,
+    };
+    if shared { i32::MAX as i64 } else { 1 }
 }

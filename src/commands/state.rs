@@ -98,6 +98,9 @@ pub struct ServerState {
     pub slowlog: crate::slowlog::SlowLog,
     /// LATENCY's event monitor.
     pub latency: crate::latency::LatencyMonitor,
+    /// Whether the cron deletes keys whose time has passed (DEBUG SET-ACTIVE-EXPIRE;
+    /// lookups expire keys either way).
+    pub active_expire: bool,
 }
 
 impl ServerState {
@@ -137,6 +140,7 @@ impl ServerState {
             commands: crate::command_stats::CommandStats::new(),
             slowlog: crate::slowlog::SlowLog::default(),
             latency: crate::latency::LatencyMonitor::default(),
+            active_expire: true,
             config,
         }
     }

@@ -104,11 +104,15 @@ pub(super) fn parse_int_in(args: &[String], min: i64, max: i64) -> Result<i64, V
     Ok(value)
 }
 
-/// `maxmemory` as Redis 7.0 reads it (`memtoull`): digits and a unit (`b`, `k`, `kb`,
-/// `m`, `mb`, `g`, `gb`, any case); no sign. Its quirks are kept: no digits is 0, a
-/// number past 2^64 saturates, and the unit's product wraps.
+/// `maxmemory` as Redis 7.0 reads it (`memtoull`).
 pub(super) fn parse_maxmemory(args: &[String]) -> Result<u64, ValueError> {
-    let text = one(args)?;
+    memtoull(one(args)?).ok_or(ValueError::NotMemory)
+}
+
+/// Redis 7.0's `memtoull` (`maxmemory`, DEBUG QUICKLIST-PACKED-THRESHOLD): digits and a
+/// unit (`b`, `k`, `kb`, `m`, `mb`, `g`, `gb`, any case); no sign. Its quirks are kept: no
+/// digits is 0, a number past 2^64 saturates, and the unit's product wraps.
+pub fn memtoull(text: &str) -> Option<u64> {
     let digits_end = text
         .find(|c: char| !c.is_ascii_digit())
         .unwrap_or(text.len());
@@ -121,18 +125,18 @@ pub(super) fn parse_maxmemory(args: &[String]) -> Result<u64, ValueError> {
         "mb" => 1024 * 1024,
         "g" => 1000 * 1000 * 1000,
         "gb" => 1024 * 1024 * 1024,
-        _ => return Err(ValueError::NotMemory),
+        _ => return None,
     };
     // Redis copies the digits into a 128-byte buffer first.
     if digits.len() >= 128 {
-        return Err(ValueError::NotMemory);
+        return None;
     }
     let value = if digits.is_empty() {
         0
     } else {
         digits.parse::<u64>().unwrap_or(u64::MAX)
     };
-    Ok(value.wrapping_mul(multiplier))
+    Some(value.wrapping_mul(multiplier))
 }
 
 /// A memory value as Redis reads its memory directives (`memtoull`), within

@@ -11,7 +11,7 @@ mod inert;
 pub mod rewrite;
 
 use directives::*;
-pub use directives::{DIRECTIVES, Directive, parse_memory};
+pub use directives::{DIRECTIVES, Directive, memtoull, parse_memory};
 pub use error::{ConfigError, ConfigLine, ValueError};
 pub use inert::InertValues;
 use rewrite::Rewrite;
@@ -183,9 +183,10 @@ pub struct Config {
     pub acllog_max_len: u64,
     /// `enable-protected-configs`: CONFIG SET of `dir` and `dbfilename`.
     pub enable_protected_configs: ProtectedAction,
-    /// `enable-debug-command`, `enable-module-command`: Tessera has neither command; kept
-    /// so that redis.conf files load and CONFIG GET answers as Redis does.
+    /// `enable-debug-command`: who may run DEBUG (the engine refuses the others).
     pub enable_debug_command: ProtectedAction,
+    /// `enable-module-command`: MODULE LOAD, LOADEX and UNLOAD (refused anyway: Tessera
+    /// loads no Redis module).
     pub enable_module_command: ProtectedAction,
     /// `tracking-table-max-keys`: keys client-side caching remembers for its readers; past
     /// it, keys are forgotten at random (their readers told to drop them). 0: no limit.

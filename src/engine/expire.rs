@@ -23,6 +23,9 @@ impl Engine {
         if self.state.pause.freezes_dataset(now_ms) {
             return; // CLIENT PAUSE keeps the dataset as it is (Redis's activeExpireCycle)
         }
+        if !self.state.active_expire {
+            return; // DEBUG SET-ACTIVE-EXPIRE 0
+        }
         let started = Instant::now();
         for (db_index, start) in cursors.iter_mut().enumerate() {
             if self.keyspace.dbs[db_index].volatile_len() == 0 {

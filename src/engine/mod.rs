@@ -2,14 +2,16 @@
 //!
 //! `Engine::execute` takes a session's request and does, in Redis's order (its
 //! `processCommand`): look the command up; evict keys if memory is over `maxmemory`
-//! (`evict`, a client's command only); check its arity, authentication, MULTI's own
+//! (`evict`, a client's command only); check its arity, whether a protected command
+//! (DEBUG) is allowed from this connection, authentication, MULTI's own
 //! rules, the user's ACL permissions (`crate::acl`: the command, its keys, its channels;
 //! a denial is logged in ACL LOG), memory (`-OOM` for commands that may grow it, with
 //! nothing left to evict), MISCONF (the log failing refuses writes) and
 //! `-LOADING`; queue it if the session is inside MULTI; otherwise build the command's
 //! context and run its handler, then act on what the handler asked (run an EXEC's queue,
 //! ask the host for CLIENT LIST). What the caller must still do — park the client, start
-//! a job, close, shut down — comes back as an `Outcome`.
+//! a job, reload the dataset from disk, close, shut down — comes back as an `Outcome`;
+//! a reloaded dataset comes back to the engine to be put in place (`reload`).
 //!
 //! Who calls says so with a `Mode`: a client's request, a blocked client's command run
 //! again for a key that became ready, a script's `redis.call` (`crate::scripting`), or
@@ -32,6 +34,7 @@
 pub mod evict;
 mod expire;
 mod operator;
+mod reload;
 mod stats;
 mod transaction;
 
@@ -53,6 +56,7 @@ use std::fmt;
 use std::sync::Arc;
 
 pub use crate::commands::{Job, ShutdownSave};
+pub use reload::{Adopt, AdoptError};
 
 /// The dataset, the state commands see, and the effects of writes not yet taken.
 pub struct Engine {
@@ -126,6 +130,9 @@ pub enum Outcome {
     /// CLIENT PAUSE holds the command: nothing ran and nothing is written; the caller
     /// keeps the request and runs it again when the pause ends or eases.
     Postpone,
+    /// DEBUG RELOAD / LOADAOF: persist and load the dataset, then write the reply
+    /// (`Reload::reply`: unless CLIENT REPLY drops it).
+    Reload(crate::commands::Reload),
 }
 
 /// Why a command was refused before it ran (Redis's texts via `Display`).
@@ -165,6 +172,12 @@ pub enum Refusal {
     ScriptNoPermission(crate::acl::Denial),
     /// A monitor (a replica to Redis) ran a command that reads or writes keys.
     ReplicaKeyspace,
+    /// A protected command (DEBUG) its directive (`enable-debug-command`) does not allow
+    /// from this connection.
+    ProtectedCommand {
+        name: &'static str,
+        directive: &'static str,
+    },
 }
 
 impl fmt::Display for Refusal {
@@ -186,6 +199,10 @@ impl fmt::Display for Refusal {
             }
             Refusal::Loading => f.write_str("LOADING Redis is loading the dataset in memory"),
             Refusal::ReplicaKeyspace => f.write_str("ERR Replica can't interact with the keyspace"),
+            Refusal::ProtectedCommand { name, directive } => write!(
+                f,
+                "ERR {name} command not allowed. If the {directive} option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server."
+            ),
             Refusal::TransactionTooLarge => f.write_str(
                 "ERR Transaction discarded: the queued commands exceed client-query-buffer-limit",
             ),
@@ -395,13 +412,17 @@ impl Engine {
         ));
         debug_assert!(previous.is_none(), "a client's request inside another's");
         let reply_start = reply.len();
-        let outcome = self.dispatch(session, reply, request, mode, host);
+        let mut outcome = self.dispatch(session, reply, request, mode, host);
         if matches!(outcome, Outcome::Postpone) {
             self.origin = None;
             return outcome;
         }
         if session.modes.reply != crate::commands::ReplyMode::On && operator::drop_reply(session) {
             reply.truncate(reply_start);
+            // A reply the event loop writes later is dropped too.
+            if let Outcome::Reload(reload) = &mut outcome {
+                reload.reply = false;
+            }
         }
         let origin = self.origin.take().expect("set above");
         reply.extend_from_slice(&origin.messages);
@@ -700,6 +721,7 @@ impl Engine {
             Action::Shutdown(save) => Outcome::Shutdown(save),
             Action::StartJob(job) => Outcome::StartJob(job),
             Action::Block(blocked) => Outcome::Block(blocked),
+            Action::Reload(reload) => Outcome::Reload(reload),
         }
     }
 
@@ -751,6 +773,9 @@ impl Engine {
     ) -> Option<Refusal> {
         if !spec.arity_ok(argv.len()) {
             Some(Refusal::WrongArity(spec.name))
+        } else if let Some(refusal) = protected_refusal(&self.state.config, session, spec) {
+            // Before authentication, as Redis's `processCommand` checks it.
+            Some(refusal)
         } else if self.auth_required(session) && !spec.has(flags::NO_AUTH) {
             Some(Refusal::NoAuth)
         } else if session.multi.is_some() && spec.has(flags::NO_MULTI) {
@@ -888,6 +913,22 @@ impl Engine {
     pub fn auth_required(&self, session: &SessionState) -> bool {
         self.state.acl.auth_required() && !session.authenticated
     }
+}
+
+/// A protected command its directive does not allow from `session` (Redis's
+/// `allowProtectedAction`): DEBUG under `enable-debug-command`. (MODULE's protected
+/// subcommands answer in their handler: `commands::standalone`.)
+fn protected_refusal(
+    config: &Config,
+    session: &SessionState,
+    spec: &CommandSpec,
+) -> Option<Refusal> {
+    (spec.name == "debug" && !config.enable_debug_command.allows(session.local)).then_some(
+        Refusal::ProtectedCommand {
+            name: "DEBUG",
+            directive: "enable-debug-command",
+        },
+    )
 }
 
 /// A subcommand given the wrong number of arguments (Redis checks a subcommand's arity

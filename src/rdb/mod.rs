@@ -43,7 +43,7 @@ mod test_support;
 pub use lzf::DecompressError;
 pub use reader::{LoadSummary, RdbItem, RdbReader, RdbVisitor, Refusal, load};
 pub use values::Collection;
-pub use writer::{RdbWriter, RdbWriterOptions, STAGING_BYTES, encode_entry};
+pub use writer::{RdbWriter, RdbWriterOptions, STAGING_BYTES, encode_entry, value_len};
 
 use crate::types::intset::InvalidIntset;
 use crate::types::listpack::InvalidListpack;

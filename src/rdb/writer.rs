@@ -106,6 +106,15 @@ pub fn encode_entry(entry: &Entry) -> Vec<u8> {
     writer.output
 }
 
+/// The bytes `value` takes in an RDB file (Redis's `rdbSavedObjectLen`, DEBUG OBJECT's
+/// `serializedlength`): its encoding alone — no type byte, key or expiry —, strings
+/// compressed when `compression` says so.
+pub fn value_len(value: &crate::keyspace::Value, compression: bool) -> u64 {
+    let mut writer = RdbWriter::headless(std::io::sink(), compression);
+    values::write(&mut writer, value).expect("writing to a sink cannot fail");
+    writer.bytes_written()
+}
+
 /// Writes one RDB file, entry by entry, computing its checksum as it goes.
 ///
 /// ```text

@@ -140,6 +140,22 @@ impl Server {
         }
     }
 
+    /// Runs the jobs in progress, and any they start on ending, to their end on the loop,
+    /// blocking it: DEBUG RELOAD and LOADAOF, which must not change the files under a job
+    /// (nor a job's files under the load).
+    pub(super) fn finish_jobs_now(&mut self) {
+        // Paced writers would wait for cron ticks that do not come while the loop waits;
+        // the next tick sets the configured rate again.
+        self.jobs.rate.set(crate::storage::Rate::Unlimited);
+        while self.jobs.running() {
+            self.background_snapshot_work();
+            // Capture goes on at once; the writers get a moment to write.
+            if self.jobs.running() && self.jobs.capture_pending() != Some(false) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+
     pub(super) fn waker_notify(&self) -> Box<dyn Fn() + Send> {
         let waker = self.waker.clone();
         Box::new(move || {

@@ -20,6 +20,7 @@ mod error;
 mod jobs;
 mod pace;
 mod postponed;
+mod reload;
 mod session;
 
 use crate::commands::{LoadingStatus, SessionState};

@@ -822,6 +822,7 @@ impl Server {
             Outcome::StartJob(job) => self.start_job(job),
             Outcome::Block(blocked) => self.block(token, client, blocked),
             Outcome::Postpone => self.postpone(token),
+            Outcome::Reload(reload) => self.reload(client, reload),
         }
         None
     }
