@@ -34,6 +34,7 @@ mod pubsub;
 mod scripting;
 mod server;
 mod sets;
+mod sort;
 mod standalone;
 mod state;
 mod strings;
@@ -756,6 +757,7 @@ pub fn table() -> Vec<CommandSpec> {
     all.extend(lists::commands());
     all.extend(hashes::commands());
     all.extend(sets::commands());
+    all.extend(sort::commands());
     all.extend(zsets::commands());
     all.extend(transactions::commands());
     all.extend(object::commands());
