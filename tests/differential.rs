@@ -3,7 +3,8 @@
 //! ordering for unordered replies); random picks (SPOP, SRANDMEMBER, HRANDFIELD,
 //! ZRANDMEMBER) are checked against the key instead (`differential/picks.rs`); scripts
 //! and functions (EVAL, EVALSHA, EVAL_RO, FCALL, FCALL_RO over the same keys) are one
-//! more family (`differential/scripting.rs`). The stream runs twice: over RESP2, and with
+//! more family (`differential/scripting.rs`), SORT and SORT_RO another
+//! (`differential/sort.rs`). The stream runs twice: over RESP2, and with
 //! other seeds over RESP3, where every reply's type must be Redis's too.
 //!
 //! Seeds come from `TESSERA_DIFF_SEEDS` (comma-separated) and the number of commands per
@@ -41,6 +42,8 @@ mod pubsub;
 mod scripting;
 #[path = "differential/sets.rs"]
 mod sets;
+#[path = "differential/sort.rs"]
+mod sort;
 #[path = "differential/strings_keys.rs"]
 mod strings_keys;
 #[path = "differential/transactions.rs"]
@@ -331,6 +334,9 @@ impl Gen {
         }
         if self.chance(0.04) {
             return self.scripting_step();
+        }
+        if self.chance(0.03) {
+            return self.sort_step();
         }
         match self.rng.random_range(0..100) {
             0..12 => self.list_step(),

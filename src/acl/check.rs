@@ -133,7 +133,11 @@ enum KeyFunction {
         first: usize,
     },
     Set,
-    /// A command Tessera does not have (SORT, MIGRATE…): nothing to find.
+    /// SORT: the source, and the key after the last STORE (Redis's `sortGetKeys`).
+    Sort,
+    /// SORT_RO: the source only (Redis's `sortROGetKeys`).
+    SortReadOnly,
+    /// A command Tessera does not have (MIGRATE…): nothing to find.
     Unsupported,
 }
 
@@ -153,8 +157,11 @@ fn key_function(name: &str) -> Option<KeyFunction> {
         "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" | "blmpop"
         | "bzmpop" => generic(0, 2, 3),
         "set" => Some(KeyFunction::Set),
-        "bitfield" | "georadius" | "georadiusbymember" | "migrate" | "sort" | "sort_ro"
-        | "xread" | "xreadgroup" => Some(KeyFunction::Unsupported),
+        "sort" => Some(KeyFunction::Sort),
+        "sort_ro" => Some(KeyFunction::SortReadOnly),
+        "bitfield" | "georadius" | "georadiusbymember" | "migrate" | "xread" | "xreadgroup" => {
+            Some(KeyFunction::Unsupported)
+        }
         _ => None,
     }
 }
@@ -198,8 +205,50 @@ pub fn keys_of(command: &AclCommand, argv: &[&[u8]]) -> Keys {
             };
             vec![(1, flags)]
         }
+        Some(KeyFunction::Sort) => sort_keys(argv),
+        Some(KeyFunction::SortReadOnly) => vec![(1, key_flags::RO | key_flags::ACCESS)],
         Some(KeyFunction::Unsupported) | None => Vec::new(),
     }
+}
+
+/// Redis's `sortGetKeys`: the source, then the key after the last STORE. Only enough of
+/// the options is parsed to skip their arguments (LIMIT's two, GET's and BY's one); any
+/// other word, STORE's key included, is looked at as an option in turn, as Redis does.
+fn sort_keys(argv: &[&[u8]]) -> Keys {
+    let mut keys: Keys = vec![(1, key_flags::RO | key_flags::ACCESS)];
+    let mut store = None;
+    let mut i = 2;
+    while i < argv.len() {
+        let word = argv[i];
+        if word.eq_ignore_ascii_case(b"limit") {
+            i += 2;
+        } else if word.eq_ignore_ascii_case(b"get") || word.eq_ignore_ascii_case(b"by") {
+            i += 1;
+        } else if word.eq_ignore_ascii_case(b"store") && i + 1 < argv.len() {
+            store = Some(i + 1);
+        }
+        i += 1;
+    }
+    if let Some(index) = store {
+        keys.push((index, key_flags::OW | key_flags::UPDATE));
+    }
+    keys
+}
+
+/// Redis's `ACLUserCheckCmdWithUnrestrictedKeyAccess` for reads: whether one of `user`'s
+/// selectors allows this request and may read every key (all keys, or a read pattern that
+/// is exactly `*`: a pattern that happens to match the name `*` is not enough). SORT
+/// allows its BY and GET patterns, whose keys come from the data, only to such a user.
+pub fn reads_every_key(user: &User, command: &AclCommand, argv: &[&[u8]]) -> bool {
+    let mut keys: Option<Keys> = None;
+    user.selectors.iter().any(|selector| {
+        check_selector(selector, command, argv, &mut keys).is_ok()
+            && (selector.all_keys
+                || selector
+                    .keys
+                    .iter()
+                    .any(|pattern| pattern.read && pattern.pattern == b"*"))
+    })
 }
 
 /// Redis's `genericGetKeys`: `atoi` of the count, no keys when it is out of range; its
@@ -367,6 +416,18 @@ mod tests {
         assert_eq!(keys(&["eval", "s", "1", "k", "a"]).len(), 1);
         assert_eq!(keys(&["lmpop", "2", "a", "b", "LEFT"]).len(), 2);
         assert_eq!(keys(&["rename", "a", "b"]).len(), 2);
+        // SORT: the key after the last STORE; the words LIMIT, GET and BY skip theirs.
+        assert_eq!(
+            keys(&["sort", "l", "store", "d", "get", "x", "STORE", "e"]),
+            [(1, RO | ACCESS), (7, OW | UPDATE)]
+        );
+        assert_eq!(
+            keys(&["sort", "l", "store", "limit", "1", "2"]),
+            [(1, RO | ACCESS), (3, OW | UPDATE)]
+        );
+        assert_eq!(keys(&["sort", "l", "by", "store", "x"]), [(1, RO | ACCESS)]);
+        assert_eq!(keys(&["sort", "l", "store"]), [(1, RO | ACCESS)]);
+        assert_eq!(keys(&["sort_ro", "l", "store", "d"]), [(1, RO | ACCESS)]);
         assert_eq!(atoi(b"  12x"), 12);
         assert_eq!(atoi(b"-3"), -3);
     }

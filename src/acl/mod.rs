@@ -275,6 +275,20 @@ impl Acl {
             command: command.full_name.clone(),
         })
     }
+
+    /// Whether `user` may read every key while running the command `name` with `argv`
+    /// (`check::reads_every_key`): SORT's condition for its BY and GET patterns.
+    pub fn reads_every_key(&self, user: &SessionUser, name: &str, argv: &[&[u8]]) -> bool {
+        let Some(found) = self.users.get(user.name()) else {
+            return false;
+        };
+        if check::unrestricted(found) {
+            return true;
+        }
+        table::table()
+            .for_request(name, argv)
+            .is_some_and(|command| check::reads_every_key(found, command, argv))
+    }
 }
 
 impl Default for Acl {

@@ -34,6 +34,7 @@ mod pubsub;
 mod scripting;
 mod server;
 mod sets;
+mod sort;
 mod standalone;
 mod state;
 mod strings;
@@ -205,6 +206,9 @@ pub struct Ctx<'a> {
     pub loading: bool,
     /// Whether a blocking command may block now (not inside EXEC), or is being served.
     pub block_mode: blocking::BlockMode,
+    /// A script's `redis.call` runs the command (Redis's CLIENT_SCRIPT): SORT then orders
+    /// a set it would otherwise return in the table's order.
+    pub in_script: bool,
     /// Arguments that arrived as big bulks, read into strings of their own: (position,
     /// value). A command that stores an argument whole takes it through `value_arg`.
     pub big_arguments: &'a [(usize, crate::types::string::Str)],
@@ -239,8 +243,13 @@ impl<'a> Ctx<'a> {
     /// access field updated if `touch` and this is the command's first access to it: one
     /// probe of the table (a lookup is the hottest path there is).
     fn find_live(&mut self, key: &[u8], touch: bool) -> bool {
-        let db = self.client.db;
         let touch = touch && self.first_access(key);
+        self.find_live_touching(key, touch)
+    }
+
+    /// `find_live`, with the access field updated if `touch`, whatever came before.
+    fn find_live_touching(&mut self, key: &[u8], touch: bool) -> bool {
+        let db = self.client.db;
         let now = (!self.loading).then_some(self.now_ms);
         match self.keyspace.dbs[db].find_live(key, now, touch) {
             Liveness::Live => true,
@@ -483,6 +492,16 @@ impl<'a> Ctx<'a> {
     /// in a write command: see `write_lookups`).
     pub fn lookup_read(&mut self, key: &[u8]) -> Option<&Entry> {
         let found = self.find_live(key, true);
+        self.count_lookup(key, found);
+        found.then(|| self.found(key))
+    }
+
+    /// `lookup_read` of a key the command built rather than was given (SORT's BY and GET
+    /// patterns): every lookup is an access, as each of Redis's is, even of a key looked
+    /// up before by the same command (and `accessed`, which remembers arguments, stays
+    /// small however many keys a pattern names).
+    pub fn lookup_read_built(&mut self, key: &[u8]) -> Option<&Entry> {
+        let found = self.find_live_touching(key, true);
         self.count_lookup(key, found);
         found.then(|| self.found(key))
     }
@@ -738,6 +757,7 @@ pub fn table() -> Vec<CommandSpec> {
     all.extend(lists::commands());
     all.extend(hashes::commands());
     all.extend(sets::commands());
+    all.extend(sort::commands());
     all.extend(zsets::commands());
     all.extend(transactions::commands());
     all.extend(object::commands());
@@ -771,6 +791,9 @@ pub fn tracked_key_positions(spec: &CommandSpec, argv: &[&[u8]]) -> Vec<usize> {
         return key_positions(spec, argv.len()).collect();
     }
     let counted_at = match spec.name {
+        // SORT_RO's only key is its source (Redis's `sortROGetKeys`): its BY and GET keys
+        // come from the data.
+        "sort_ro" => return vec![1],
         "sintercard" | "zunion" | "zinter" | "zdiff" | "zintercard" => 1,
         "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => 2,
         _ => return Vec::new(),

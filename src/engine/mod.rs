@@ -612,6 +612,7 @@ impl Engine {
             now_ms,
             loading: replay,
             block_mode,
+            in_script,
             big_arguments: request.big_arguments,
             host,
             write_lookups: spec.has(flags::WRITE),

@@ -45,6 +45,24 @@ pub fn parse_bound(text: &[u8]) -> Option<f64> {
     (consumed == text.len() && !value.is_nan()).then_some(value)
 }
 
+/// Redis's SORT weight rules (`sortCompare`'s scores): C `strtod` up to the first NUL,
+/// leading spaces and an empty text (0) accepted, hex and "inf" too; refused: trailing
+/// garbage, NaN, and anything `strtod` reports as out of range (overflow, and underflow
+/// to zero or a subnormal).
+pub fn parse_sort_weight(text: &[u8]) -> Option<f64> {
+    let text = text.split(|&b| b == 0).next().unwrap_or_default();
+    let c_text = CString::new(text).ok()?;
+    let mut end: *mut libc::c_char = std::ptr::null_mut();
+    // SAFETY: `c_text` is NUL-terminated and outlives the call; errno is thread-local.
+    let (value, errno) = unsafe {
+        *libc::__errno_location() = 0;
+        let value = libc::strtod(c_text.as_ptr(), &mut end);
+        (value, *libc::__errno_location())
+    };
+    let consumed = end as usize - c_text.as_ptr() as usize;
+    (consumed == text.len() && !value.is_nan() && errno != libc::ERANGE).then_some(value)
+}
+
 fn snprintf_g17(value: f64) -> String {
     let mut buf = [0u8; 64];
     // SAFETY: the buffer is large enough for any "%.17g" output (at most 24 chars) and
@@ -106,6 +124,31 @@ mod tests {
             b"1\x002",
         ] {
             assert_eq!(parse(bad), None, "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn sort_weights_are_strtod_up_to_a_nul_without_range_errors() {
+        assert_eq!(parse_sort_weight(b""), Some(0.0));
+        assert_eq!(parse_sort_weight(b" 3"), Some(3.0));
+        assert_eq!(parse_sort_weight(b"0x10"), Some(16.0));
+        assert_eq!(parse_sort_weight(b"1\0junk"), Some(1.0));
+        assert_eq!(parse_sort_weight(b"-inf"), Some(f64::NEG_INFINITY));
+        for bad in [
+            &b"  "[..],
+            b"3 ",
+            b"nan",
+            b"abc",
+            b"1e400",
+            b"1e-400",
+            b"1e-310",
+        ] {
+            assert_eq!(
+                parse_sort_weight(bad),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
         }
     }
 

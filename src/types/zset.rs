@@ -191,7 +191,9 @@ impl ZSet {
         )
     }
 
-    fn convert(&mut self) {
+    /// Converts a listpack to the tree form (a tree stays as it is): past a threshold, and
+    /// whenever SORT reads a sorted set, as Redis's SORT converts it to a skiplist.
+    pub fn convert(&mut self) {
         let tree = match self {
             ZSet::Listpack(_) => {
                 let mut tree = Tree::default();

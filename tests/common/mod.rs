@@ -372,6 +372,9 @@ impl RedisOracle {
                 .args(args)
                 .arg("--dir")
                 .arg(data_dir)
+                // Redis collates SORT ... ALPHA with strcoll in its locale; Tessera
+                // compares as the C locale does, whatever the machine's locale is.
+                .env("LC_ALL", "C")
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
