@@ -629,3 +629,58 @@ fn the_log_replays_every_change_to_the_same_bytes_after_kill9() {
     let server = start_server(dir.path(), &["--appendfsync", "always"]);
     check(&server, "after a compaction and kill -9");
 }
+
+#[test]
+fn scripts_and_transactions_see_pfcount_as_redis_does() {
+    let Some((_dir, server, oracle)) = start_pair() else {
+        return;
+    };
+    let mut pair = Pair::new(&server, &oracle);
+    pair.both_words(&["PFADD", "s", "a", "b", "c"]);
+    // PFCOUNT may write its cached count: a read-only script may not call it (Redis
+    // counts `may_replicate` commands as writes there), a script that may write can.
+    for words in [
+        &["EVAL_RO", "return redis.call('pfcount', KEYS[1])", "1", "s"][..],
+        &[
+            "EVAL_RO",
+            "return redis.pcall('pfcount', KEYS[1])",
+            "1",
+            "s",
+        ],
+        &[
+            "EVAL",
+            "#!lua flags=no-writes\nreturn redis.call('pfcount', KEYS[1])",
+            "1",
+            "s",
+        ],
+        &["EVAL", "return redis.call('pfcount', KEYS[1])", "1", "s"],
+        &[
+            "EVAL",
+            "return redis.call('pfadd', KEYS[1], 'd', 'e')",
+            "1",
+            "s",
+        ],
+        &[
+            "EVAL",
+            "return redis.call('pfcount', KEYS[1], KEYS[2])",
+            "2",
+            "s",
+            "t",
+        ],
+    ] {
+        pair.both_words(words);
+        pair.value("s");
+    }
+    for words in [
+        &["MULTI"][..],
+        &["PFADD", "m", "x"],
+        &["PFCOUNT", "m"],
+        &["PFMERGE", "m2", "m", "s"],
+        &["PFCOUNT", "m2"],
+        &["EXEC"],
+    ] {
+        pair.both_words(words);
+    }
+    pair.value("m");
+    pair.value("m2");
+}
