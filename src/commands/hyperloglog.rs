@@ -248,9 +248,7 @@ fn pfcount(ctx: &mut Ctx, args: &Args) -> Action {
     let mut refreshed = bytes.to_vec();
     hll::set_cached_cardinality(&mut refreshed, cardinality);
     store(ctx, key, &refreshed);
-    let offset = itoa::Buffer::new()
-        .format(hll::CARDINALITY_OFFSET)
-        .to_owned();
+    let offset = itoa::Buffer::new().format(hll::CARDINALITY_AT).to_owned();
     let cached = hll::cardinality_bytes(cardinality);
     ctx.propagate(&[b"SETRANGE", key, offset.as_bytes(), &cached]);
     // Redis replies the unsigned count as a signed one (only a hand-made sketch tells).

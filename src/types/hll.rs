@@ -25,11 +25,14 @@
 //!
 //! Any string that starts with `HYLL` and a known encoding is taken for a sketch (a dense
 //! one must also have the exact length), so the opcodes can be anything a client wrote.
-//! Nothing here indexes past the value: where Redis reads the byte after the last one
-//! (its strings end in a zero byte), this reads a zero. Damage is reported where Redis
-//! finds it (`Corrupt`), and where Redis changes a damaged sparse value anyway, before
-//! it trips over the damage, this changes it the same way, so that the bytes a client
-//! reads back stay Redis's.
+//! Damage is reported where Redis finds it (`Corrupt`): a sparse sketch whose opcodes do
+//! not cover exactly the 16384 registers, any opcode running past the last one counting
+//! as damage (the rule of Redis 7.0.15 as Debian ships it, with the fix for
+//! CVE-2025-32023). Where Redis changes a damaged sparse value anyway, before it trips
+//! over the damage, this changes it the same way, so that the bytes a client reads back
+//! stay Redis's. Nothing here indexes past the value: where Redis reads the byte after
+//! the last one (its strings end in a zero byte), this reads a zero, or, while one
+//! command changes the value, the byte Redis's own change left there (`Sketch`).
 
 /// Registers per sketch (Redis's `HLL_REGISTERS`, 2^14).
 pub const REGISTERS: usize = 1 << INDEX_BITS;
@@ -46,7 +49,8 @@ pub const DENSE_BYTES: usize = HEADER_BYTES + REGISTERS * REGISTER_BITS / 8;
 const HASH_SEED: u64 = 0xadc8_3b19;
 const MAGIC: &[u8; 4] = b"HYLL";
 const ENCODING_AT: usize = 4;
-const CARDINALITY_AT: usize = 8;
+/// Where the cached cardinality sits in the value (PFCOUNT's log record rewrites it).
+pub const CARDINALITY_AT: usize = 8;
 /// The byte of the cached cardinality whose top bit marks it stale.
 const STALE_BYTE_AT: usize = 15;
 const STALE_BIT: u8 = 0x80;
@@ -130,9 +134,6 @@ pub fn cached_cardinality(bytes: &[u8]) -> Option<u64> {
 pub fn cardinality_bytes(cardinality: u64) -> [u8; 8] {
     cardinality.to_le_bytes()
 }
-
-/// Where the cached cardinality sits in the value (PFCOUNT's log record rewrites it).
-pub const CARDINALITY_OFFSET: usize = CARDINALITY_AT;
 
 pub fn set_cached_cardinality(bytes: &mut [u8], cardinality: u64) {
     bytes[CARDINALITY_AT..CARDINALITY_AT + 8].copy_from_slice(&cardinality_bytes(cardinality));
@@ -282,18 +283,17 @@ fn val_byte(value: u8, run: u32) -> u8 {
     0x80 | ((value - 1) << 2) | (run - 1) as u8
 }
 
-fn push_xzero(out: &mut Vec<u8>, run: u32) {
+fn push_xzero(out: &mut impl Extend<u8>, run: u32) {
     let stored = run - 1;
-    out.push(0x40 | (stored >> 8) as u8);
-    out.push((stored & 0xff) as u8);
+    out.extend([0x40 | (stored >> 8) as u8, (stored & 0xff) as u8]);
 }
 
 /// A run of `run` zero registers in the shortest opcode Redis would pick for a split.
-fn push_zeros(out: &mut Vec<u8>, run: u32) {
+fn push_zeros(out: &mut impl Extend<u8>, run: u32) {
     if run > SPARSE_ZERO_RUN_MAX {
         push_xzero(out, run);
     } else {
-        out.push((run - 1) as u8);
+        out.extend([(run - 1) as u8]);
     }
 }
 
@@ -454,7 +454,7 @@ impl Sketch {
 
         // Step 3: split the opcode into up to three (zeros or the old value before, the
         // new value, zeros or the old value after).
-        let mut split: Vec<u8> = Vec::with_capacity(5);
+        let mut split: smallvec::SmallVec<[u8; 5]> = smallvec::SmallVec::new();
         let before = (index - first) as u32;
         let after = (last - index) as u32;
         match op {
@@ -482,20 +482,19 @@ impl Sketch {
         if new_len > old_len && new_len > sparse_bytes_max {
             return self.promote(index as usize, count);
         }
-        let cut_short = at + op_len > old_len;
-        let mut rebuilt = Vec::with_capacity(old_len + split.len());
-        rebuilt.extend_from_slice(&sketch[..at]);
-        rebuilt.extend_from_slice(&split);
-        if cut_short {
-            // The opcode counted two bytes but had one: the new ones end one byte past
-            // the new length.
-            self.past_end = rebuilt.pop().expect("the split wrote opcodes");
+        if at + op_len > old_len {
+            // An XZERO cut short counted two bytes but had one: the new opcodes are
+            // written whole from where it starts while the value grows by their length
+            // less two, so their last byte lands just past the new end.
+            sketch.truncate(at);
+            sketch.extend_from_slice(&split);
+            self.past_end = sketch.pop().expect("the split wrote opcodes");
         } else {
-            rebuilt.extend_from_slice(&sketch[at + op_len..]);
+            sketch.splice(at..at + op_len, split);
+            // Redis's new length ends in its zero byte.
             self.past_end = 0;
         }
-        debug_assert_eq!(rebuilt.len(), new_len);
-        *sketch = rebuilt;
+        debug_assert_eq!(sketch.len(), new_len);
 
         // Step 4: adjacent VALs of one value merge.
         self.merge_neighbours(previous.unwrap_or(HEADER_BYTES));
