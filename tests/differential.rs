@@ -4,7 +4,8 @@
 //! ZRANDMEMBER) are checked against the key instead (`differential/picks.rs`); scripts
 //! and functions (EVAL, EVALSHA, EVAL_RO, FCALL, FCALL_RO over the same keys) are one
 //! more family (`differential/scripting.rs`), SORT and SORT_RO another
-//! (`differential/sort.rs`). The stream runs twice: over RESP2, and with
+//! (`differential/sort.rs`), HyperLogLog another (GET of a sketch's bytes included:
+//! `differential/hyperloglog.rs`). The stream runs twice: over RESP2, and with
 //! other seeds over RESP3, where every reply's type must be Redis's too.
 //!
 //! Seeds come from `TESSERA_DIFF_SEEDS` (comma-separated) and the number of commands per
@@ -32,6 +33,8 @@ mod common;
 mod blocking;
 #[path = "differential/hashes.rs"]
 mod hashes;
+#[path = "differential/hyperloglog.rs"]
+mod hyperloglog;
 #[path = "differential/lists.rs"]
 mod lists;
 #[path = "differential/picks.rs"]
@@ -337,6 +340,9 @@ impl Gen {
         }
         if self.chance(0.03) {
             return self.sort_step();
+        }
+        if self.chance(0.04) {
+            return self.hyperloglog_step();
         }
         match self.rng.random_range(0..100) {
             0..12 => self.list_step(),

@@ -22,6 +22,7 @@ mod dump;
 mod functions;
 mod getkeys;
 mod hashes;
+mod hyperloglog;
 mod info;
 mod keys;
 mod lists;
@@ -759,6 +760,7 @@ pub fn table() -> Vec<CommandSpec> {
     all.extend(sets::commands());
     all.extend(sort::commands());
     all.extend(zsets::commands());
+    all.extend(hyperloglog::commands());
     all.extend(transactions::commands());
     all.extend(object::commands());
     all.extend(blocking::commands());

@@ -463,6 +463,7 @@ pub struct EncodingLimits {
     pub set_max_intset_entries: i64,
     pub list_max_listpack_size: i64,
     pub list_compress_depth: i64,
+    pub hll_sparse_max_bytes: i64,
 }
 
 impl Default for EncodingLimits {
@@ -475,6 +476,7 @@ impl Default for EncodingLimits {
             set_max_intset_entries: 512,
             list_max_listpack_size: -2,
             list_compress_depth: 0,
+            hll_sparse_max_bytes: 3000,
         }
     }
 }
@@ -490,6 +492,7 @@ impl EncodingLimits {
         set_set_max_intset_entries(self.set_max_intset_entries);
         set_list_max_listpack_size(self.list_max_listpack_size);
         set_list_compress_depth(self.list_compress_depth);
+        set_hll_sparse_max_bytes(self.hll_sparse_max_bytes);
     }
 }
 
@@ -558,6 +561,7 @@ pub static LIMIT_DIRECTIVES: &[Directive] = &[
         0,
         i32::MAX as i64
     ),
+    limit_bytes_directive!("hll-sparse-max-bytes", hll_sparse_max_bytes),
 ];
 
 /// Every directive: the server's own, the encoding thresholds, and those Tessera accepts

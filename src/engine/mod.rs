@@ -820,7 +820,9 @@ impl Engine {
             Some(Refusal::NotFromScript)
         } else if let Err(denial) = self.state.acl.check(&session.user, spec.name, argv) {
             Some(Refusal::ScriptNoPermission(denial))
-        } else if script.read_only && writes {
+        } else if script.read_only && (writes || crate::pause::may_replicate_by_name(spec.name)) {
+            // Redis counts `may_replicate` commands (PFCOUNT, which may write its cached
+            // count; PUBLISH, SPUBLISH) as writes here (`scriptVerifyWriteCommandAllow`).
             Some(Refusal::WriteInReadOnlyScript)
         } else if writes
             && !script.wrote

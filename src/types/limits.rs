@@ -70,3 +70,10 @@ limit!(
     0,
     "`list-compress-depth`: accepted for compatibility; Tessera does not compress list nodes."
 );
+limit!(
+    HLL_SPARSE_MAX_BYTES,
+    hll_sparse_max_bytes,
+    set_hll_sparse_max_bytes,
+    3000,
+    "`hll-sparse-max-bytes`: the longest a sparse HyperLogLog grows (header included) before it turns dense."
+);

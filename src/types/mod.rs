@@ -5,7 +5,8 @@
 //! Commands (`crate::commands::{lists, hashes, sets, zsets}`) only use the type's methods,
 //! so that an encoding can change without touching them. The types know nothing of files:
 //! `crate::rdb` writes and reads them through what they expose (their listpack and intset
-//! bytes, constructors from those, iterators).
+//! bytes, constructors from those, iterators). `hll` is no type of its own: it reads and
+//! writes the bytes of a string value as Redis lays out a HyperLogLog.
 //!
 //! `key`, `string` and `listpack` hold their bytes behind raw pointers to keep handles
 //! small (the memory benchmarks count every byte of an entry); every `unsafe` there says
@@ -14,6 +15,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod hash;
+pub mod hll;
 pub mod intset;
 pub mod key;
 pub mod limits;

@@ -93,7 +93,10 @@ fn combine(
                 let mut everywhere = true;
                 for (j, lookup) in lookups.iter().enumerate().skip(1) {
                     match lookup.get(member.as_slice()) {
-                        Some(s) => aggregate(&mut value, weighted(*s, weights[j]), how),
+                        // Redis turns a NaN product into 0 for the first input only: the
+                        // others reach the aggregate as they are (`inf * 0` then makes a
+                        // sum NaN, which becomes 0, and leaves MIN and MAX unchanged).
+                        Some(s) => aggregate(&mut value, *s * weights[j], how),
                         None => {
                             everywhere = false;
                             break;
