@@ -155,6 +155,15 @@ fn a_watched_key_changed_by_anyone_aborts_exec() {
     ok(&mut conn, &["SET", "balance", "0"]);
     assert_eq!(ok(&mut conn, &["EXEC"]), Value::Array(vec![Value::Okay]));
 
+    // An LTRIM that removes nothing is a change for WATCH all the same (Redis signals the
+    // key whatever the trim did), though nothing is logged.
+    ok(&mut other, &["RPUSH", "list", "a", "b"]);
+    ok(&mut conn, &["WATCH", "list"]);
+    ok(&mut other, &["LTRIM", "list", "0", "-1"]);
+    ok(&mut conn, &["MULTI"]);
+    ok(&mut conn, &["LLEN", "list"]);
+    assert_eq!(ok(&mut conn, &["EXEC"]), Value::Nil);
+
     // Changed by this very client before MULTI; and in another database only: no abort.
     ok(&mut conn, &["WATCH", "balance"]);
     ok(&mut conn, &["SET", "balance", "1"]);

@@ -488,6 +488,9 @@ fn ltrim(ctx: &mut Ctx, args: &Args) -> Action {
         if ctx.remove_if_empty(args[1]) {
             ctx.notify(EventClass::Generic, "del", args[1]);
         }
+    } else {
+        // Nothing to log, but Redis signals the key anyway: a WATCH on it fails.
+        ctx.signal_modified(args[1]);
     }
     ctx.out.ok();
     Action::None

@@ -407,15 +407,30 @@ impl<'a> Ctx<'a> {
             }
         }
         for (db, key) in touched {
-            if db < self.keyspace.dbs.len() {
-                let exists = self.keyspace.dbs[db].get(key).is_some();
-                self.server.watches.touch(db, key, exists);
-                if exists {
-                    self.server.blocked.signal(db, key);
-                }
-                let changed_by = self.client.id;
-                self.invalidate_tracked(key, Some(changed_by));
+            self.touch_key(db, key);
+        }
+    }
+
+    /// Redis's `signalModifiedKey` for a change that is not logged (an LTRIM that removed
+    /// nothing): WATCH is touched and tracking clients told, as for any write.
+    pub fn signal_modified(&mut self, key: &[u8]) {
+        if !self.server.watches.is_empty()
+            || !self.server.blocked.is_empty()
+            || self.server.tracking.watches_changes()
+        {
+            self.touch_key(self.client.db, key);
+        }
+    }
+
+    fn touch_key(&mut self, db: usize, key: &[u8]) {
+        if db < self.keyspace.dbs.len() {
+            let exists = self.keyspace.dbs[db].get(key).is_some();
+            self.server.watches.touch(db, key, exists);
+            if exists {
+                self.server.blocked.signal(db, key);
             }
+            let changed_by = self.client.id;
+            self.invalidate_tracked(key, Some(changed_by));
         }
     }
 
