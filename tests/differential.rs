@@ -3,7 +3,8 @@
 //! ordering for unordered replies); random picks (SPOP, SRANDMEMBER, HRANDFIELD,
 //! ZRANDMEMBER) are checked against the key instead (`differential/picks.rs`); scripts
 //! and functions (EVAL, EVALSHA, EVAL_RO, FCALL, FCALL_RO over the same keys) are one
-//! more family (`differential/scripting.rs`). The stream runs twice: over RESP2, and with
+//! more family (`differential/scripting.rs`), and so are bitmaps and LCS
+//! (`differential/bitmaps.rs`). The stream runs twice: over RESP2, and with
 //! other seeds over RESP3, where every reply's type must be Redis's too.
 //!
 //! Seeds come from `TESSERA_DIFF_SEEDS` (comma-separated) and the number of commands per
@@ -27,6 +28,8 @@
 
 mod common;
 // One generator per command family, each an `impl Gen` block in `tests/differential/`.
+#[path = "differential/bitmaps.rs"]
+mod bitmaps;
 #[path = "differential/blocking.rs"]
 mod blocking;
 #[path = "differential/hashes.rs"]
@@ -331,6 +334,9 @@ impl Gen {
         }
         if self.chance(0.04) {
             return self.scripting_step();
+        }
+        if self.chance(0.06) {
+            return self.bitmap_step();
         }
         match self.rng.random_range(0..100) {
             0..12 => self.list_step(),
