@@ -5,7 +5,8 @@
 //! and functions (EVAL, EVALSHA, EVAL_RO, FCALL, FCALL_RO over the same keys) are one
 //! more family (`differential/scripting.rs`), SORT and SORT_RO another
 //! (`differential/sort.rs`), HyperLogLog another (GET of a sketch's bytes included:
-//! `differential/hyperloglog.rs`). The stream runs twice: over RESP2, and with
+//! `differential/hyperloglog.rs`), bitmaps and LCS another (`differential/bitmaps.rs`).
+//! The stream runs twice: over RESP2, and with
 //! other seeds over RESP3, where every reply's type must be Redis's too.
 //!
 //! Seeds come from `TESSERA_DIFF_SEEDS` (comma-separated) and the number of commands per
@@ -29,6 +30,8 @@
 
 mod common;
 // One generator per command family, each an `impl Gen` block in `tests/differential/`.
+#[path = "differential/bitmaps.rs"]
+mod bitmaps;
 #[path = "differential/blocking.rs"]
 mod blocking;
 #[path = "differential/hashes.rs"]
@@ -343,6 +346,9 @@ impl Gen {
         }
         if self.chance(0.04) {
             return self.hyperloglog_step();
+        }
+        if self.chance(0.06) {
+            return self.bitmap_step();
         }
         match self.rng.random_range(0..100) {
             0..12 => self.list_step(),

@@ -11,6 +11,8 @@
 //! builds one. A handler's `Action` tells the engine what must happen beyond the reply.
 
 mod acl;
+mod bitfield;
+mod bitmaps;
 pub mod blocking;
 mod client_admin;
 mod command_info;
@@ -25,6 +27,7 @@ mod hashes;
 mod hyperloglog;
 mod info;
 mod keys;
+mod lcs;
 mod lists;
 mod lolwut;
 mod memory;
@@ -400,6 +403,8 @@ impl<'a> Ctx<'a> {
                 touched.push((target, args[2]));
             }
             name if name.ends_with("store") && args.len() > 1 => touched.push((db, args[1])),
+            // BITOP's table positions name its sources too; only the destination changes.
+            "bitop" if args.len() > 2 => touched.push((db, args[2])),
             _ => {
                 for index in key_positions(spec, args.len()) {
                     touched.push((db, args[index]));
@@ -768,6 +773,9 @@ pub fn table() -> Vec<CommandSpec> {
     let mut all = Vec::new();
     all.extend(connection::commands());
     all.extend(strings::commands());
+    all.extend(bitmaps::commands());
+    all.extend(bitfield::commands());
+    all.extend(lcs::commands());
     all.extend(keys::commands());
     all.extend(server::commands());
     all.extend(lists::commands());

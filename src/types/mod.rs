@@ -14,6 +14,7 @@
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+pub mod bits;
 pub mod hash;
 pub mod hll;
 pub mod intset;

@@ -4,8 +4,11 @@
 //! Why not `bytes::Bytes`: its handle is 32 bytes (a key's entry would not fit jemalloc's
 //! 48-byte class), and a buffer made from a `Vec` gets a separate refcount header on its
 //! first clone — which a snapshot's capture does to every value it copies. Here a clone
-//! is one atomic increment, always. Values are never changed in place (APPEND and
-//! SETRANGE build a new one), so no copy-on-write is needed.
+//! is one atomic increment, always. Values are changed in place only through
+//! `make_mut`, and only while one handle holds them (SETBIT and BITFIELD, which Redis
+//! runs in O(1) on a bitmap of any size); a shared value is copied first, as
+//! `Arc::make_mut` does, so every other holder (a snapshot's capture) keeps its bytes.
+//! APPEND and SETRANGE build a new value.
 
 use std::alloc::{Layout, alloc, dealloc, handle_alloc_error};
 use std::ptr::NonNull;
@@ -23,8 +26,9 @@ pub struct Str {
     ptr: NonNull<Header>,
 }
 
-// SAFETY: as for `Arc<[u8]>`: the bytes are never written after construction, and the
-// count that decides who frees them is atomic (`Drop` frees after the last decrement).
+// SAFETY: as for `Arc<[u8]>`: the bytes are written only through `&mut Str` while that
+// handle is the only one (`make_mut`), and the count that decides who frees them is
+// atomic (`Drop` frees after the last decrement).
 unsafe impl Send for Str {}
 // SAFETY: as for `Send`: through `&Str` the bytes are only read and the count changed
 // atomically.
@@ -74,6 +78,62 @@ impl Str {
         // SAFETY: `len` initialised bytes follow the header in the same allocation, alive
         // as long as `&self` and never written after construction.
         unsafe { std::slice::from_raw_parts((self.ptr.as_ptr() as *const u8).add(HEADER), len) }
+    }
+
+    /// `len` zero bytes (a bitmap SETBIT creates).
+    pub fn zeroed(len: usize) -> Str {
+        StrBuilder::new(len, len).finish()
+    }
+
+    /// Whether this handle is the only one. The acquire load pairs with the release
+    /// decrement of every handle dropped before (on any thread), so their reads of the
+    /// bytes happen before whatever the caller now writes (as `Arc::get_mut`).
+    fn is_unique(&self) -> bool {
+        self.header().refs.load(Ordering::Acquire) == 1
+    }
+
+    /// The bytes for changing in place, grown with zeros to at least `len` of them (as
+    /// `Arc::make_mut`): while another handle shares them, this one first gets a copy of
+    /// its own, so every other holder keeps the bytes it had. Growing a string held once
+    /// reallocates it (the allocator often extends it where it is).
+    pub fn make_mut(&mut self, len: usize) -> &mut [u8] {
+        assert!(len <= MAX_LEN, "string longer than 4 GB");
+        let old_len = self.len();
+        let new_len = len.max(old_len);
+        if !self.is_unique() {
+            let mut copy = StrBuilder::new(new_len, new_len);
+            copy.as_mut_slice()[..old_len].copy_from_slice(self);
+            *self = copy.finish();
+        } else if new_len > old_len {
+            let old_layout = Self::layout(old_len);
+            let new_layout = Self::layout(new_len);
+            // SAFETY: this handle is the only one (`is_unique`), so nothing else reads
+            // the allocation while it moves. It was allocated with `old_layout` (its
+            // length is the header's); `new_layout` is valid (`layout` checks) with the
+            // same alignment and a larger, non-zero size. A null result is handled
+            // before `ptr` changes. The bytes past the old length are zeroed before the
+            // header's length counts them.
+            unsafe {
+                let raw = std::alloc::realloc(
+                    self.ptr.as_ptr() as *mut u8,
+                    old_layout,
+                    new_layout.size(),
+                );
+                if raw.is_null() {
+                    handle_alloc_error(new_layout);
+                }
+                std::ptr::write_bytes(raw.add(HEADER + old_len), 0, new_len - old_len);
+                let header = raw as *mut Header;
+                (*header).len = new_len as u32;
+                self.ptr = NonNull::new_unchecked(header);
+            }
+        }
+        // SAFETY: `new_len` initialised bytes follow the header (the length it records),
+        // and this handle, borrowed mutably, is the only one: nothing else reads them
+        // while the slice lives.
+        unsafe {
+            std::slice::from_raw_parts_mut((self.ptr.as_ptr() as *mut u8).add(HEADER), new_len)
+        }
     }
 
     /// Heap bytes held (for MEMORY-style accounting).
@@ -326,6 +386,31 @@ mod tests {
         assert_eq!(s.as_ptr(), start, "no copy");
         assert_eq!(&*StrBuilder::new(0, 0).finish(), b"");
         drop(StrBuilder::new(10, 5)); // an unfinished builder frees what it has
+    }
+
+    #[test]
+    fn make_mut_changes_in_place_when_unique_and_copies_when_shared() {
+        let mut s = Str::from(&b"abc"[..]);
+        let before = s.as_ptr();
+        s.make_mut(0)[0] = b'x';
+        assert_eq!((&*s, s.as_ptr()), (&b"xbc"[..], before), "unique: in place");
+        s.make_mut(6)[5] = b'z';
+        assert_eq!(&*s, b"xbc\0\0z", "grown with zeros");
+        assert_eq!(s.heap_bytes(), 8 + 6);
+        let shared = s.clone();
+        s.make_mut(8)[0] = b'y';
+        assert_eq!(&*shared, b"xbc\0\0z", "the other holder keeps its bytes");
+        assert_eq!(&*s, b"ybc\0\0z\0\0");
+        assert!(!s.is_shared() && !shared.is_shared());
+        let big = Str::zeroed(100_000);
+        assert!(big.iter().all(|&b| b == 0) && big.len() == 100_000);
+        let mut grown = Str::zeroed(1);
+        for len in (2..200_000).step_by(997) {
+            let bytes = grown.make_mut(len);
+            assert_eq!(bytes.len(), len);
+            assert!(bytes[..len - 1].iter().all(|&b| b == 1 || b == 0));
+            bytes[len - 1] = 1;
+        }
     }
 
     #[test]

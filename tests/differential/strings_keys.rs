@@ -461,7 +461,20 @@ impl Gen {
                 let keep = self.rng.random_range(1..args.len());
                 args.truncate(keep);
             } else {
-                args.push(self.text_value());
+                // Never a number right after a bare EX / PX / EXAT / PXAT: that would be
+                // a valid expiry of a few milliseconds or seconds, which each server's
+                // active expiry would meet at its own moment.
+                let after_time_option = args.last().is_some_and(|last| {
+                    ["ex", "px", "exat", "pxat"]
+                        .iter()
+                        .any(|option| last.eq_ignore_ascii_case(option.as_bytes()))
+                });
+                let stray = if after_time_option {
+                    b"FOO".to_vec()
+                } else {
+                    self.text_value()
+                };
+                args.push(stray);
             }
         }
         let mut steps = vec![Step { args, check }];
