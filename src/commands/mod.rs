@@ -20,6 +20,7 @@ mod debug;
 mod diagnostics;
 mod dump;
 mod functions;
+mod geo;
 mod getkeys;
 mod hashes;
 mod info;
@@ -739,6 +740,7 @@ pub fn table() -> Vec<CommandSpec> {
     all.extend(hashes::commands());
     all.extend(sets::commands());
     all.extend(zsets::commands());
+    all.extend(geo::commands());
     all.extend(transactions::commands());
     all.extend(object::commands());
     all.extend(blocking::commands());

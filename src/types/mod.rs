@@ -13,6 +13,7 @@
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+pub mod geohash;
 pub mod hash;
 pub mod intset;
 pub mod key;
