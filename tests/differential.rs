@@ -3,7 +3,7 @@
 //! ordering for unordered replies); random picks (SPOP, SRANDMEMBER, HRANDFIELD,
 //! ZRANDMEMBER) are checked against the key instead (`differential/picks.rs`); scripts
 //! and functions (EVAL, EVALSHA, EVAL_RO, FCALL, FCALL_RO over the same keys) are one
-//! more family (`differential/scripting.rs`). The stream runs twice: over RESP2, and with
+//! more family (`differential/scripting.rs`); geo commands another (`differential/geo.rs`). The stream runs twice: over RESP2, and with
 //! other seeds over RESP3, where every reply's type must be Redis's too.
 //!
 //! Seeds come from `TESSERA_DIFF_SEEDS` (comma-separated) and the number of commands per
@@ -29,6 +29,8 @@ mod common;
 // One generator per command family, each an `impl Gen` block in `tests/differential/`.
 #[path = "differential/blocking.rs"]
 mod blocking;
+#[path = "differential/geo.rs"]
+mod geo;
 #[path = "differential/hashes.rs"]
 mod hashes;
 #[path = "differential/lists.rs"]
@@ -337,6 +339,7 @@ impl Gen {
             12..24 => self.hash_step(),
             24..36 => self.set_step(),
             36..50 => self.zset_step(),
+            50..58 => self.geo_step(),
             _ => self.base_step(),
         }
     }

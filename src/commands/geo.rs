@@ -663,7 +663,8 @@ fn search(ctx: &mut Ctx, args: &Args) -> Action {
     } else {
         args[1]
     };
-    let Ok(found) = exists(ctx, source) else {
+    // A read lookup even in the forms that store (Redis's lookupKeyRead).
+    let Ok(found) = ctx.reading(|ctx| exists(ctx, source)) else {
         return Action::None;
     };
     let Some(mut request) = parse_request(ctx, args, form, source, found) else {
