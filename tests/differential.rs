@@ -5,7 +5,8 @@
 //! and functions (EVAL, EVALSHA, EVAL_RO, FCALL, FCALL_RO over the same keys) are one
 //! more family (`differential/scripting.rs`), SORT and SORT_RO another
 //! (`differential/sort.rs`), HyperLogLog another (GET of a sketch's bytes included:
-//! `differential/hyperloglog.rs`), bitmaps and LCS another (`differential/bitmaps.rs`).
+//! `differential/hyperloglog.rs`), bitmaps and LCS another (`differential/bitmaps.rs`),
+//! geo another (`differential/geo.rs`).
 //! The stream runs twice: over RESP2, and with
 //! other seeds over RESP3, where every reply's type must be Redis's too.
 //!
@@ -34,6 +35,8 @@ mod common;
 mod bitmaps;
 #[path = "differential/blocking.rs"]
 mod blocking;
+#[path = "differential/geo.rs"]
+mod geo;
 #[path = "differential/hashes.rs"]
 mod hashes;
 #[path = "differential/hyperloglog.rs"]
@@ -355,6 +358,7 @@ impl Gen {
             12..24 => self.hash_step(),
             24..36 => self.set_step(),
             36..50 => self.zset_step(),
+            50..58 => self.geo_step(),
             _ => self.base_step(),
         }
     }

@@ -22,6 +22,7 @@ mod debug;
 mod diagnostics;
 mod dump;
 mod functions;
+mod geo;
 mod getkeys;
 mod hashes;
 mod hyperloglog;
@@ -784,6 +785,7 @@ pub fn table() -> Vec<CommandSpec> {
     all.extend(sort::commands());
     all.extend(zsets::commands());
     all.extend(hyperloglog::commands());
+    all.extend(geo::commands());
     all.extend(transactions::commands());
     all.extend(object::commands());
     all.extend(blocking::commands());

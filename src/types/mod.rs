@@ -15,6 +15,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod bits;
+pub mod geohash;
 pub mod hash;
 pub mod hll;
 pub mod intset;

@@ -283,6 +283,21 @@ impl ZSet {
         }
     }
 
+    /// Elements with a score of at least `min`, in ascending order (geo searches).
+    pub fn iter_from(&self, min: f64) -> Box<dyn Iterator<Item = Element<'_>> + '_> {
+        match self {
+            ZSet::Listpack(_) => Box::new(self.iter().skip_while(move |(_, s)| *s < min)),
+            ZSet::Tree(t) => {
+                let start = (Score(min), Box::<[u8]>::default());
+                Box::new(
+                    t.order
+                        .range(start..)
+                        .map(|(s, m)| (Cow::Borrowed(&**m), s.0)),
+                )
+            }
+        }
+    }
+
     /// The element at ascending index `index` (random picks).
     pub fn get_index(&self, index: usize) -> Option<Element<'_>> {
         self.iter().nth(index)

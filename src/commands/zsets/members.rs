@@ -61,7 +61,7 @@ fn add_one(
     }
 }
 
-pub(super) fn zadd(ctx: &mut Ctx, args: &Args) -> Action {
+pub(crate) fn zadd(ctx: &mut Ctx, args: &Args) -> Action {
     let mut flags = AddFlags::default();
     let mut at = 2;
     while at < args.len() {

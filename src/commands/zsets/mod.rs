@@ -25,13 +25,14 @@ mod ranges;
 mod set_operations;
 mod unordered_reads;
 
+pub(crate) use members::zadd;
 pub(crate) use pops::{parse_mpop, pop_elements, reply_popped_with_key};
 
 use super::{AlreadyReplied, Args, Ctx, EventClass, flags};
 use crate::command;
 use crate::keyspace::{Access, Entry, Keyspace, NO_EXPIRY, Value};
 use crate::types::ZSet;
-use members::{zadd, zcard, zincrby, zmscore, zrank, zrem, zscore};
+use members::{zcard, zincrby, zmscore, zrank, zrem, zscore};
 use pops::{zmpop, zpop};
 use ranges::{zcount, zrange, zremrange};
 use set_operations::{zintercard, zsetop};
@@ -332,14 +333,14 @@ pub fn commands() -> Vec<super::CommandSpec> {
     ]
 }
 
-fn peek<'a>(keyspace: &'a Keyspace, db: usize, key: &[u8]) -> Option<&'a ZSet> {
+pub(crate) fn peek<'a>(keyspace: &'a Keyspace, db: usize, key: &[u8]) -> Option<&'a ZSet> {
     match keyspace.dbs[db].get(key).map(|e| &e.value) {
         Some(Value::ZSet(zset, _)) => Some(zset),
         _ => None,
     }
 }
 
-fn exists(ctx: &mut Ctx, key: &[u8]) -> Result<bool, AlreadyReplied> {
+pub(crate) fn exists(ctx: &mut Ctx, key: &[u8]) -> Result<bool, AlreadyReplied> {
     Ok(ctx.read::<ZSet>(key)?.is_some())
 }
 
@@ -370,7 +371,7 @@ fn reply_elements(ctx: &mut Ctx, elements: &[(Vec<u8>, f64)], with_scores: bool)
 
 /// Replaces `destination` with `elements` (deleting it when empty), raises `event`
 /// (or `del`), logs `logged`, and replies the count.
-fn store_result(
+pub(crate) fn store_result(
     ctx: &mut Ctx,
     destination: &[u8],
     elements: Vec<(Vec<u8>, f64)>,
