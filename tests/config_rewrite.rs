@@ -460,8 +460,9 @@ fn config_get_lists_redis_s_names_and_defaults() {
 /// Directives whose CONFIG SET is left out of the comparison: they change what the test
 /// relies on (the address, the password, the connection limit) or differ by design
 /// (docs/compatibility.md: Tessera's listeners, logging, log and directory are set up
-/// once; the log's base is always RDB).
+/// once; the log's base is always RDB; a string's limit is 4 GB).
 const NOT_PROBED: &[&str] = &[
+    "proto-max-bulk-len",
     "port",
     "bind",
     "requirepass",
@@ -534,6 +535,29 @@ fn config_set_checks_values_as_redis_does() {
         }
     }
     assert!(differences.is_empty(), "{}", differences.join("\n"));
+}
+
+/// Tessera's strings stop at 4 GB - 1: a larger `proto-max-bulk-len` is refused (Redis
+/// takes up to LLONG_MAX), so no bulk, APPEND or SETRANGE can ask for a longer string.
+#[test]
+fn proto_max_bulk_len_stops_at_the_longest_string() {
+    let dir = temp_dir();
+    let server = start_server(dir.path(), &[]);
+    let mut ours = Conn::new(server.port);
+    let set =
+        |conn: &mut Conn, value: &str| conn.cmd(&["CONFIG", "SET", "proto-max-bulk-len", value]);
+    assert_eq!(set(&mut ours, "4294967295"), V::Simple("OK".into()));
+    assert!(matches!(set(&mut ours, "4294967296"), V::Error(_)));
+    assert!(matches!(set(&mut ours, "5gb"), V::Error(_)));
+    assert_eq!(
+        ours.cmd(&["CONFIG", "GET", "proto-max-bulk-len"]).items()[1],
+        V::Bulk(Some(b"4294967295".to_vec()))
+    );
+    // The limit is what SETRANGE checks against, before it allocates anything.
+    assert_eq!(
+        ours.cmd(&["SETRANGE", "s", "4294967295", "x"]),
+        V::Error("ERR string exceeds maximum allowed size (proto-max-bulk-len)".into())
+    );
 }
 
 #[test]

@@ -305,7 +305,10 @@ pub static DIRECTIVES: &[Directive] = &[
         "proto-max-bulk-len",
         true,
         |c| c.bulk_bytes_max.to_string(),
-        |c, a| c.bulk_bytes_max = parse_memory_arg(a, 1024 * 1024)? as usize
+        // At most 4 GB - 1 (Redis: LLONG_MAX): a Tessera string is at most that long, so a
+        // larger limit would let a bulk, an APPEND or a SETRANGE grow one past it.
+        |c, a| c.bulk_bytes_max =
+            parse_memory_in(a, 1024 * 1024, crate::types::string::MAX_LEN as u64)? as usize
     )
     .written_as(Rewrite::Memory),
     directive!(
