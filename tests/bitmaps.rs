@@ -16,24 +16,11 @@
 mod common;
 
 use common::raw_client::{Conn, V};
+use common::side_by_side::{connections, require_redis};
 use common::*;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use std::collections::BTreeMap;
-
-fn require_redis() -> std::path::PathBuf {
-    redis_server_path().expect("redis-server 7.0 is needed for this test")
-}
-
-fn connections(server: &TestServer, redis: &RedisOracle, resp3: bool) -> (Conn, Conn) {
-    let mut ours = Conn::new(server.port);
-    let mut theirs = Conn::new(redis.port);
-    if resp3 {
-        ours.cmd(&["HELLO", "3"]);
-        theirs.cmd(&["HELLO", "3"]);
-    }
-    (ours, theirs)
-}
 
 /// Sends each command to both servers; returns the ones whose replies differ.
 fn differences(ours: &mut Conn, theirs: &mut Conn, commands: &[Vec<Vec<u8>>]) -> Vec<String> {

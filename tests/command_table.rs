@@ -8,6 +8,7 @@
 mod common;
 
 use common::raw_client::{Conn, V};
+use common::side_by_side::{both, connections, differences, words};
 use common::*;
 use std::collections::BTreeSet;
 
@@ -46,47 +47,6 @@ const NOT_BUILT: &[&str] = &[
 fn not_built(full_name: &str) -> bool {
     let container = full_name.split('|').next().unwrap();
     NOT_BUILT.contains(&full_name) || NOT_BUILT.contains(&container)
-}
-
-fn words(line: &str) -> Vec<&str> {
-    line.split(' ').collect()
-}
-
-/// Sends each line (space-separated words) to both servers and collects the differences.
-fn differences(tessera: &mut Conn, redis: &mut Conn, lines: &[&str]) -> Vec<String> {
-    let mut found = Vec::new();
-    for line in lines {
-        let ours = tessera.cmd(&words(line));
-        let theirs = redis.cmd(&words(line));
-        if ours != theirs {
-            found.push(format!(
-                "{line}\n  tessera: {ours:?}\n  redis:   {theirs:?}"
-            ));
-        }
-    }
-    found
-}
-
-fn both() -> (TestServer, RedisOracle, tempfile::TempDir) {
-    let redis = RedisOracle::start(&require_redis());
-    let dir = temp_dir();
-    let server = start_server(dir.path(), &[]);
-    (server, redis, dir)
-}
-
-/// A connection to each server, both in RESP3 when `resp3`.
-fn connections(server: &TestServer, redis: &RedisOracle, resp3: bool) -> (Conn, Conn) {
-    let mut ours = Conn::new(server.port);
-    let mut theirs = Conn::new(redis.port);
-    if resp3 {
-        ours.cmd(&["HELLO", "3"]);
-        theirs.cmd(&["HELLO", "3"]);
-    }
-    (ours, theirs)
-}
-
-fn require_redis() -> std::path::PathBuf {
-    redis_server_path().expect("redis-server 7.0 is needed for this test")
 }
 
 #[test]

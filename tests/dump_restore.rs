@@ -7,11 +7,8 @@ mod common;
 
 use common::dataset::{DATABASES, dataset, populate};
 use common::raw_client::{Conn, V};
+use common::side_by_side::require_redis;
 use common::*;
-
-fn require_redis() -> std::path::PathBuf {
-    redis_server_path().expect("redis-server 7.0 is needed for this test")
-}
 
 /// Copies every key of `from` into `to` with DUMP / PTTL / RESTORE REPLACE.
 fn copy_all(from: &mut redis::Connection, to: &mut redis::Connection) -> usize {

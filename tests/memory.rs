@@ -6,33 +6,8 @@
 mod common;
 
 use common::raw_client::{Conn, V};
+use common::side_by_side::{both, differences, words};
 use common::*;
-
-fn both() -> (TestServer, RedisOracle, tempfile::TempDir) {
-    let redis = RedisOracle::start(&redis_server_path().expect("redis-server 7.0 is needed"));
-    let dir = temp_dir();
-    let server = start_server(dir.path(), &[]);
-    (server, redis, dir)
-}
-
-fn words(line: &str) -> Vec<&str> {
-    line.split(' ').collect()
-}
-
-/// Sends each line to both servers and collects the replies that differ.
-fn differences(tessera: &mut Conn, redis: &mut Conn, lines: &[&str]) -> Vec<String> {
-    let mut found = Vec::new();
-    for line in lines {
-        let ours = tessera.cmd(&words(line));
-        let theirs = redis.cmd(&words(line));
-        if ours != theirs {
-            found.push(format!(
-                "{line}\n  tessera: {ours:?}\n  redis:   {theirs:?}"
-            ));
-        }
-    }
-    found
-}
 
 /// A reply's kind, for replies whose values are each server's own.
 fn kind(reply: &V) -> String {

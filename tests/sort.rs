@@ -8,40 +8,9 @@
 mod common;
 
 use common::raw_client::{Conn, V};
+use common::side_by_side::{raw_connect as connect, raw_reply, split};
 use common::*;
-use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::Duration;
-
-/// Sends `args` and returns the reply's bytes exactly as they came (a PING after it marks
-/// where it ends).
-fn raw_reply(stream: &mut TcpStream, args: &[&[u8]]) -> Vec<u8> {
-    let mut request = encode_command(args);
-    request.extend_from_slice(b"PING\r\n");
-    stream.write_all(&request).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    let mut out = Vec::new();
-    let mut buffer = [0u8; 65536];
-    while !out.ends_with(b"+PONG\r\n") {
-        let n = stream.read(&mut buffer).expect("a reply");
-        assert!(n > 0, "the server closed the connection");
-        out.extend_from_slice(&buffer[..n]);
-    }
-    out.truncate(out.len() - b"+PONG\r\n".len());
-    out
-}
-
-fn connect(port: u16) -> TcpStream {
-    let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream.set_nodelay(true).unwrap();
-    stream
-}
-
-fn split(line: &str) -> Vec<&[u8]> {
-    line.split(' ').map(str::as_bytes).collect()
-}
 
 /// Builds the keys the script sorts: numbers, text, weights in strings and hash fields.
 const SETUP: &[&str] = &[

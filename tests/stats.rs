@@ -7,18 +7,7 @@
 mod common;
 
 use common::raw_client::{Conn, V};
-use common::*;
-
-fn both() -> (TestServer, RedisOracle, tempfile::TempDir) {
-    let redis = RedisOracle::start(&redis_server_path().expect("redis-server 7.0 is needed"));
-    let dir = temp_dir();
-    let server = start_server(dir.path(), &[]);
-    (server, redis, dir)
-}
-
-fn words(line: &str) -> Vec<&str> {
-    line.split(' ').collect()
-}
+use common::side_by_side::{both, words};
 
 /// INFO's text, as lines.
 fn info(conn: &mut Conn, sections: &str) -> Vec<String> {
