@@ -46,6 +46,12 @@ app.conf.update(
     worker_prefetch_multiplier=1,
     broker_transport_options={"visibility_timeout": VISIBILITY_TIMEOUT},
     broker_connection_retry_on_startup=True,
+    # A worker storing a result while the server is down (killed, restarting) retries
+    # rather than recording the task as failed with the ConnectionError (the default
+    # marks it FAILURE once the server is back).
+    result_backend_always_retry=True,
+    result_backend_max_retries=100,
+    result_backend_max_sleep_between_retries_ms=500,
     result_expires=None,
     task_serializer="json",
     result_serializer="json",
