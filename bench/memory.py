@@ -8,6 +8,9 @@ Datasets (the issue's; sizes scale with --scale):
     hashes   1,000,000 hashes of 10 fields (f0..f9), distinct random 10-20 byte values
     lists      100,000 lists of 100 distinct random ~10-byte elements
     zsets      100,000 sorted sets of 50 members (random ~10-byte members, random scores)
+    hll        100,000 HyperLogLogs of 100 distinct random elements (sparse)
+    hll-dense    2,000 HyperLogLogs of 3,000 distinct random elements (dense)
+    streams        100 streams of 10,000 entries (three fields, distinct values)
 
 For each dataset and repeat, each server starts fresh in its own temporary directory
 with persistence on as users run it (Tessera: its defaults, append-only log on; Redis:
@@ -75,6 +78,22 @@ def commands(dataset: str, scale: float, value_size: int, seed: int):
             for m in range(50):
                 args += [b"%.6f" % rng.uniform(0, 1000), rand_text(rng, 8, 12) + b"%d" % m]
             yield args
+    elif dataset == "hll":
+        for i in range(int(100_000 * scale)):
+            yield [b"PFADD", b"hll:%06d" % i] + [rand_text(rng, 8, 12) for _ in range(100)]
+    elif dataset == "hll-dense":
+        for i in range(int(2_000 * scale)):
+            for _ in range(6):  # 6 x 500 elements: dense past hll-sparse-max-bytes
+                yield [b"PFADD", b"hlld:%05d" % i] + [rand_text(rng, 8, 12) for _ in range(500)]
+    elif dataset == "streams":
+        # An event log: 100 streams of 10,000 entries with the same three fields, IDs
+        # given (so both servers hold the same IDs), values distinct.
+        streams = max(1, int(100 * scale))
+        for n in range(10_000):
+            for i in range(streams):
+                yield [b"XADD", b"stream:%03d" % i, b"%d-%d" % (1_700_000_000_000 + n, i),
+                       b"user", b"%d" % rng.randint(0, 10**9), b"action", rand_text(rng, 8, 16),
+                       b"ts", b"%d" % (1_700_000_000_000 + n)]
     else:
         raise ValueError(dataset)
 
@@ -152,7 +171,7 @@ def mb(v) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--datasets", default="strings,hashes,lists,zsets")
+    parser.add_argument("--datasets", default="strings,hashes,lists,zsets,hll,hll-dense,streams")
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--value-size", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=1)
