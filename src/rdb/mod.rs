@@ -36,6 +36,8 @@ pub mod payload;
 mod reader;
 mod values;
 mod writer;
+mod ziplist;
+mod zipmap;
 
 #[cfg(test)]
 mod test_support;
@@ -181,6 +183,10 @@ pub enum Corruption {
     /// The same field or member twice.
     Duplicate(Collection),
     Intset(InvalidIntset),
+    /// A ziplist (Redis < 7.0) of a collection that does not validate.
+    Ziplist(Collection, ziplist::InvalidZiplist),
+    /// A zipmap (Redis < 2.6) that does not validate.
+    Zipmap(zipmap::InvalidZipmap),
     /// A quicklist node that is neither PLAIN (1) nor PACKED (2).
     QuicklistContainer(u64),
     EmptyQuicklistNode,
@@ -224,6 +230,8 @@ impl fmt::Display for Corruption {
             Corruption::Duplicate(Collection::Hash) => write!(f, "duplicate hash field"),
             Corruption::Duplicate(collection) => write!(f, "duplicate {collection} member"),
             Corruption::Intset(error) => write!(f, "intset: {}", error.0),
+            Corruption::Ziplist(collection, error) => write!(f, "{collection} {error}"),
+            Corruption::Zipmap(error) => write!(f, "hash {error}"),
             Corruption::QuicklistContainer(container) => {
                 write!(f, "quicklist node container {container}")
             }

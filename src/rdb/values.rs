@@ -5,15 +5,17 @@
 //! field past that (4, 5: scores as binary doubles); sets as their intset (11) or member
 //! by member (2). A listpack or intset goes out as the bytes it already is, and comes back
 //! validated and kept as it is, so a loaded value has the encoding it had (OBJECT
-//! ENCODING). Read besides: the plain LIST and ZSET types of older versions. Ziplist-era
-//! types (9, 10, 12, 13, 14), streams and modules are [`RdbError::UnsupportedType`].
+//! ENCODING). Read besides, from older versions: the plain LIST and ZSET types, and the
+//! ziplist-era types (zipmap hashes 9, ziplist lists 10, sorted sets 12 and hashes 13,
+//! quicklists of ziplists 14), converted as Redis 7.0 converts them on load (`ziplist`,
+//! `zipmap`). Streams and modules are [`RdbError::UnsupportedType`].
 //!
 //! A collection read empty (no nodes, or only empty listpacks) comes back empty: the
 //! reader then skips the key, as Redis 7.0 does.
 
 use super::reader::RdbReader;
 use super::writer::RdbWriter;
-use super::{Corruption, RdbError, corrupt, value_type};
+use super::{Corruption, RdbError, corrupt, value_type, ziplist, zipmap};
 use crate::keyspace::{Access, Value};
 use crate::types::hash::InvalidHash;
 use crate::types::intset::Intset;
@@ -168,6 +170,35 @@ fn read_list<R: Read>(reader: &mut RdbReader<R>, value_type: u8) -> Result<List,
             }
             Ok(list)
         }
+        // Redis < 7.0: one ziplist, whose entries are pushed as a client's would be.
+        value_type::LIST_ZIPLIST => {
+            let offset = reader.offset();
+            let blob = reader.read_string()?;
+            let entries = ziplist::entries(&blob)
+                .map_err(|e| corrupt(offset, Corruption::Ziplist(Collection::List, e)))?;
+            let mut text = Vec::new();
+            for entry in entries {
+                text.clear();
+                entry.write_to(&mut text);
+                list.push(End::Right, &text);
+            }
+            Ok(list)
+        }
+        // Redis < 7.0: a quicklist of ziplist nodes, each becoming a listpack node as it
+        // is; empty ones are skipped.
+        value_type::LIST_QUICKLIST => {
+            let nodes = reader.read_length()?;
+            for _ in 0..nodes {
+                let offset = reader.offset();
+                let blob = reader.read_string()?;
+                let node = ziplist::to_listpack(&blob)
+                    .map_err(|e| corrupt(offset, Corruption::Ziplist(Collection::List, e)))?;
+                if !node.is_empty() {
+                    list.append_node(node);
+                }
+            }
+            Ok(list)
+        }
         other => Err(RdbError::UnsupportedType(other)),
     }
 }
@@ -196,13 +227,24 @@ fn read_hash<R: Read>(reader: &mut RdbReader<R>, value_type: u8) -> Result<Hash,
             let blob = reader.read_string()?;
             let lp = Listpack::from_bytes(&blob)
                 .map_err(|e| corrupt(offset, Corruption::Listpack(Collection::Hash, e)))?;
-            Hash::from_listpack(lp).map_err(|error| {
-                let reason = match error {
-                    InvalidHash::OddEntryCount => Corruption::OddListpack(Collection::Hash),
-                    InvalidHash::DuplicateField => Corruption::Duplicate(Collection::Hash),
-                };
-                corrupt(offset, reason)
-            })
+            hash_from_listpack(lp, offset, false)
+        }
+        // Redis < 7.0: a ziplist of fields and values (13), or a zipmap (9).
+        value_type::HASH_ZIPLIST => {
+            let blob = reader.read_string()?;
+            let lp = ziplist::to_listpack(&blob)
+                .map_err(|e| corrupt(offset, Corruption::Ziplist(Collection::Hash, e)))?;
+            hash_from_listpack(lp, offset, false)
+        }
+        value_type::HASH_ZIPMAP => {
+            let blob = reader.read_string()?;
+            let pairs = zipmap::pairs(&blob).map_err(|e| corrupt(offset, Corruption::Zipmap(e)))?;
+            let mut lp = Listpack::new();
+            for (field, value) in pairs {
+                lp.push_back(field);
+                lp.push_back(value);
+            }
+            hash_from_listpack(lp, offset, true)
         }
         value_type::HASH => {
             let len = reader.read_length()?;
@@ -218,6 +260,19 @@ fn read_hash<R: Read>(reader: &mut RdbReader<R>, value_type: u8) -> Result<Hash,
         }
         other => Err(RdbError::UnsupportedType(other)),
     }
+}
+
+/// A hash from its listpack of fields and values: kept as it is, or converted to a table
+/// past `hash-max-listpack-entries` (and, with `check_lengths`, `-value`), as Redis 7.0
+/// converts on load.
+fn hash_from_listpack(lp: Listpack, offset: u64, check_lengths: bool) -> Result<Hash, RdbError> {
+    Hash::from_listpack_checking(lp, check_lengths).map_err(|error| {
+        let reason = match error {
+            InvalidHash::OddEntryCount => Corruption::OddListpack(Collection::Hash),
+            InvalidHash::DuplicateField => Corruption::Duplicate(Collection::Hash),
+        };
+        corrupt(offset, reason)
+    })
 }
 
 // ---------------------------------------------------------------------------------------
@@ -282,10 +337,16 @@ fn read_zset<R: Read>(reader: &mut RdbReader<R>, value_type: u8) -> Result<ZSet,
     let offset = reader.offset();
     let duplicate = || corrupt(offset, Corruption::Duplicate(Collection::SortedSet));
     match value_type {
-        value_type::ZSET_LISTPACK => {
+        value_type::ZSET_LISTPACK | value_type::ZSET_ZIPLIST => {
             let blob = reader.read_string()?;
-            let lp = Listpack::from_bytes(&blob)
-                .map_err(|e| corrupt(offset, Corruption::Listpack(Collection::SortedSet, e)))?;
+            let lp = if value_type == value_type::ZSET_ZIPLIST {
+                // Redis < 7.0: the same pairs in a ziplist.
+                ziplist::to_listpack(&blob)
+                    .map_err(|e| corrupt(offset, Corruption::Ziplist(Collection::SortedSet, e)))?
+            } else {
+                Listpack::from_bytes(&blob)
+                    .map_err(|e| corrupt(offset, Corruption::Listpack(Collection::SortedSet, e)))?
+            };
             if !lp.len().is_multiple_of(2) {
                 return Err(corrupt(
                     offset,

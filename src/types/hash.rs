@@ -205,6 +205,14 @@ impl Hash {
     /// The hash whose field, value pairs `lp` holds (a listpack loaded from a file): kept
     /// as it is while within the listpack limits, converted to a table past them.
     pub fn from_listpack(lp: Listpack) -> Result<Hash, InvalidHash> {
+        Hash::from_listpack_checking(lp, false)
+    }
+
+    /// As `from_listpack`; `check_lengths`: a field or value longer than
+    /// `hash-max-listpack-value` converts it too. Redis 7.0 checks only the count when it
+    /// loads a listpack or ziplist (a length scan is O(N)), but both when it converts a
+    /// zipmap.
+    pub fn from_listpack_checking(lp: Listpack, check_lengths: bool) -> Result<Hash, InvalidHash> {
         if !lp.len().is_multiple_of(2) {
             return Err(InvalidHash::OddEntryCount);
         }
@@ -220,7 +228,7 @@ impl Hash {
             }
         }
         if hash.len() as i64 > limits::hash_max_listpack_entries()
-            || longest as i64 > limits::hash_max_listpack_value()
+            || (check_lengths && longest as i64 > limits::hash_max_listpack_value())
         {
             hash.convert();
         }

@@ -1,0 +1,116 @@
+//! Zipmaps, the small-hash encoding of Redis before 2.6 (RDB type 9), read and validated
+//! so that very old dumps load; Redis 7.0 converts them on load, and so does Tessera.
+//!
+//! Layout: a count byte (254 or more: count them), then per pair the field's length, the
+//! field, the value's length, a "free" byte, the value and that many unused bytes; 0xFF
+//! ends it. A length is one byte below 254, else 254 and a 4-byte little-endian length
+//! (what Redis's x86 builds wrote). Validated as Redis's `zipmapValidateIntegrity` does.
+
+/// Why a zipmap blob was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid zipmap: {0}")]
+pub struct InvalidZipmap(pub &'static str);
+
+const BIG_LEN: u8 = 254;
+
+/// A field and its value, borrowed from the blob.
+pub type Pair<'a> = (&'a [u8], &'a [u8]);
+const END: u8 = 0xFF;
+
+/// Every (field, value) pair, in order, after validating the whole blob.
+pub fn pairs(bytes: &[u8]) -> Result<Vec<Pair<'_>>, InvalidZipmap> {
+    let Some((&count, mut rest)) = bytes.split_first() else {
+        return Err(InvalidZipmap("empty"));
+    };
+    let mut pairs = Vec::new();
+    loop {
+        match rest.first() {
+            None => return Err(InvalidZipmap("no end marker")),
+            Some(&END) => break,
+            Some(_) => {}
+        }
+        let (field_len, after) = length(rest)?;
+        let (field, after) = take(after, field_len)?;
+        let (value_len, after) = length(after)?;
+        let (free, after) = take(after, 1)?;
+        let (value, after) = take(after, value_len)?;
+        let (_unused, after) = take(after, free[0] as usize)?;
+        pairs.push((field, value));
+        rest = after;
+    }
+    if rest.len() != 1 {
+        return Err(InvalidZipmap("bytes after the end marker"));
+    }
+    if count < BIG_LEN && count as usize != pairs.len() {
+        return Err(InvalidZipmap("the pair count is wrong"));
+    }
+    Ok(pairs)
+}
+
+fn length(bytes: &[u8]) -> Result<(usize, &[u8]), InvalidZipmap> {
+    match bytes.first() {
+        None => Err(InvalidZipmap("a length runs past the end")),
+        Some(&b) if b < BIG_LEN => Ok((b as usize, &bytes[1..])),
+        Some(&BIG_LEN) => {
+            let raw = bytes
+                .get(1..5)
+                .ok_or(InvalidZipmap("a length runs past the end"))?;
+            let len = u32::from_le_bytes(raw.try_into().expect("4 bytes"));
+            Ok((len as usize, &bytes[5..]))
+        }
+        Some(_) => Err(InvalidZipmap("the end marker where a length belongs")),
+    }
+}
+
+fn take(bytes: &[u8], len: usize) -> Result<(&[u8], &[u8]), InvalidZipmap> {
+    if len > bytes.len() {
+        return Err(InvalidZipmap("a string runs past the end"));
+    }
+    Ok(bytes.split_at(len))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn zipmap(pairs: &[(&[u8], &[u8], u8)]) -> Vec<u8> {
+        let mut out = vec![pairs.len().min(254) as u8];
+        let len = |out: &mut Vec<u8>, n: usize| {
+            if n < 254 {
+                out.push(n as u8);
+            } else {
+                out.push(BIG_LEN);
+                out.extend_from_slice(&(n as u32).to_le_bytes());
+            }
+        };
+        for (field, value, free) in pairs {
+            len(&mut out, field.len());
+            out.extend_from_slice(field);
+            len(&mut out, value.len());
+            out.push(*free);
+            out.extend_from_slice(value);
+            out.extend(std::iter::repeat_n(0, *free as usize));
+        }
+        out.push(END);
+        out
+    }
+
+    #[test]
+    fn pairs_read_with_free_bytes_and_long_lengths() {
+        let long = vec![b'v'; 300];
+        let blob = zipmap(&[(b"a", b"1", 0), (b"bb", &long, 3), (b"", b"", 1)]);
+        assert_eq!(
+            pairs(&blob).unwrap(),
+            vec![(&b"a"[..], &b"1"[..]), (b"bb", &long[..]), (b"", b"")]
+        );
+        for cut in 0..blob.len() {
+            assert!(pairs(&blob[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut wrong_count = blob.clone();
+        wrong_count[0] = 2;
+        assert!(pairs(&wrong_count).is_err());
+        let mut trailing = blob.clone();
+        trailing.push(0);
+        assert!(pairs(&trailing).is_err());
+    }
+}
