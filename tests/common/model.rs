@@ -230,8 +230,9 @@ redis.register_function('model_replace', function(keys, args)
 end)";
 
 /// One client's write load: SET (some with a far expiry, values of many sizes, some long
-/// and compressible; some through a script or a function), APPEND and DEL on its string keys, HINCRBY/HDEL on its hashes,
-/// SADD/SREM on its sets, RPUSH/LPOP on its lists and ZINCRBY/ZREM on its sorted sets,
+/// and compressible; some through a script or a function), APPEND, SETBIT and DEL on its
+/// string keys, HINCRBY/HDEL on its hashes, SADD/SREM on its sets, RPUSH/LPOP on its
+/// lists and ZINCRBY/ZREM on its sorted sets,
 /// in database `db`, until `stop` or the first error (an unanswered request counts as
 /// attempted, not acknowledged). `acked` counts its writes acknowledged so far.
 pub fn write_load(
@@ -388,8 +389,19 @@ pub fn write_load(
                 _ => None,
             });
         let suffix = format!("+{n}");
+        // SETBIT changes a string in place while nobody shares it (a capture does).
+        let set_bit = (25..30).contains(&choice);
+        let bit = rng.random_range(0..(current.as_ref().map_or(0, Vec::len) as u64 * 8 + 64));
         let op = if choice < 12 {
             Op::Del
+        } else if set_bit {
+            let mut value = current.unwrap_or_default();
+            let byte = (bit / 8) as usize;
+            if value.len() <= byte {
+                value.resize(byte + 1, 0);
+            }
+            value[byte] |= 0x80 >> (bit % 8);
+            Op::Set(value)
         } else if choice < 30 {
             let mut value = current.unwrap_or_default();
             value.extend_from_slice(suffix.as_bytes());
@@ -426,6 +438,11 @@ pub fn write_load(
                 .arg(value)
                 .query(&mut conn),
             Op::Del => redis::cmd("DEL").arg(&key).query(&mut conn),
+            Op::Set(_) if set_bit => redis::cmd("SETBIT")
+                .arg(&key)
+                .arg(bit)
+                .arg(1)
+                .query(&mut conn),
             Op::Set(_) if choice < 30 => {
                 redis::cmd("APPEND").arg(&key).arg(&suffix).query(&mut conn)
             }
