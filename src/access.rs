@@ -67,6 +67,12 @@ fn now_ms() -> i64 {
     }
 }
 
+/// The cached Unix time in ms (refreshed before each command and each cron tick): for
+/// decisions that need a clock per command but not a fresh one (eviction's measure).
+pub fn cached_now_ms() -> i64 {
+    now_ms()
+}
+
 /// Redis's `getLRUClock`: Unix seconds modulo 2^24.
 fn lru_clock() -> u32 {
     (now_ms() / 1000) as u32 & LRU_CLOCK_MAX

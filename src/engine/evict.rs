@@ -28,9 +28,10 @@
 //! Client buffers count, as in Redis (which has `maxmemory-clients` for them; Tessera
 //! does not). jemalloc's total costs an epoch refresh (tens of microseconds: it merges
 //! every arena's statistics; read every millisecond, it took 5 % of the server's CPU in
-//! the eviction benchmark), so it is read at most every 5 ms; in between, the event
-//! loop's own allocations move the measure (jemalloc's per-thread counters: two loads),
-//! and the capture's additions, made on the loop, are left out as they happen. What other threads free (the log
+//! the eviction benchmark), so it is read at most every 5 ms of the cached clock (no
+//! clock read per command); in between, the event loop's own allocations move the
+//! measure (jemalloc's per-thread counters: two loads), and the capture's additions,
+//! made on the loop, are left out as they happen. What other threads free (the log
 //! writer, the snapshot writers) shows at the next reading, with the matching drop of
 //! what is not counted.
 //!
@@ -51,8 +52,9 @@ use std::time::{Duration, Instant};
 
 /// Redis's EVPOOL_SIZE: candidates kept across calls.
 const POOL_SIZE: usize = 16;
-/// How often the measure reads jemalloc's total (see the module doc).
-const RESYNC_INTERVAL: Duration = Duration::from_millis(5);
+/// How often the measure reads jemalloc's total, in ms of the cached clock (see the module
+/// doc).
+const RESYNC_INTERVAL_MS: i64 = 5;
 /// Time the cron may spend evicting per tick when commands left work (the active expiry
 /// cycle's budget).
 const CRON_BUDGET: Duration = Duration::from_millis(25);
@@ -95,7 +97,8 @@ struct Candidate {
 /// The last reading of jemalloc's total, and what the cheap estimate starts from.
 #[derive(Default)]
 struct Reading {
-    at: Option<Instant>,
+    /// When, by the cached clock (`access::cached_now_ms`: no clock read per command).
+    at_ms: Option<i64>,
     allocated: u64,
     /// The event loop thread's net allocation then.
     thread_net: i64,
@@ -170,14 +173,17 @@ impl Eviction {
         )
     }
 
-    /// The memory now, read from jemalloc at most once per `RESYNC_INTERVAL` and
+    /// The memory now, read from jemalloc at most once per `RESYNC_INTERVAL_MS` and
     /// estimated in between (see the module doc).
     fn memory(&mut self, keyspace: &Keyspace, pending_log_bytes: u64) -> Memory {
-        let now = Instant::now();
+        let now = crate::access::cached_now_ms();
         let capture = keyspace.capture_bytes();
         let reading = &self.reading;
         let same_capture = reading.capture.map(|(id, _)| id) == capture.map(|(id, _)| id);
-        if reading.at.is_some_and(|at| now - at < RESYNC_INTERVAL) && same_capture {
+        let recent = reading
+            .at_ms
+            .is_some_and(|at| (at..at + RESYNC_INTERVAL_MS).contains(&now));
+        if recent && same_capture {
             let thread_delta = crate::stats::thread_net_allocated_bytes() - reading.thread_net;
             let capture_added = match (reading.capture, capture) {
                 (Some((_, then)), Some((_, now))) => now.added.saturating_sub(then.added),
@@ -190,7 +196,7 @@ impl Eviction {
         }
         let not_counted = self.not_counted_now(pending_log_bytes, capture.map(|(_, b)| b));
         self.reading = Reading {
-            at: Some(now),
+            at_ms: Some(now),
             allocated: crate::stats::allocated_bytes(),
             thread_net: crate::stats::thread_net_allocated_bytes(),
             not_counted,
@@ -338,7 +344,8 @@ impl Engine {
         if self.state.persistence.loading.is_some() {
             return Evicted::Ok; // Redis evicts nothing while loading (and counts no time).
         }
-        if self.state.pause.freezes_dataset(crate::clock::unix_ms()) {
+        let pause = &mut self.state.pause;
+        if pause.maybe_active() && pause.freezes_dataset(crate::clock::unix_ms()) {
             return Evicted::Ok; // CLIENT PAUSE keeps the dataset as it is (Redis too)
         }
         let max = self.state.config.memory_bytes_max;
