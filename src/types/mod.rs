@@ -27,6 +27,7 @@ pub mod memory;
 pub mod number;
 pub mod score;
 pub mod set;
+pub mod stream_groups;
 pub mod stream_id;
 pub mod string;
 pub mod zset;
