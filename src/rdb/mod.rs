@@ -189,6 +189,9 @@ pub enum Corruption {
     /// A score in a sorted set's listpack that is no number.
     ListpackScore,
     NanScore,
+    /// A stream's consumer groups that Redis's loader refuses, or that would leave a
+    /// pending entry and its consumer disagreeing.
+    StreamGroups(crate::types::stream_groups::LoadError),
 }
 
 impl fmt::Display for Corruption {
@@ -232,6 +235,7 @@ impl fmt::Display for Corruption {
             Corruption::EmptyQuicklistNode => write!(f, "empty quicklist node"),
             Corruption::ListpackScore => write!(f, "invalid score in a listpack"),
             Corruption::NanScore => write!(f, "NaN score"),
+            Corruption::StreamGroups(error) => write!(f, "stream consumer groups: {error}"),
         }
     }
 }
