@@ -19,7 +19,7 @@ use crate::types::hash::InvalidHash;
 use crate::types::intset::Intset;
 use crate::types::list::End;
 use crate::types::listpack::{Listpack, LpValue};
-use crate::types::{Hash, List, Set, Str, ZSet, score};
+use crate::types::{Hash, List, Set, Str, Stream, ZSet, score};
 use std::io::{Read, Write};
 use std::sync::Arc;
 
@@ -64,6 +64,7 @@ pub(super) fn type_byte(value: &Value) -> u8 {
             ZSet::Listpack(_) => value_type::ZSET_LISTPACK,
             ZSet::Tree(_) => value_type::ZSET_2,
         },
+        Value::Stream(_, _) => value_type::STREAM_LISTPACKS_2,
     }
 }
 
@@ -76,6 +77,7 @@ pub(super) fn write<W: Write>(writer: &mut RdbWriter<W>, value: &Value) -> Resul
         Value::Hash(hash, _) => write_hash(writer, hash),
         Value::Set(set, _) => write_set(writer, set),
         Value::ZSet(zset, _) => write_zset(writer, zset),
+        Value::Stream(stream, _) => write_stream(writer, stream),
     }
 }
 
@@ -117,6 +119,31 @@ pub(super) fn read<R: Read>(reader: &mut RdbReader<R>, value_type: u8) -> Result
         )),
         other => Err(RdbError::UnsupportedType(other)),
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Streams
+
+/// Redis 7.0's type 19: the node count, each node as its 16-byte big-endian master ID and
+/// its listpack (both as strings), the length, the last ID, the recorded first ID, the max
+/// deleted ID, entries added, then the consumer groups.
+fn write_stream<W: Write>(writer: &mut RdbWriter<W>, stream: &Stream) -> Result<(), RdbError> {
+    writer.write_length(stream.node_count() as u64)?;
+    for (master_id, node) in stream.nodes() {
+        writer.write_string(&master_id.to_be_bytes())?;
+        writer.write_string(node.as_bytes())?;
+    }
+    writer.write_length(stream.len())?;
+    for id in [
+        stream.last_id(),
+        stream.recorded_first_id(),
+        stream.max_deleted_id(),
+    ] {
+        writer.write_length(id.ms)?;
+        writer.write_length(id.seq)?;
+    }
+    writer.write_length(stream.entries_added())?;
+    super::stream_groups::write(writer, &stream.groups)
 }
 
 // ---------------------------------------------------------------------------------------

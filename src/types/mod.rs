@@ -27,6 +27,7 @@ pub mod memory;
 pub mod number;
 pub mod score;
 pub mod set;
+pub mod stream;
 pub mod stream_groups;
 pub mod stream_id;
 pub mod string;
@@ -35,6 +36,7 @@ pub mod zset;
 pub use hash::Hash;
 pub use list::List;
 pub use set::Set;
+pub use stream::Stream;
 pub use string::Str;
 pub use zset::ZSet;
 
