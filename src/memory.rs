@@ -27,7 +27,10 @@ pub fn key_usage(entry: &Entry, samples: usize) -> usize {
         Value::Hash(h, _) => arc::<Hash>() + h.memory_usage(samples),
         Value::Set(s, _) => arc::<Set>() + s.memory_usage(samples),
         Value::ZSet(z, _) => arc::<ZSet>() + z.memory_usage(samples),
-        Value::Stream(s, _) => arc::<Stream>() + s.memory_usage(samples),
+        Value::Stream(s, _) => {
+            // The groups are counted whole, as Redis's `objectComputeSize` does.
+            arc::<Stream>() + s.memory_usage(samples) + s.groups.memory_usage()
+        }
     };
     in_table + boxed + key + value
 }

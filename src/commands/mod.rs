@@ -42,6 +42,8 @@ mod sets;
 mod sort;
 mod standalone;
 mod state;
+mod stream_groups;
+mod stream_info;
 mod strings;
 pub mod transactions;
 mod zsets;
@@ -432,9 +434,10 @@ impl<'a> Ctx<'a> {
         if db < self.keyspace.dbs.len() {
             let exists = self.keyspace.dbs[db].get(key).is_some();
             self.server.watches.touch(db, key, exists);
-            if exists {
-                self.server.blocked.signal(db, key);
-            }
+            // A deleted key is signalled too: a client blocked in XREADGROUP on it is
+            // told so (Redis's `signalDeletedKeyAsReady`); other waiters find nothing and
+            // stay blocked.
+            self.server.blocked.signal(db, key);
             let changed_by = self.client.id;
             self.invalidate_tracked(key, Some(changed_by));
         }
@@ -717,6 +720,7 @@ collection!(crate::types::List, List);
 collection!(crate::types::Hash, Hash);
 collection!(crate::types::Set, Set);
 collection!(crate::types::ZSet, ZSet);
+collection!(crate::types::Stream, Stream);
 
 /// A (database, key) looked up in a map keyed by `(usize, Bytes)` without copying the
 /// key: it hashes as the tuple does (`Bytes` hashes as its bytes).
@@ -786,6 +790,8 @@ pub fn table() -> Vec<CommandSpec> {
     all.extend(zsets::commands());
     all.extend(hyperloglog::commands());
     all.extend(geo::commands());
+    all.extend(stream_groups::commands());
+    all.extend(stream_info::commands());
     all.extend(transactions::commands());
     all.extend(object::commands());
     all.extend(blocking::commands());
