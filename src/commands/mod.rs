@@ -42,6 +42,7 @@ mod sets;
 mod sort;
 mod standalone;
 mod state;
+mod streams;
 mod strings;
 pub mod transactions;
 mod zsets;
@@ -717,6 +718,7 @@ collection!(crate::types::List, List);
 collection!(crate::types::Hash, Hash);
 collection!(crate::types::Set, Set);
 collection!(crate::types::ZSet, ZSet);
+collection!(crate::types::Stream, Stream);
 
 /// A (database, key) looked up in a map keyed by `(usize, Bytes)` without copying the
 /// key: it hashes as the tuple does (`Bytes` hashes as its bytes).
@@ -786,6 +788,7 @@ pub fn table() -> Vec<CommandSpec> {
     all.extend(zsets::commands());
     all.extend(hyperloglog::commands());
     all.extend(geo::commands());
+    all.extend(streams::commands());
     all.extend(transactions::commands());
     all.extend(object::commands());
     all.extend(blocking::commands());
@@ -823,6 +826,7 @@ pub fn tracked_key_positions(spec: &CommandSpec, argv: &[&[u8]]) -> Vec<usize> {
         "sort_ro" => return vec![1],
         "sintercard" | "zunion" | "zinter" | "zdiff" | "zintercard" => 1,
         "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => 2,
+        "xread" | "xreadgroup" => return streams::xread_key_positions(argv),
         _ => return Vec::new(),
     };
     let count = argv
