@@ -44,6 +44,7 @@ mod standalone;
 mod state;
 mod stream_groups;
 mod stream_info;
+mod streams;
 mod strings;
 pub mod transactions;
 mod zsets;
@@ -790,6 +791,7 @@ pub fn table() -> Vec<CommandSpec> {
     all.extend(zsets::commands());
     all.extend(hyperloglog::commands());
     all.extend(geo::commands());
+    all.extend(streams::commands());
     all.extend(stream_groups::commands());
     all.extend(stream_info::commands());
     all.extend(transactions::commands());
@@ -829,6 +831,7 @@ pub fn tracked_key_positions(spec: &CommandSpec, argv: &[&[u8]]) -> Vec<usize> {
         "sort_ro" => return vec![1],
         "sintercard" | "zunion" | "zinter" | "zdiff" | "zintercard" => 1,
         "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => 2,
+        "xread" | "xreadgroup" => return streams::xread_key_positions(argv),
         _ => return Vec::new(),
     };
     let count = argv

@@ -3,13 +3,15 @@
 //! Written as Redis 7.0 writes them: strings (type 0); lists as a quicklist of listpack
 //! nodes (18); hashes and sorted sets as their listpack while small (16, 17), field by
 //! field past that (4, 5: scores as binary doubles); sets as their intset (11) or member
-//! by member (2). A listpack or intset goes out as the bytes it already is, and comes back
-//! validated and kept as it is, so a loaded value has the encoding it had (OBJECT
-//! ENCODING). Read besides: the plain LIST and ZSET types of older versions. Ziplist-era
-//! types (9, 10, 12, 13, 14), streams and modules are [`RdbError::UnsupportedType`].
+//! by member (2); streams as type 19 (`STREAM_LISTPACKS_2`: each node's master ID and
+//! listpack, the metadata, then the groups through `stream_groups`). A listpack or intset
+//! goes out as the bytes it already is, and comes back validated and kept as it is, so a
+//! loaded value has the encoding it had (OBJECT ENCODING). Read besides: the plain LIST
+//! and ZSET types of older versions and the streams of Redis 5 and 6 (15). Ziplist-era
+//! types (9, 10, 12, 13, 14) and modules are [`RdbError::UnsupportedType`].
 //!
 //! A collection read empty (no nodes, or only empty listpacks) comes back empty: the
-//! reader then skips the key, as Redis 7.0 does.
+//! reader then skips the key, as Redis 7.0 does; a stream, which may be empty, is kept.
 
 use super::reader::RdbReader;
 use super::writer::RdbWriter;
@@ -19,6 +21,8 @@ use crate::types::hash::InvalidHash;
 use crate::types::intset::Intset;
 use crate::types::list::End;
 use crate::types::listpack::{Listpack, LpValue};
+use crate::types::stream::Metadata;
+use crate::types::stream_id::StreamId;
 use crate::types::{Hash, List, Set, Str, Stream, ZSet, score};
 use std::io::{Read, Write};
 use std::sync::Arc;
@@ -30,6 +34,7 @@ pub enum Collection {
     Hash,
     Set,
     SortedSet,
+    Stream,
 }
 
 impl std::fmt::Display for Collection {
@@ -39,6 +44,7 @@ impl std::fmt::Display for Collection {
             Collection::Hash => "hash",
             Collection::Set => "set",
             Collection::SortedSet => "sorted set",
+            Collection::Stream => "stream",
         })
     }
 }
@@ -88,10 +94,8 @@ pub(super) fn check_type(type_byte: u8, offset: u64) -> Result<(), RdbError> {
     match type_byte {
         STRING | LIST | SET | ZSET | HASH | ZSET_2 | HASH_ZIPMAP | LIST_ZIPLIST | SET_INTSET
         | ZSET_ZIPLIST | HASH_ZIPLIST | LIST_QUICKLIST | HASH_LISTPACK | ZSET_LISTPACK
-        | LIST_QUICKLIST_2 => Ok(()),
-        MODULE_PRE_GA | MODULE_2 | STREAM_LISTPACKS | STREAM_LISTPACKS_2 => {
-            Err(RdbError::UnsupportedType(type_byte))
-        }
+        | LIST_QUICKLIST_2 | STREAM_LISTPACKS | STREAM_LISTPACKS_2 => Ok(()),
+        MODULE_PRE_GA | MODULE_2 => Err(RdbError::UnsupportedType(type_byte)),
         _ => Err(corrupt(offset, Corruption::UnknownType(type_byte))),
     }
 }
@@ -115,6 +119,10 @@ pub(super) fn read<R: Read>(reader: &mut RdbReader<R>, value_type: u8) -> Result
         )),
         ZSET | ZSET_2 | ZSET_ZIPLIST | ZSET_LISTPACK => Ok(Value::ZSet(
             Arc::new(read_zset(reader, value_type)?),
+            Access::new(),
+        )),
+        STREAM_LISTPACKS | STREAM_LISTPACKS_2 => Ok(Value::Stream(
+            Arc::new(read_stream(reader, value_type)?),
             Access::new(),
         )),
         other => Err(RdbError::UnsupportedType(other)),
@@ -144,6 +152,52 @@ fn write_stream<W: Write>(writer: &mut RdbWriter<W>, stream: &Stream) -> Result<
     }
     writer.write_length(stream.entries_added())?;
     super::stream_groups::write(writer, &stream.groups)
+}
+
+/// Types 19 and 15 (Redis 5 and 6: no first ID, max deleted ID or entries added, which
+/// load as Redis 7.0 sets them: the first live entry's ID, 0-0 and the length). Every
+/// node is validated before the stream is built (`Stream::from_parts`).
+fn read_stream<R: Read>(reader: &mut RdbReader<R>, value_type: u8) -> Result<Stream, RdbError> {
+    let offset = reader.offset();
+    let node_count = reader.read_length()?;
+    // Not allocated on the count: it is only what the file says.
+    let mut nodes = Vec::new();
+    for _ in 0..node_count {
+        let key = reader.read_string()?;
+        let key: [u8; 16] = key[..]
+            .try_into()
+            .map_err(|_| corrupt(offset, Corruption::StreamNodeKey(key.len())))?;
+        let blob = reader.read_string()?;
+        let node = Listpack::from_bytes(&blob)
+            .map_err(|e| corrupt(offset, Corruption::Listpack(Collection::Stream, e)))?;
+        nodes.push((StreamId::from_be_bytes(key), node));
+    }
+    let length = reader.read_length()?;
+    let last_id = StreamId::new(reader.read_length()?, reader.read_length()?);
+    let metadata = if value_type == value_type::STREAM_LISTPACKS_2 {
+        let first_id = StreamId::new(reader.read_length()?, reader.read_length()?);
+        let max_deleted_id = StreamId::new(reader.read_length()?, reader.read_length()?);
+        Metadata {
+            length,
+            last_id,
+            first_id: Some(first_id),
+            max_deleted_id,
+            entries_added: reader.read_length()?,
+        }
+    } else {
+        Metadata {
+            length,
+            last_id,
+            first_id: None,
+            max_deleted_id: StreamId::MIN,
+            entries_added: length,
+        }
+    };
+    let mut stream = Stream::from_parts(nodes, metadata)
+        .map_err(|invalid| corrupt(offset, Corruption::Stream(invalid.0)))?;
+    let counters = crate::types::stream_groups::StreamPosition::of(&stream);
+    stream.groups = super::stream_groups::read(reader, value_type, &counters)?;
+    Ok(stream)
 }
 
 // ---------------------------------------------------------------------------------------

@@ -301,12 +301,179 @@ fn edge_id(node: &Listpack, master_id: StreamId, first: bool) -> Option<StreamId
 }
 
 // ---------------------------------------------------------------------------------------
+// Validating nodes from outside.
+// ---------------------------------------------------------------------------------------
+
+/// A stream from outside (RDB, RESTORE) that is not what Redis's operations can leave.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InvalidStream(pub &'static str);
+
+/// A stream's metadata as RDB stores it. `first_id: None` (type 15 has none): the first
+/// live entry's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Metadata {
+    pub length: u64,
+    pub last_id: StreamId,
+    pub first_id: Option<StreamId>,
+    pub max_deleted_id: StreamId,
+    pub entries_added: u64,
+}
+
+/// Walks a node from outside element by element, refusing what is missing.
+struct Checker<'a> {
+    node: &'a Listpack,
+    at: Option<Pos>,
+}
+
+impl Checker<'_> {
+    fn skip(&mut self, elements: u64) -> Result<(), InvalidStream> {
+        for _ in 0..elements {
+            let at = self
+                .at
+                .ok_or(InvalidStream("a node ends inside an entry"))?;
+            self.at = self.node.next(at);
+        }
+        Ok(())
+    }
+
+    fn int(&mut self, what: &'static str) -> Result<i64, InvalidStream> {
+        let at = self
+            .at
+            .ok_or(InvalidStream("a node ends inside an entry"))?;
+        let value = self.node.get(at).as_i64().ok_or(InvalidStream(what))?;
+        self.at = self.node.next(at);
+        Ok(value)
+    }
+
+    fn count(&mut self, what: &'static str) -> Result<u64, InvalidStream> {
+        u64::try_from(self.int(what)?).map_err(|_| InvalidStream(what))
+    }
+}
+
+/// Checks one node as Redis's `streamValidateListpackIntegrity` does (every element
+/// where the format puts it, each lp-count right, nothing after the last entry), and
+/// what the walks here rely on besides: counts that are not negative, live and deleted
+/// counts that match the flags, at least one entry, live entries at or above the master
+/// ID and above every live entry before them (`previous_live`). Returns the live count.
+fn validate_node(
+    node: &Listpack,
+    master_id: StreamId,
+    previous_live: &mut Option<StreamId>,
+) -> Result<u64, InvalidStream> {
+    let mut check = Checker {
+        node,
+        at: node.first(),
+    };
+    let live = check.count("a node's live count is not a count")?;
+    let deleted = check.count("a node's deleted count is not a count")?;
+    let master_fields = check.count("a node's field count is not a count")?;
+    check.skip(master_fields)?;
+    if check.int("no master entry terminator")? != 0 {
+        return Err(InvalidStream("no master entry terminator"));
+    }
+    let entries = live
+        .checked_add(deleted)
+        .ok_or(InvalidStream("a node's counts overflow"))?;
+    if entries == 0 {
+        return Err(InvalidStream("a node without entries"));
+    }
+    let (mut seen_live, mut seen_deleted) = (0u64, 0u64);
+    for _ in 0..entries {
+        let flags = check.int("an entry's flags are not an integer")?;
+        let ms_delta = check.int("an entry's ID is not an integer")?;
+        let seq_delta = check.int("an entry's ID is not an integer")?;
+        // The elements after the ID: values alone, or a count and names with values.
+        let (skipped, counted) = if flags & FLAG_SAMEFIELDS != 0 {
+            (master_fields, master_fields)
+        } else {
+            let fields = check.count("an entry's field count is not a count")?;
+            let pairs = fields
+                .checked_mul(2)
+                .ok_or(InvalidStream("an entry's field count overflows"))?;
+            (pairs, pairs + 1)
+        };
+        check.skip(skipped)?;
+        let expected = counted
+            .checked_add(3)
+            .ok_or(InvalidStream("an entry's field count overflows"))?;
+        if check.count("an entry's lp-count is not a count")? != expected {
+            return Err(InvalidStream("an entry's lp-count does not match it"));
+        }
+        if flags & FLAG_DELETED != 0 {
+            seen_deleted += 1;
+            continue;
+        }
+        seen_live += 1;
+        let id = StreamId {
+            ms: master_id.ms.wrapping_add(ms_delta as u64),
+            seq: master_id.seq.wrapping_add(seq_delta as u64),
+        };
+        if id < master_id {
+            return Err(InvalidStream("an entry below its node's master ID"));
+        }
+        if previous_live.is_some_and(|previous| id <= previous) {
+            return Err(InvalidStream("entries out of order"));
+        }
+        *previous_live = Some(id);
+    }
+    if check.at.is_some() {
+        return Err(InvalidStream("elements after a node's last entry"));
+    }
+    if seen_live != live || seen_deleted != deleted {
+        return Err(InvalidStream("a node's counts do not match its entries"));
+    }
+    Ok(live)
+}
+
+// ---------------------------------------------------------------------------------------
 // The stream.
 // ---------------------------------------------------------------------------------------
 
 impl Stream {
     pub fn new() -> Stream {
         Stream::default()
+    }
+
+    /// A stream from its nodes (master ID and listpack, in any order) and its metadata,
+    /// every node validated (`validate_node`), the length checked against the nodes and
+    /// the last ID against the last live entry; the groups are the caller's to set.
+    pub fn from_parts(
+        parts: Vec<(StreamId, Listpack)>,
+        metadata: Metadata,
+    ) -> Result<Stream, InvalidStream> {
+        let mut nodes = BTreeMap::new();
+        for (master_id, node) in parts {
+            if nodes.insert(master_id, node).is_some() {
+                return Err(InvalidStream("two nodes with one master ID"));
+            }
+        }
+        let mut previous_live = None;
+        let mut length: u64 = 0;
+        for (&master_id, node) in &nodes {
+            let live = validate_node(node, master_id, &mut previous_live)?;
+            length = length
+                .checked_add(live)
+                .ok_or(InvalidStream("the length overflows"))?;
+        }
+        if length != metadata.length {
+            return Err(InvalidStream("the length does not match the entries"));
+        }
+        if previous_live.is_some_and(|last_live| last_live > metadata.last_id) {
+            return Err(InvalidStream("an entry above the last ID"));
+        }
+        let mut stream = Stream {
+            nodes,
+            length,
+            last_id: metadata.last_id,
+            first_id: metadata.first_id.unwrap_or(StreamId::MIN),
+            max_deleted_id: metadata.max_deleted_id,
+            entries_added: metadata.entries_added,
+            groups: Groups::default(),
+        };
+        if metadata.first_id.is_none() && length > 0 {
+            stream.first_id = stream.first_live_id();
+        }
+        Ok(stream)
     }
 
     /// Live entries.

@@ -41,6 +41,17 @@ pub struct StreamPosition {
 }
 
 impl StreamPosition {
+    /// `stream`'s counters.
+    pub fn of(stream: &super::stream::Stream) -> StreamPosition {
+        StreamPosition {
+            length: stream.len(),
+            last_id: stream.last_id(),
+            first_id: stream.recorded_first_id(),
+            max_deleted_id: stream.max_deleted_id(),
+            entries_added: stream.entries_added(),
+        }
+    }
+
     /// Whether a deleted entry may lie at or after `start` (`streamRangeHasTombstones`
     /// with no end): the latest deletion is inside the stream and not before `start`.
     pub fn has_tombstones_from(&self, start: StreamId) -> bool {

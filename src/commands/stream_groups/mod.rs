@@ -142,13 +142,7 @@ pub(crate) fn reply_entry(ctx: &mut Ctx, entry: &StreamEntry) {
 
 /// The stream's counters the groups' arithmetic reads.
 pub(crate) fn position(stream: &Stream) -> StreamPosition {
-    StreamPosition {
-        length: stream.len(),
-        last_id: stream.last_id(),
-        first_id: stream.recorded_first_id(),
-        max_deleted_id: stream.max_deleted_id(),
-        entries_added: stream.entries_added(),
-    }
+    StreamPosition::of(stream)
 }
 
 /// A group's entries-read counter as XINFO and the log give it (Redis's -1: unknown).
