@@ -283,14 +283,11 @@ pub(super) fn xautoclaim(ctx: &mut Ctx, args: &Args) -> Action {
     while at < args.len() {
         let more = args.len() - 1 - at;
         if eq_ignore_case(args[at], "count") && more > 0 {
+            // One text for a number out of range and for no number at all.
             match crate::resp::parse_i64(args[at + 1]) {
                 Some(value) if (1..=count_max as i64).contains(&value) => count = value as u64,
-                Some(_) => {
+                _ => {
                     ctx.out.error("ERR COUNT must be > 0");
-                    return Action::None;
-                }
-                None => {
-                    ctx.out.error(crate::commands::NOT_INTEGER);
                     return Action::None;
                 }
             }
