@@ -8,6 +8,7 @@ use super::{
     reply_entry, reply_id,
 };
 use crate::commands::{Action, Args, Ctx, EventClass, SYNTAX_ERROR, eq_ignore_case};
+use crate::keyspace::Value;
 use crate::types::Stream;
 use crate::types::stream::StreamEntry;
 use crate::types::stream_groups::DeliveryCount;
@@ -256,6 +257,14 @@ pub(super) fn xclaim(ctx: &mut Ctx, args: &Args) -> Action {
 /// but gone from the stream (dropped from the PEL, counted in COUNT).
 pub(super) fn xautoclaim(ctx: &mut Ctx, args: &Args) -> Action {
     let (key, name, consumer) = (args[1], args[2], args[3]);
+    // Redis looks the key up first (a miss is counted and raised whatever follows), and
+    // checks its type and group after the arguments.
+    let found = ctx.reading(|ctx| {
+        ctx.lookup_read(key).map(|entry| match &entry.value {
+            Value::Stream(stream, _) => Some(stream.groups.get(name).is_some()),
+            _ => None,
+        })
+    });
     let Some(min_idle) = integer(
         ctx,
         args[4],
@@ -300,13 +309,16 @@ pub(super) fn xautoclaim(ctx: &mut Ctx, args: &Args) -> Action {
         }
         at += 1;
     }
-    match has_group(ctx, key, name) {
-        Err(()) => return Action::None,
-        Ok(false) => {
+    match found {
+        Some(None) => {
+            ctx.wrong_type();
+            return Action::None;
+        }
+        None | Some(Some(false)) => {
             no_group(ctx, key, name);
             return Action::None;
         }
-        Ok(true) => {}
+        Some(Some(true)) => {}
     }
     if count >= TRANSIENT_COUNT_MAX {
         ctx.out
