@@ -316,6 +316,16 @@ fn blocked_readers_are_served_and_told_as_redis_does() {
             "EXEC",
         ],
         &["MULTI", "XADD s 2-1 a b", "XDEL s 2-1", "EXEC"],
+        &["FLUSHALL"],
+        &["FLUSHDB"],
+        &["SELECT 1", "FLUSHDB", "SWAPDB 0 1"],
+        &[
+            "SELECT 1",
+            "FLUSHDB",
+            "XADD s 5-5 a b",
+            "XGROUP CREATE s g 0",
+            "SWAPDB 0 1",
+        ],
     ];
     for resp3 in [false, true] {
         for then in cases {

@@ -474,9 +474,13 @@ impl<'a> Ctx<'a> {
         });
     }
 
-    /// Before FLUSHDB / FLUSHALL empties `db`, or SWAPDB exchanges it with `other`.
+    /// Before FLUSHDB / FLUSHALL empties `db`, or SWAPDB exchanges it with `other`: WATCH
+    /// is touched and the keys clients wait on in `db` are looked at again after the
+    /// command (a list swapped in serves its BLPOP; an XREADGROUP whose stream went is
+    /// told so).
     pub fn touch_db(&mut self, db: usize, other: Option<usize>) {
         self.server.watches.touch_db(self.keyspace, db, other);
+        self.server.blocked.signal_db(db);
     }
 
     /// Removes `key` if it has expired (logging a DEL, as Redis does). Returns true if removed.
