@@ -316,6 +316,11 @@ fn blocked_readers_are_served_and_told_as_redis_does() {
             "EXEC",
         ],
         &["MULTI", "XADD s 2-1 a b", "XDEL s 2-1", "EXEC"],
+        &["XGROUP SETID s g 0"],
+        &[
+            "XGROUP CREATECONSUMER s g other",
+            "XGROUP DELCONSUMER s g other",
+        ],
         &["FLUSHALL"],
         &["FLUSHDB"],
         &["SELECT 1", "FLUSHDB", "SWAPDB 0 1"],
@@ -368,6 +373,61 @@ fn blocked_readers_of_one_group_share_what_arrives() {
         normalized("XPENDING s g - + 10", p1),
         normalized("XPENDING s g - + 10", p2)
     );
+}
+
+/// Redis changes groups without `signalModifiedKey`: a WATCH on the stream survives every
+/// group command (but XGROUP CREATE MKSTREAM's new key), inside the watching client's own
+/// session or another's.
+#[test]
+fn group_commands_leave_watch_as_redis_does() {
+    let (server, redis, _dir) = both();
+    let changes: &[&str] = &[
+        "XACK s g 1-1",
+        "XREADGROUP GROUP g c2 STREAMS s >",
+        "XREADGROUP GROUP g c STREAMS s 0",
+        "XREADGROUP GROUP g c3 NOACK STREAMS s >",
+        "XCLAIM s g c3 0 1-1",
+        "XAUTOCLAIM s g c3 0 0",
+        "XGROUP CREATECONSUMER s g z",
+        "XGROUP DELCONSUMER s g c",
+        "XGROUP SETID s g 0",
+        "XGROUP DESTROY s g",
+        "XGROUP CREATE s g2 0",
+        "XGROUP CREATE new g 0 MKSTREAM",
+        "XADD s 3-1 a b",
+    ];
+    for change in changes {
+        for own_session in [true, false] {
+            let run = |port: u16| {
+                let mut watcher = Conn::new(port);
+                let mut other = Conn::new(port);
+                for line in [
+                    "FLUSHALL",
+                    "XADD s 1-1 a b",
+                    "XADD s 2-1 a b",
+                    "XGROUP CREATE s g 0",
+                    "XREADGROUP GROUP g c COUNT 1 STREAMS s >",
+                ] {
+                    other.cmd(&words(line));
+                }
+                watcher.cmd(&["WATCH", "s", "new"]);
+                let changer = if own_session {
+                    &mut watcher
+                } else {
+                    &mut other
+                };
+                changer.cmd(&words(change));
+                watcher.cmd(&["MULTI"]);
+                watcher.cmd(&["PING"]);
+                watcher.cmd(&["EXEC"])
+            };
+            assert_eq!(
+                run(server.port),
+                run(redis.port),
+                "{change} (own session: {own_session})"
+            );
+        }
+    }
 }
 
 /// A seeded mix of everything that changes a group (and the entries under it).

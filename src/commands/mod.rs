@@ -377,6 +377,22 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// Logs a write that Redis changes without `signalModifiedKey`: WATCH is not
+    /// touched, tracking clients are not told and blocked clients are not woken (the
+    /// consumer-group commands, whose changes Redis reports to none of them).
+    pub fn propagate_unsignalled(&mut self, args: &[&[u8]]) {
+        self.server.dirty += 1;
+        let db = self.client.db;
+        self.effects.record(db, args);
+    }
+
+    /// Wakes clients blocked on `key` without touching WATCH or tracking (Redis's
+    /// `signalKeyAsReady` alone).
+    pub fn signal_ready(&mut self, key: &[u8]) {
+        let db = self.client.db;
+        self.server.blocked.signal(db, key);
+    }
+
     /// Touches the keys a logged record changes (for WATCH, to wake clients blocked on
     /// them, and to invalidate them in tracking clients' caches): from the command
     /// table's key positions,

@@ -17,6 +17,10 @@
 //!   them, so its replicas and restarts lose them);
 //! - XGROUP CREATE and SETID with `$` resolved to the ID it meant; the rest as given.
 //!
+//! None of these changes touches WATCH, tells tracking clients or wakes blocked ones
+//! (`Ctx::propagate_unsignalled`): Redis signals none of them, but for XGROUP DESTROY,
+//! which wakes the group's blocked readers, and XGROUP CREATE MKSTREAM's new key.
+//!
 //! A blocked XREADGROUP is run again when its stream is written to (`commands::blocking`
 //! parks it): `>` is the group's position at that moment; a group destroyed or a stream
 //! deleted or replaced meanwhile answers Redis's errors.
@@ -166,7 +170,7 @@ pub(crate) fn propagate_claim(ctx: &mut Ctx, key: &[u8], group: &[u8], record: &
     let time = record.delivery_time_ms.to_string();
     let count = record.delivery_count.to_string();
     let last_id = id_text(record.last_id);
-    ctx.propagate(&[
+    ctx.propagate_unsignalled(&[
         b"XCLAIM",
         key,
         group,
@@ -194,7 +198,7 @@ pub(crate) fn propagate_position(
 ) {
     let id = id_text(last_id);
     let read = entries_read_number(entries_read).to_string();
-    ctx.propagate(&[
+    ctx.propagate_unsignalled(&[
         b"XGROUP",
         b"SETID",
         key,
@@ -207,7 +211,7 @@ pub(crate) fn propagate_position(
 
 /// Logs a consumer a read or claim created.
 pub(crate) fn propagate_consumer(ctx: &mut Ctx, key: &[u8], group: &[u8], consumer: &[u8]) {
-    ctx.propagate(&[b"XGROUP", b"CREATECONSUMER", key, group, consumer]);
+    ctx.propagate_unsignalled(&[b"XGROUP", b"CREATECONSUMER", key, group, consumer]);
 }
 
 /// Milliseconds since `time_ms`, never negative (a clock that went back).

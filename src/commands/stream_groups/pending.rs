@@ -47,7 +47,7 @@ pub(super) fn xack(ctx: &mut Ctx, args: &Args) -> Action {
         let ids: Vec<Vec<u8>> = acknowledged.into_iter().map(super::id_text).collect();
         let mut record: Vec<&[u8]> = vec![b"XACK", key, name];
         record.extend(ids.iter().map(Vec::as_slice));
-        ctx.propagate(&record);
+        ctx.propagate_unsignalled(&record);
     }
     Action::None
 }

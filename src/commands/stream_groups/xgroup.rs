@@ -157,9 +157,10 @@ pub(super) fn xgroup(ctx: &mut Ctx, args: &Args) -> Action {
             if group_exists {
                 write_stream(ctx, key).groups.destroy(name);
                 ctx.out.integer(1);
-                // The record touches the key: clients blocked on the group are woken to
-                // be told it is gone.
-                ctx.propagate(&[b"XGROUP", b"DESTROY", key, name]);
+                ctx.propagate_unsignalled(&[b"XGROUP", b"DESTROY", key, name]);
+                // Clients blocked on the group are woken to be told it is gone (WATCH is
+                // not touched: Redis signals the key as ready only).
+                ctx.signal_ready(key);
                 ctx.notify(EventClass::Stream, "xgroup-destroy", key);
             } else {
                 ctx.out.integer(0);
@@ -186,7 +187,7 @@ pub(super) fn xgroup(ctx: &mut Ctx, args: &Args) -> Action {
             match group.delete_consumer(args[4]) {
                 Some(pending) => {
                     ctx.out.integer(pending as i64);
-                    ctx.propagate(&[b"XGROUP", b"DELCONSUMER", key, name, args[4]]);
+                    ctx.propagate_unsignalled(&[b"XGROUP", b"DELCONSUMER", key, name, args[4]]);
                     ctx.notify(EventClass::Stream, "xgroup-delconsumer", key);
                 }
                 None => ctx.out.integer(0),
@@ -238,7 +239,12 @@ fn create(ctx: &mut Ctx, args: &Args, exists: bool, entries_read: Option<u64>) {
     if entries_read.is_some() {
         record.extend([&b"ENTRIESREAD"[..], read.as_bytes()]);
     }
-    ctx.propagate(&record);
+    if created_stream {
+        // A new key (Redis's `dbAdd`): WATCH, tracking and blocked clients are told.
+        ctx.propagate(&record);
+    } else {
+        ctx.propagate_unsignalled(&record);
+    }
     ctx.notify(EventClass::Stream, "xgroup-create", key);
 }
 
