@@ -808,3 +808,39 @@ fn damaged_groups_in_a_payload_are_refused() {
         1
     );
 }
+
+/// DEBUG DIGEST-VALUE and DEBUG DIGEST of a stream are its entries' only: Redis 7.0 mixes
+/// no group into them, and neither does Tessera.
+#[test]
+fn digests_leave_the_groups_out_as_redis_does() {
+    let redis_binary = require_redis();
+    let redis_dir = temp_dir();
+    let redis = RedisOracle::start_with(
+        &redis_binary,
+        redis_dir.path(),
+        &["--enable-debug-command", "yes"],
+    );
+    let dir = temp_dir();
+    let server = start_server(dir.path(), &["--enable-debug-command", "yes"]);
+    let mut ours = Conn::new(server.port);
+    let mut theirs = Conn::new(redis.port);
+    let found = compare(
+        &mut ours,
+        &mut theirs,
+        &[
+            "XADD s 1-1 a b",
+            "XADD s 2-1 c d",
+            "DEBUG DIGEST-VALUE s",
+            "XGROUP CREATE s g 0",
+            "XREADGROUP GROUP g c STREAMS s >",
+            "DEBUG DIGEST-VALUE s",
+            "DEBUG DIGEST",
+            "XDEL s 1-1",
+            "DEBUG DIGEST-VALUE s",
+        ],
+    );
+    assert!(found.is_empty(), "{}", found.join("\n"));
+    let grouped = ours.cmd(&["DEBUG", "DIGEST-VALUE", "s"]);
+    ours.cmd(&["XGROUP", "DESTROY", "s", "g"]);
+    assert_eq!(ours.cmd(&["DEBUG", "DIGEST-VALUE", "s"]), grouped);
+}
