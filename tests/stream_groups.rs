@@ -844,3 +844,43 @@ fn digests_leave_the_groups_out_as_redis_does() {
     ours.cmd(&["XGROUP", "DESTROY", "s", "g"]);
     assert_eq!(ours.cmd(&["DEBUG", "DIGEST-VALUE", "s"]), grouped);
 }
+
+/// MEMORY USAGE counts the groups whole, as Redis's `objectComputeSize` does: a PEL of a
+/// thousand entries and its consumers weigh, and go with the group.
+#[test]
+fn memory_usage_counts_the_groups() {
+    let dir = temp_dir();
+    let server = start_server(dir.path(), &[]);
+    let mut conn = Conn::new(server.port);
+    for ms in 1..=1000 {
+        conn.cmd(&["XADD", "s", &format!("{ms}-0"), "f", "v"]);
+    }
+    let usage = |conn: &mut Conn| match conn.cmd(&["MEMORY", "USAGE", "s", "SAMPLES", "0"]) {
+        V::Int(bytes) => bytes,
+        other => panic!("{other:?}"),
+    };
+    let entries_only = usage(&mut conn);
+    conn.cmd(&["XGROUP", "CREATE", "s", "g", "0"]);
+    for consumer in ["a", "b", "c", "d"] {
+        conn.cmd(&[
+            "XREADGROUP",
+            "GROUP",
+            "g",
+            consumer,
+            "COUNT",
+            "250",
+            "STREAMS",
+            "s",
+            ">",
+        ]);
+    }
+    let with_pel = usage(&mut conn);
+    // At least an ID, a delivery time and count and an owner per entry, and the ID again
+    // in its consumer's list.
+    assert!(
+        with_pel >= entries_only + 1000 * (16 + 8 + 8 + 16),
+        "{entries_only} -> {with_pel}"
+    );
+    conn.cmd(&["XGROUP", "DESTROY", "s", "g"]);
+    assert_eq!(usage(&mut conn), entries_only);
+}
