@@ -168,7 +168,9 @@ pub(crate) struct ClaimRecord {
 pub(crate) fn propagate_claim(ctx: &mut Ctx, key: &[u8], group: &[u8], record: &ClaimRecord) {
     let id = id_text(record.id);
     let time = record.delivery_time_ms.to_string();
-    let count = record.delivery_count.to_string();
+    // As Redis prints it (a long long): a count past 2^63 (only a file can hold one)
+    // reads back as no RETRYCOUNT, never as a failing record.
+    let count = (record.delivery_count as i64).to_string();
     let last_id = id_text(record.last_id);
     ctx.propagate_unsignalled(&[
         b"XCLAIM",
