@@ -25,6 +25,7 @@
 
 use crate::keyspace::{Entry, Keyspace, Value};
 use crate::types::listpack::LpValue;
+use crate::types::stream_id::StreamId;
 
 /// A 20-byte SHA1 state.
 pub type Digest = [u8; 20];
@@ -40,6 +41,7 @@ fn type_number(value: &Value) -> u32 {
         Value::Set(_, _) => 2,
         Value::ZSet(_, _) => 3,
         Value::Hash(_, _) => 4,
+        Value::Stream(_, _) => 6,
     }
 }
 
@@ -104,6 +106,17 @@ pub fn mix_value(state: &mut Digest, entry: &Entry) {
                 mix_entry(&mut element, field, &mut buffer);
                 mix_entry(&mut element, value, &mut buffer);
                 xor(state, &element);
+            }
+        }
+        Value::Stream(stream, _) => {
+            // Each entry's ID as `<ms>.<seq>`, then its fields and values in order.
+            for stream_entry in stream.range(StreamId::MIN, StreamId::MAX, false) {
+                let id = format!("{}.{}", stream_entry.id.ms, stream_entry.id.seq);
+                mix(state, id.as_bytes());
+                for (field, value) in &stream_entry.fields {
+                    mix(state, field);
+                    mix(state, value);
+                }
             }
         }
     }

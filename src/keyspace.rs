@@ -11,7 +11,7 @@
 //! replay nothing expires, exactly as in Redis), so lookups here never delete.
 
 pub use crate::access::Access;
-use crate::types::{Hash, List, Set, Str, ZSet};
+use crate::types::{Hash, List, Set, Str, Stream, ZSet};
 use hashbrown::HashTable;
 use std::hash::BuildHasher;
 use std::sync::Arc;
@@ -31,6 +31,7 @@ pub enum Value {
     Hash(Arc<Hash>, Access),
     Set(Arc<Set>, Access),
     ZSet(Arc<ZSet>, Access),
+    Stream(Arc<Stream>, Access),
 }
 
 impl PartialEq for Value {
@@ -41,6 +42,7 @@ impl PartialEq for Value {
             (Value::Hash(a, _), Value::Hash(b, _)) => a == b,
             (Value::Set(a, _), Value::Set(b, _)) => a == b,
             (Value::ZSet(a, _), Value::ZSet(b, _)) => a == b,
+            (Value::Stream(a, _), Value::Stream(b, _)) => a == b,
             _ => false,
         }
     }
@@ -59,7 +61,8 @@ impl Value {
             | Value::List(_, a)
             | Value::Hash(_, a)
             | Value::Set(_, a)
-            | Value::ZSet(_, a) => *a,
+            | Value::ZSet(_, a)
+            | Value::Stream(_, a) => *a,
         }
     }
 
@@ -69,7 +72,8 @@ impl Value {
             | Value::List(_, a)
             | Value::Hash(_, a)
             | Value::Set(_, a)
-            | Value::ZSet(_, a) => a,
+            | Value::ZSet(_, a)
+            | Value::Stream(_, a) => a,
         }
     }
 
@@ -82,6 +86,7 @@ impl Value {
             Value::Hash(h, _) => Arc::strong_count(h) > 1,
             Value::Set(s, _) => Arc::strong_count(s) > 1,
             Value::ZSet(z, _) => Arc::strong_count(z) > 1,
+            Value::Stream(s, _) => Arc::strong_count(s) > 1,
         }
     }
 
@@ -93,6 +98,7 @@ impl Value {
             Value::Hash(_, _) => "hash",
             Value::Set(_, _) => "set",
             Value::ZSet(_, _) => "zset",
+            Value::Stream(_, _) => "stream",
         }
     }
 
@@ -104,10 +110,12 @@ impl Value {
             Value::Hash(h, _) => h.encoding(),
             Value::Set(s, _) => s.encoding(),
             Value::ZSet(z, _) => z.encoding(),
+            Value::Stream(s, _) => s.encoding(),
         }
     }
 
-    /// A list, hash, set or sorted set with no elements (never kept in the keyspace).
+    /// A list, hash, set or sorted set with no elements (never kept in the keyspace);
+    /// never a stream, which may be empty.
     pub fn is_empty_collection(&self) -> bool {
         match self {
             Value::String(_, _) => false,
@@ -115,6 +123,9 @@ impl Value {
             Value::Hash(h, _) => h.is_empty(),
             Value::Set(s, _) => s.is_empty(),
             Value::ZSet(z, _) => z.is_empty(),
+            // An empty stream is kept (XADD NOMKSTREAM, XTRIM, XDEL leave it; XGROUP
+            // CREATE MKSTREAM makes one).
+            Value::Stream(_, _) => false,
         }
     }
 
@@ -128,7 +139,7 @@ impl Value {
                 Value::Hash(h, _) => Arc::strong_count(h) > 1,
                 Value::Set(s, _) => Arc::strong_count(s) > 1,
                 Value::ZSet(z, _) => Arc::strong_count(z) > 1,
-                Value::String(_, _) | Value::List(_, _) => false,
+                Value::String(_, _) | Value::List(_, _) | Value::Stream(_, _) => false,
             }
     }
 
@@ -138,7 +149,7 @@ impl Value {
             Value::Hash(h, _) => matches!(**h, Hash::Table(_)),
             Value::Set(s, _) => matches!(**s, Set::Table(_)),
             Value::ZSet(z, _) => matches!(**z, ZSet::Tree(_)),
-            Value::String(_, _) | Value::List(_, _) => false,
+            Value::String(_, _) | Value::List(_, _) | Value::Stream(_, _) => false,
         }
     }
 
@@ -150,6 +161,7 @@ impl Value {
             Value::Hash(h, _) => h.approx_bytes(),
             Value::Set(s, _) => s.approx_bytes(),
             Value::ZSet(z, _) => z.approx_bytes(),
+            Value::Stream(s, _) => s.approx_bytes(),
         }
     }
 }

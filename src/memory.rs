@@ -10,7 +10,7 @@
 
 use crate::keyspace::{Db, Entry, Value};
 use crate::types::memory::{allocation, arc};
-use crate::types::{Hash, List, Set, ZSet};
+use crate::types::{Hash, List, Set, Stream, ZSet};
 use std::ffi::{CStr, c_char, c_void};
 
 /// The bytes `entry` takes (MEMORY USAGE): its place in its slot's table (a bucket and
@@ -27,6 +27,10 @@ pub fn key_usage(entry: &Entry, samples: usize) -> usize {
         Value::Hash(h, _) => arc::<Hash>() + h.memory_usage(samples),
         Value::Set(s, _) => arc::<Set>() + s.memory_usage(samples),
         Value::ZSet(z, _) => arc::<ZSet>() + z.memory_usage(samples),
+        Value::Stream(s, _) => {
+            // The groups are counted whole, as Redis's `objectComputeSize` does.
+            arc::<Stream>() + s.memory_usage(samples) + s.groups.memory_usage()
+        }
     };
     in_table + boxed + key + value
 }

@@ -27,6 +27,8 @@ pub enum EventClass {
     Hash,
     /// `z`
     ZSet,
+    /// `t`
+    Stream,
     /// `x`: a key expired (found on access or by the active cycle).
     Expired,
     /// `e`: a key was evicted under `maxmemory` (`engine::evict`).
@@ -46,6 +48,7 @@ impl EventClass {
             EventClass::Set => SET,
             EventClass::Hash => HASH,
             EventClass::ZSet => ZSET,
+            EventClass::Stream => STREAM,
             EventClass::Expired => EXPIRED,
             EventClass::Evicted => EVICTED,
             EventClass::KeyMiss => KEY_MISS,
@@ -88,8 +91,7 @@ const CLASS_LETTERS: &[(char, u32)] = &[
 ];
 
 /// `notify-keyspace-events`: the classes published, and on which channels. Off (empty)
-/// by default, as in Redis. Evictions (`e`), streams (`t`) and modules (`d`) are
-/// accepted, but Tessera has none of them to notify.
+/// by default, as in Redis. Modules (`d`) are accepted, but Tessera has none to notify.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KeyspaceEvents(u32);
 

@@ -109,6 +109,8 @@ SUBCOMMANDS = {
     "memory": ["doctor", "malloc-stats", "purge", "stats", "usage", "help"],
     "pubsub": ["channels", "numpat", "numsub", "shardchannels", "shardnumsub", "help"],
     "script": ["load", "exists", "flush", "kill", "help"],
+    "xgroup": ["create", "setid", "destroy", "createconsumer", "delconsumer", "help"],
+    "xinfo": ["stream", "groups", "consumers", "help"],
     "function": ["load", "delete", "list", "flush", "dump", "restore", "stats", "kill", "help"],
     "acl": ["cat", "deluser", "dryrun", "genpass", "getuser", "list", "load", "log", "save",
             "setuser", "users", "whoami", "help"],

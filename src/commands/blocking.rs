@@ -173,6 +173,20 @@ impl BlockedKeys {
         }
     }
 
+    /// Database `db` is flushed or swapped: every key waited on in it may have changed
+    /// (Redis's `scanDatabaseForReadyKeys` and `scanDatabaseForDeletedStreams`).
+    pub fn signal_db(&mut self, db: usize) {
+        let keys: Vec<Bytes> = self
+            .waiting
+            .keys()
+            .filter(|(waited_db, _)| *waited_db == db)
+            .map(|(_, key)| key.clone())
+            .collect();
+        for key in keys {
+            self.signal(db, &key);
+        }
+    }
+
     /// The ready keys, in the order they became ready (and forgets them).
     pub fn take_ready(&mut self) -> Vec<(usize, Bytes)> {
         self.ready_set.clear();

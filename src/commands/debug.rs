@@ -474,6 +474,7 @@ fn object(ctx: &mut Ctx, key: &[u8]) {
         Value::Hash(h, _) => std::sync::Arc::as_ptr(h) as *const u8,
         Value::Set(s, _) => std::sync::Arc::as_ptr(s) as *const u8,
         Value::ZSet(z, _) => std::sync::Arc::as_ptr(z) as *const u8,
+        Value::Stream(s, _) => std::sync::Arc::as_ptr(s) as *const u8,
     };
     let config = &ctx.server.config;
     let refcount = super::object::refcount(config, value);

@@ -42,6 +42,9 @@ mod sets;
 mod sort;
 mod standalone;
 mod state;
+mod stream_groups;
+mod stream_info;
+mod streams;
 mod strings;
 pub mod transactions;
 mod zsets;
@@ -374,6 +377,22 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// Logs a write that Redis changes without `signalModifiedKey`: WATCH is not
+    /// touched, tracking clients are not told and blocked clients are not woken (the
+    /// consumer-group commands, whose changes Redis reports to none of them).
+    pub fn propagate_unsignalled(&mut self, args: &[&[u8]]) {
+        self.server.dirty += 1;
+        let db = self.client.db;
+        self.effects.record(db, args);
+    }
+
+    /// Wakes clients blocked on `key` without touching WATCH or tracking (Redis's
+    /// `signalKeyAsReady` alone).
+    pub fn signal_ready(&mut self, key: &[u8]) {
+        let db = self.client.db;
+        self.server.blocked.signal(db, key);
+    }
+
     /// Touches the keys a logged record changes (for WATCH, to wake clients blocked on
     /// them, and to invalidate them in tracking clients' caches): from the command
     /// table's key positions,
@@ -432,9 +451,10 @@ impl<'a> Ctx<'a> {
         if db < self.keyspace.dbs.len() {
             let exists = self.keyspace.dbs[db].get(key).is_some();
             self.server.watches.touch(db, key, exists);
-            if exists {
-                self.server.blocked.signal(db, key);
-            }
+            // A deleted key is signalled too: a client blocked in XREADGROUP on it is
+            // told so (Redis's `signalDeletedKeyAsReady`); other waiters find nothing and
+            // stay blocked.
+            self.server.blocked.signal(db, key);
             let changed_by = self.client.id;
             self.invalidate_tracked(key, Some(changed_by));
         }
@@ -470,9 +490,13 @@ impl<'a> Ctx<'a> {
         });
     }
 
-    /// Before FLUSHDB / FLUSHALL empties `db`, or SWAPDB exchanges it with `other`.
+    /// Before FLUSHDB / FLUSHALL empties `db`, or SWAPDB exchanges it with `other`: WATCH
+    /// is touched and the keys clients wait on in `db` are looked at again after the
+    /// command (a list swapped in serves its BLPOP; an XREADGROUP whose stream went is
+    /// told so).
     pub fn touch_db(&mut self, db: usize, other: Option<usize>) {
         self.server.watches.touch_db(self.keyspace, db, other);
+        self.server.blocked.signal_db(db);
     }
 
     /// Removes `key` if it has expired (logging a DEL, as Redis does). Returns true if removed.
@@ -717,6 +741,7 @@ collection!(crate::types::List, List);
 collection!(crate::types::Hash, Hash);
 collection!(crate::types::Set, Set);
 collection!(crate::types::ZSet, ZSet);
+collection!(crate::types::Stream, Stream);
 
 /// A (database, key) looked up in a map keyed by `(usize, Bytes)` without copying the
 /// key: it hashes as the tuple does (`Bytes` hashes as its bytes).
@@ -786,6 +811,9 @@ pub fn table() -> Vec<CommandSpec> {
     all.extend(zsets::commands());
     all.extend(hyperloglog::commands());
     all.extend(geo::commands());
+    all.extend(streams::commands());
+    all.extend(stream_groups::commands());
+    all.extend(stream_info::commands());
     all.extend(transactions::commands());
     all.extend(object::commands());
     all.extend(blocking::commands());
@@ -823,6 +851,7 @@ pub fn tracked_key_positions(spec: &CommandSpec, argv: &[&[u8]]) -> Vec<usize> {
         "sort_ro" => return vec![1],
         "sintercard" | "zunion" | "zinter" | "zdiff" | "zintercard" => 1,
         "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => 2,
+        "xread" | "xreadgroup" => return streams::xread_key_positions(argv),
         _ => return Vec::new(),
     };
     let count = argv

@@ -243,7 +243,7 @@ fn load(ctx: &mut Ctx, key: &[u8], native: Option<(usize, usize, bool)>) -> Vec<
         }
         Value::ZSet(zset, _) => take(&mut zset.iter().map(|(member, _)| member.into_owned())),
         Value::Set(set, _) => set.iter().map(|member| member.into_owned()).collect(),
-        Value::String(..) | Value::Hash(..) => Vec::new(),
+        Value::String(..) | Value::Hash(..) | Value::Stream(..) => Vec::new(),
     }
 }
 

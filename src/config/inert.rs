@@ -649,9 +649,7 @@ pub static INERT_DIRECTIVES: &[Directive] = &[
     inert!("activerehashing", BOOL, "yes"),
     inert!("active-expire-effort", int(1, 10), "1"),
     inert!("dynamic-hz", BOOL, "yes"),
-    // Types Tessera has not built (streams) and RESTORE's payload checks.
-    inert!("stream-node-max-bytes", memory(0, LONG_MAX as u64), "4096"),
-    inert!("stream-node-max-entries", int(0, LONG_MAX), "100"),
+    // RESTORE's payload checks.
     inert!(
         "sanitize-dump-payload",
         Kind::Enum(SANITIZE_DUMP_PAYLOAD),

@@ -464,6 +464,8 @@ pub struct EncodingLimits {
     pub list_max_listpack_size: i64,
     pub list_compress_depth: i64,
     pub hll_sparse_max_bytes: i64,
+    pub stream_node_max_bytes: i64,
+    pub stream_node_max_entries: i64,
 }
 
 impl Default for EncodingLimits {
@@ -477,6 +479,8 @@ impl Default for EncodingLimits {
             list_max_listpack_size: -2,
             list_compress_depth: 0,
             hll_sparse_max_bytes: 3000,
+            stream_node_max_bytes: 4096,
+            stream_node_max_entries: 100,
         }
     }
 }
@@ -493,6 +497,8 @@ impl EncodingLimits {
         set_list_max_listpack_size(self.list_max_listpack_size);
         set_list_compress_depth(self.list_compress_depth);
         set_hll_sparse_max_bytes(self.hll_sparse_max_bytes);
+        set_stream_node_max_bytes(self.stream_node_max_bytes);
+        set_stream_node_max_entries(self.stream_node_max_entries);
     }
 }
 
@@ -562,6 +568,13 @@ pub static LIMIT_DIRECTIVES: &[Directive] = &[
         i32::MAX as i64
     ),
     limit_bytes_directive!("hll-sparse-max-bytes", hll_sparse_max_bytes),
+    limit_bytes_directive!("stream-node-max-bytes", stream_node_max_bytes),
+    limit_directive!(
+        "stream-node-max-entries",
+        stream_node_max_entries,
+        0,
+        i64::MAX
+    ),
 ];
 
 /// Every directive: the server's own, the encoding thresholds, and those Tessera accepts

@@ -19,9 +19,10 @@
 //!
 //! Values are strings, lists (a quicklist of listpacks), hashes and sorted sets (a
 //! listpack while small, else field by field) and sets (an intset while small, else
-//! member by member), in the encodings Redis 7.0 writes; the loader also reads the plain
-//! encodings older versions wrote. Ziplist-era encodings, streams and module values load
-//! as [`RdbError::UnsupportedType`].
+//! member by member) and streams (their listpack nodes as they are, then the metadata and
+//! the consumer groups), in the encodings Redis 7.0 writes; the loader also reads the
+//! plain encodings older versions wrote. Ziplist-era encodings and module values load as
+//! [`RdbError::UnsupportedType`].
 //!
 //! - `writer`: [`RdbWriter`], the header, lengths, strings (integer, LZF or plain).
 //! - `reader`: [`RdbReader`], [`load`] and its [`RdbVisitor`]; the bounded input buffer.
@@ -34,6 +35,7 @@
 mod lzf;
 pub mod payload;
 mod reader;
+mod stream_groups;
 mod values;
 mod writer;
 mod ziplist;
@@ -193,6 +195,13 @@ pub enum Corruption {
     /// A score in a sorted set's listpack that is no number.
     ListpackScore,
     NanScore,
+    /// A stream node's key that is not a 16-byte ID (its length).
+    StreamNodeKey(usize),
+    /// A stream whose nodes or metadata do not hold together (`types::stream`'s reason).
+    Stream(&'static str),
+    /// A stream's consumer groups that Redis's loader refuses, or that would leave a
+    /// pending entry and its consumer disagreeing.
+    StreamGroups(crate::types::stream_groups::LoadError),
 }
 
 impl fmt::Display for Corruption {
@@ -238,6 +247,11 @@ impl fmt::Display for Corruption {
             Corruption::EmptyQuicklistNode => write!(f, "empty quicklist node"),
             Corruption::ListpackScore => write!(f, "invalid score in a listpack"),
             Corruption::NanScore => write!(f, "NaN score"),
+            Corruption::StreamNodeKey(length) => {
+                write!(f, "stream node key of {length} bytes (an ID has 16)")
+            }
+            Corruption::Stream(reason) => write!(f, "stream: {reason}"),
+            Corruption::StreamGroups(error) => write!(f, "stream consumer groups: {error}"),
         }
     }
 }

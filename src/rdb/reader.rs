@@ -366,6 +366,11 @@ impl<R: Read> RdbReader<R> {
         Ok(f64::from_le_bytes(self.input.read_array()?))
     }
 
+    /// `N` bytes as they are (a stream group's 16-byte IDs and 8-byte times).
+    pub(super) fn read_raw<const N: usize>(&mut self) -> Result<[u8; N], RdbError> {
+        self.input.read_array()
+    }
+
     /// A double in the text form of RDB's old `ZSET` type: a length byte (253 NaN,
     /// 254 +inf, 255 -inf) then that many ASCII characters.
     pub(super) fn read_text_double(&mut self) -> Result<f64, RdbError> {

@@ -3,15 +3,17 @@
 //! Written as Redis 7.0 writes them: strings (type 0); lists as a quicklist of listpack
 //! nodes (18); hashes and sorted sets as their listpack while small (16, 17), field by
 //! field past that (4, 5: scores as binary doubles); sets as their intset (11) or member
-//! by member (2). A listpack or intset goes out as the bytes it already is, and comes back
-//! validated and kept as it is, so a loaded value has the encoding it had (OBJECT
-//! ENCODING). Read besides, from older versions: the plain LIST and ZSET types, and the
+//! by member (2); streams as type 19 (`STREAM_LISTPACKS_2`: each node's master ID and
+//! listpack, the metadata, then the groups through `stream_groups`). A listpack or intset
+//! goes out as the bytes it already is, and comes back validated and kept as it is, so a
+//! loaded value has the encoding it had (OBJECT ENCODING). Read besides, from older
+//! versions: the plain LIST and ZSET types, the streams of Redis 5 and 6 (15), and the
 //! ziplist-era types (zipmap hashes 9, ziplist lists 10, sorted sets 12 and hashes 13,
 //! quicklists of ziplists 14), converted as Redis 7.0 converts them on load (`ziplist`,
-//! `zipmap`). Streams and modules are [`RdbError::UnsupportedType`].
+//! `zipmap`). Modules are [`RdbError::UnsupportedType`].
 //!
 //! A collection read empty (no nodes, or only empty listpacks) comes back empty: the
-//! reader then skips the key, as Redis 7.0 does.
+//! reader then skips the key, as Redis 7.0 does; a stream, which may be empty, is kept.
 
 use super::reader::RdbReader;
 use super::writer::RdbWriter;
@@ -21,7 +23,9 @@ use crate::types::hash::InvalidHash;
 use crate::types::intset::Intset;
 use crate::types::list::End;
 use crate::types::listpack::{Listpack, LpValue};
-use crate::types::{Hash, List, Set, Str, ZSet, score};
+use crate::types::stream::Metadata;
+use crate::types::stream_id::StreamId;
+use crate::types::{Hash, List, Set, Str, Stream, ZSet, score};
 use std::io::{Read, Write};
 use std::sync::Arc;
 
@@ -32,6 +36,7 @@ pub enum Collection {
     Hash,
     Set,
     SortedSet,
+    Stream,
 }
 
 impl std::fmt::Display for Collection {
@@ -41,6 +46,7 @@ impl std::fmt::Display for Collection {
             Collection::Hash => "hash",
             Collection::Set => "set",
             Collection::SortedSet => "sorted set",
+            Collection::Stream => "stream",
         })
     }
 }
@@ -66,6 +72,7 @@ pub(super) fn type_byte(value: &Value) -> u8 {
             ZSet::Listpack(_) => value_type::ZSET_LISTPACK,
             ZSet::Tree(_) => value_type::ZSET_2,
         },
+        Value::Stream(_, _) => value_type::STREAM_LISTPACKS_2,
     }
 }
 
@@ -78,6 +85,7 @@ pub(super) fn write<W: Write>(writer: &mut RdbWriter<W>, value: &Value) -> Resul
         Value::Hash(hash, _) => write_hash(writer, hash),
         Value::Set(set, _) => write_set(writer, set),
         Value::ZSet(zset, _) => write_zset(writer, zset),
+        Value::Stream(stream, _) => write_stream(writer, stream),
     }
 }
 
@@ -88,10 +96,8 @@ pub(super) fn check_type(type_byte: u8, offset: u64) -> Result<(), RdbError> {
     match type_byte {
         STRING | LIST | SET | ZSET | HASH | ZSET_2 | HASH_ZIPMAP | LIST_ZIPLIST | SET_INTSET
         | ZSET_ZIPLIST | HASH_ZIPLIST | LIST_QUICKLIST | HASH_LISTPACK | ZSET_LISTPACK
-        | LIST_QUICKLIST_2 => Ok(()),
-        MODULE_PRE_GA | MODULE_2 | STREAM_LISTPACKS | STREAM_LISTPACKS_2 => {
-            Err(RdbError::UnsupportedType(type_byte))
-        }
+        | LIST_QUICKLIST_2 | STREAM_LISTPACKS | STREAM_LISTPACKS_2 => Ok(()),
+        MODULE_PRE_GA | MODULE_2 => Err(RdbError::UnsupportedType(type_byte)),
         _ => Err(corrupt(offset, Corruption::UnknownType(type_byte))),
     }
 }
@@ -117,8 +123,83 @@ pub(super) fn read<R: Read>(reader: &mut RdbReader<R>, value_type: u8) -> Result
             Arc::new(read_zset(reader, value_type)?),
             Access::new(),
         )),
+        STREAM_LISTPACKS | STREAM_LISTPACKS_2 => Ok(Value::Stream(
+            Arc::new(read_stream(reader, value_type)?),
+            Access::new(),
+        )),
         other => Err(RdbError::UnsupportedType(other)),
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Streams
+
+/// Redis 7.0's type 19: the node count, each node as its 16-byte big-endian master ID and
+/// its listpack (both as strings), the length, the last ID, the recorded first ID, the max
+/// deleted ID, entries added, then the consumer groups.
+fn write_stream<W: Write>(writer: &mut RdbWriter<W>, stream: &Stream) -> Result<(), RdbError> {
+    writer.write_length(stream.node_count() as u64)?;
+    for (master_id, node) in stream.nodes() {
+        writer.write_string(&master_id.to_be_bytes())?;
+        writer.write_string(node.as_bytes())?;
+    }
+    writer.write_length(stream.len())?;
+    for id in [
+        stream.last_id(),
+        stream.recorded_first_id(),
+        stream.max_deleted_id(),
+    ] {
+        writer.write_length(id.ms)?;
+        writer.write_length(id.seq)?;
+    }
+    writer.write_length(stream.entries_added())?;
+    super::stream_groups::write(writer, &stream.groups)
+}
+
+/// Types 19 and 15 (Redis 5 and 6: no first ID, max deleted ID or entries added, which
+/// load as Redis 7.0 sets them: the first live entry's ID, 0-0 and the length). Every
+/// node is validated before the stream is built (`Stream::from_parts`).
+fn read_stream<R: Read>(reader: &mut RdbReader<R>, value_type: u8) -> Result<Stream, RdbError> {
+    let offset = reader.offset();
+    let node_count = reader.read_length()?;
+    // Not allocated on the count: it is only what the file says.
+    let mut nodes = Vec::new();
+    for _ in 0..node_count {
+        let key = reader.read_string()?;
+        let key: [u8; 16] = key[..]
+            .try_into()
+            .map_err(|_| corrupt(offset, Corruption::StreamNodeKey(key.len())))?;
+        let blob = reader.read_string()?;
+        let node = Listpack::from_bytes(&blob)
+            .map_err(|e| corrupt(offset, Corruption::Listpack(Collection::Stream, e)))?;
+        nodes.push((StreamId::from_be_bytes(key), node));
+    }
+    let length = reader.read_length()?;
+    let last_id = StreamId::new(reader.read_length()?, reader.read_length()?);
+    let metadata = if value_type == value_type::STREAM_LISTPACKS_2 {
+        let first_id = StreamId::new(reader.read_length()?, reader.read_length()?);
+        let max_deleted_id = StreamId::new(reader.read_length()?, reader.read_length()?);
+        Metadata {
+            length,
+            last_id,
+            first_id: Some(first_id),
+            max_deleted_id,
+            entries_added: reader.read_length()?,
+        }
+    } else {
+        Metadata {
+            length,
+            last_id,
+            first_id: None,
+            max_deleted_id: StreamId::MIN,
+            entries_added: length,
+        }
+    };
+    let mut stream = Stream::from_parts(nodes, metadata)
+        .map_err(|invalid| corrupt(offset, Corruption::Stream(invalid.0)))?;
+    let counters = crate::types::stream_groups::StreamPosition::of(&stream);
+    stream.groups = super::stream_groups::read(reader, value_type, &counters)?;
+    Ok(stream)
 }
 
 // ---------------------------------------------------------------------------------------

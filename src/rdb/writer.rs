@@ -293,6 +293,11 @@ impl<W: Write> RdbWriter<W> {
         self.put(&value.to_le_bytes())
     }
 
+    /// Bytes as they are, with no length (a stream group's 16-byte IDs and 8-byte times).
+    pub(super) fn write_raw(&mut self, bytes: &[u8]) -> Result<(), RdbError> {
+        self.put(bytes)
+    }
+
     pub(super) fn write_length(&mut self, length: u64) -> Result<(), RdbError> {
         let mut bytes = [0u8; 9];
         let used = encode_length(length, &mut bytes);

@@ -77,3 +77,17 @@ limit!(
     3000,
     "`hll-sparse-max-bytes`: the longest a sparse HyperLogLog grows (header included) before it turns dense."
 );
+limit!(
+    STREAM_NODE_MAX_BYTES,
+    stream_node_max_bytes,
+    set_stream_node_max_bytes,
+    4096,
+    "`stream-node-max-bytes`: a stream node's listpack is closed once an entry would take it to this many bytes (0: no limit but Redis's 1 GB)."
+);
+limit!(
+    STREAM_NODE_MAX_ENTRIES,
+    stream_node_max_entries,
+    set_stream_node_max_entries,
+    100,
+    "`stream-node-max-entries`: most entries, deleted ones included, of a stream node (0: no limit)."
+);

@@ -27,6 +27,8 @@ pub mod memory;
 pub mod number;
 pub mod score;
 pub mod set;
+pub mod stream;
+pub mod stream_groups;
 pub mod stream_id;
 pub mod string;
 pub mod zset;
@@ -34,6 +36,7 @@ pub mod zset;
 pub use hash::Hash;
 pub use list::List;
 pub use set::Set;
+pub use stream::Stream;
 pub use string::Str;
 pub use zset::ZSet;
 
