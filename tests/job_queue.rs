@@ -1,6 +1,8 @@
-//! Real job queues end to end: RQ (`tests/python/job_queue.py`) and Celery with a Redis
-//! broker and result backend (`tests/python/celery_queue.py`), their workers in separate
-//! processes, jobs enqueued, processed and their results read back; then, mid-run, the
+//! Real job queues end to end: RQ (`tests/python/job_queue.py`), Celery with a Redis
+//! broker and result backend (`tests/python/celery_queue.py`) and BullMQ, Node.js's
+//! (`tests/node/bullmq_queue.js`: Lua scripts, a stream of job events read with XREAD
+//! BLOCK), their workers in separate processes, jobs enqueued, processed and their
+//! results read back; then, mid-run, the
 //! server killed -9 and restarted on the same directory and port under `appendfsync
 //! always`: no acknowledged job is lost, and every one finishes with its correct result.
 //!
@@ -11,8 +13,8 @@
 //! worker's transactions, XREVRANGE, XREAD BLOCK, XLEN), so its run against Tessera comes
 //! with streams; until then only its run against redis-server keeps the script honest.
 //!
-//! Fails, never skips, when python3, RQ or Celery is missing: `scripts/test` installs them
-//! from `tests/python/requirements.txt`.
+//! Fails, never skips, when python3, RQ, Celery, node or BullMQ is missing: `scripts/test`
+//! installs them from `tests/python/requirements.txt` and `tests/node/package-lock.json`.
 
 mod common;
 
@@ -26,6 +28,7 @@ use std::time::{Duration, Instant};
 
 const RQ: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/job_queue.py");
 const CELERY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/celery_queue.py");
+const BULLMQ: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/node/bullmq_queue.js");
 /// What the script waits for on stdin after it asked for the kill (with the line
 /// "<name>: kill the server now", where <name> is the script's file stem).
 const RESTARTED_LINE: &str = "restarted\n";
@@ -173,8 +176,13 @@ fn run_job_queue(script_path: &str, server: &mut dyn Restartable) {
         .unwrap();
     let kill_line = format!("{name}: kill the server now");
     let started = Instant::now();
+    let interpreter = if script_path.ends_with(".js") {
+        "node"
+    } else {
+        "python3"
+    };
     let mut script = Script(
-        Command::new("python3")
+        Command::new(interpreter)
             .arg(script_path)
             .arg(server.port().to_string())
             .stdin(Stdio::piped())
@@ -183,7 +191,7 @@ fn run_job_queue(script_path: &str, server: &mut dyn Restartable) {
             .spawn()
             .unwrap_or_else(|e| {
                 panic!(
-                    "python3 could not run ({e}): scripts/test installs python3's RQ, Celery and redis-py"
+                    "{interpreter} could not run ({e}): scripts/test installs python3's RQ, Celery and redis-py, and BullMQ"
                 )
             }),
     );
@@ -229,7 +237,7 @@ fn run_job_queue(script_path: &str, server: &mut dyn Restartable) {
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 panic!(
-                    "{name}.py still running after {DEADLINE:?}:\n{}",
+                    "{name} still running after {DEADLINE:?}:\n{}",
                     output.join("\n")
                 )
             }
@@ -241,10 +249,10 @@ fn run_job_queue(script_path: &str, server: &mut dyn Restartable) {
     let output = output.join("\n");
     assert!(
         status.success() && output.ends_with(&format!("{name}: ok")) && killed_at.is_some(),
-        "{name}.py failed ({status}, killed at {killed_at:?}):\n{output}\n{stderr}"
+        "{name} failed ({status}, killed at {killed_at:?}):\n{output}\n{stderr}"
     );
     eprintln!(
-        "{name}.py passed in {:.1} s:\n{output}",
+        "{name} passed in {:.1} s:\n{output}",
         started.elapsed().as_secs_f64()
     );
 }
@@ -279,4 +287,23 @@ fn celery_job_queue_run_holds_on_redis() {
     let dir = temp_dir();
     let mut server = Redis::start(&binary, dir.path());
     run_job_queue(CELERY, &mut server);
+}
+
+/// BullMQ (`tests/node/bullmq_queue.js`), against Tessera.
+#[test]
+fn bullmq_job_queue_loses_no_acknowledged_job_across_kill9() {
+    let dir = temp_dir();
+    let mut server = Tessera::start(dir.path(), None);
+    run_job_queue(BULLMQ, &mut server);
+}
+
+/// The same BullMQ run against redis-server.
+#[test]
+fn bullmq_job_queue_run_holds_on_redis() {
+    let Some(binary) = require_redis_or_skip(WHOLE_TEST) else {
+        return;
+    };
+    let dir = temp_dir();
+    let mut server = Redis::start(&binary, dir.path());
+    run_job_queue(BULLMQ, &mut server);
 }
