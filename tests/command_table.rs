@@ -33,13 +33,8 @@ const NOT_BUILT: &[&str] = &[
     "xtrim",
     // Replication.
     "failover",
-    "psync",
-    "replconf",
     "replicaof",
-    "role",
     "slaveof",
-    "sync",
-    "wait",
 ];
 
 /// Whether `full_name` (`name` or `container|sub`) is in `NOT_BUILT`, itself or by its

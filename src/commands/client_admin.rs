@@ -51,7 +51,7 @@ pub struct ClientModes {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TypeFilter {
     Kind(ClientKind),
-    Replica,
+    /// The link to this instance's master (none yet: Tessera is never a replica).
     Master,
 }
 
@@ -61,7 +61,7 @@ impl TypeFilter {
         Some(match name.as_str() {
             "normal" => TypeFilter::Kind(ClientKind::Normal),
             "pubsub" => TypeFilter::Kind(ClientKind::PubSub),
-            "slave" | "replica" => TypeFilter::Replica,
+            "slave" | "replica" => TypeFilter::Kind(ClientKind::Replica),
             "master" => TypeFilter::Master,
             _ => return None,
         })

@@ -284,7 +284,13 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
         }
         "clients" => {
             out.push_str("# Clients\r\n");
-            kv(out, "connected_clients", &server.connected_clients);
+            // As Redis: replicas are not counted among the clients.
+            let replicas = server.replication.replicas.len();
+            kv(
+                out,
+                "connected_clients",
+                &server.connected_clients.saturating_sub(replicas),
+            );
             kv(out, "cluster_connections", &0);
             kv(out, "maxclients", &config.clients_max);
             kv(
@@ -296,7 +302,8 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
         }
         "memory" => {
             let (used, rss) = crate::stats::memory_usage();
-            let pending_log = ctx.effects.buffer.capacity() as u64;
+            let pending_log =
+                ctx.effects.buffer.capacity() as u64 + server.replication.replica_output_bytes;
             let not_counted = server.eviction.not_counted(ctx.keyspace, pending_log);
             // Redis's overhead is the start-up memory, buffers and table overheads; here
             // the start-up memory and what eviction does not count (log buffers, the
@@ -364,6 +371,10 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
                 &format!("{:.2}", s.output_rate.per_second() as f64 / 1024.0),
             );
             kv(out, "rejected_connections", &s.rejected_connections);
+            let r = &server.replication.stats;
+            kv(out, "sync_full", &r.sync_full);
+            kv(out, "sync_partial_ok", &r.sync_partial_ok);
+            kv(out, "sync_partial_err", &r.sync_partial_err);
             kv(out, "expired_keys", &s.expired_keys);
             kv(out, "evicted_keys", &s.evicted_keys);
             kv(out, "evicted_clients", &0);
@@ -392,11 +403,7 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
                 &server.commands.total_error_replies,
             );
         }
-        "replication" => {
-            out.push_str("# Replication\r\n");
-            kv(out, "role", &"master");
-            kv(out, "connected_slaves", &0);
-        }
+        "replication" => info_replication(server, out),
         "cpu" => {
             // SAFETY: `rusage` is plain integers, for which all zeroes is a valid value.
             let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -479,4 +486,48 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
         }
         _ => {}
     }
+}
+
+/// INFO replication, a master's fields (Redis 7.0's `genRedisInfoString`).
+fn info_replication(server: &super::ServerState, out: &mut String) {
+    let replication = &server.replication;
+    out.push_str("# Replication\r\n");
+    kv(out, "role", &"master");
+    kv(out, "connected_slaves", &replication.replicas.len());
+    if server.config.replication.write_quorum().is_set() {
+        kv(out, "min_slaves_good_slaves", &replication.replicas.good());
+    }
+    let now = crate::clock::unix_seconds();
+    for (index, replica) in replication.replicas.iter().enumerate() {
+        kv(
+            out,
+            &format!("slave{index}"),
+            &format!(
+                "ip={},port={},state={},offset={},lag={}",
+                replica.ip,
+                replica.announced.listening_port,
+                replica.state.info_name(),
+                replica.ack_offset,
+                replica.lag_seconds(now)
+            ),
+        );
+    }
+    let backlog = replication.backlog.as_ref();
+    kv(out, "master_failover_state", &"no-failover");
+    kv(out, "master_replid", &replication.ids.replid);
+    kv(out, "master_replid2", &replication.ids.replid2);
+    kv(out, "master_repl_offset", &replication.offset);
+    kv(out, "second_repl_offset", &replication.ids.second_offset);
+    kv(out, "repl_backlog_active", &u8::from(backlog.is_some()));
+    kv(
+        out,
+        "repl_backlog_size",
+        &server.config.replication.backlog_bytes,
+    );
+    kv(
+        out,
+        "repl_backlog_first_byte_offset",
+        &backlog.map_or(0, |b| b.first_offset()),
+    );
+    kv(out, "repl_backlog_histlen", &backlog.map_or(0, |b| b.len()));
 }

@@ -36,6 +36,7 @@ mod migrate;
 mod object;
 mod picks;
 mod pubsub;
+mod replication;
 mod scripting;
 mod server;
 mod sets;
@@ -131,22 +132,41 @@ pub enum Action {
     /// DEBUG RELOAD / LOADAOF: the event loop persists and loads the dataset, then writes
     /// the reply (nothing is written yet).
     Reload(Reload),
+    /// PSYNC / SYNC: the session is a replica now; the event loop attaches its socket to
+    /// the stream.
+    Replicate(crate::replication::master::Attach),
 }
 
 /// The classes of client Tessera has (CLIENT LIST TYPE; Redis's `getClientType`): a
-/// client with a subscription is `pubsub`, and its output limit is that class's.
+/// replica (PSYNC or SYNC made it one) is `replica`, a client with a subscription is
+/// `pubsub`; the output limit is the class's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ClientKind {
     Normal,
     PubSub,
+    Replica,
 }
 
 impl ClientKind {
     pub fn of(session: &SessionState) -> ClientKind {
-        if session.subscriptions.any() {
+        if session.replica {
+            ClientKind::Replica
+        } else if session.subscriptions.any() {
             ClientKind::PubSub
         } else {
             ClientKind::Normal
+        }
+    }
+
+    /// Its `client-output-buffer-limit` class.
+    pub fn output_limit(
+        self,
+        limits: &crate::config::OutputBufferLimits,
+    ) -> crate::config::OutputBufferLimit {
+        match self {
+            ClientKind::Normal => limits.normal,
+            ClientKind::PubSub => limits.pubsub,
+            ClientKind::Replica => limits.replica,
         }
     }
 }
@@ -800,6 +820,7 @@ pub fn table() -> Vec<CommandSpec> {
     all.extend(memory::commands());
     all.extend(lolwut::commands());
     all.extend(debug::commands());
+    all.extend(replication::commands());
     all
 }
 

@@ -383,12 +383,6 @@ fn as_read(value: String) -> Result<String, ValueError> {
     Ok(value)
 }
 
-/// `repl-backlog-size`: Redis raises a smaller backlog to its minimum, 16 KB.
-fn backlog_minimum(value: String) -> Result<String, ValueError> {
-    let bytes: u64 = value.parse().unwrap_or(0);
-    Ok(bytes.max(16 * 1024).to_string())
-}
-
 /// An inert directive: its name, kind, default (as CONFIG GET prints it) and, if any,
 /// what becomes of a value once read (a further check, or Redis's adjustment). Mutable
 /// unless marked `.immutable()`.
@@ -488,7 +482,8 @@ const TLS_AUTH_CLIENTS: &[Choice] = &[choice("no", 0), choice("yes", 1), choice(
 
 /// The inert directives, by area.
 pub static INERT_DIRECTIVES: &[Directive] = &[
-    // Replication: Tessera is never a replica and has no replicas.
+    // Replication: the replica's side (Tessera is never a replica yet) and diskless
+    // syncs (a full sync is disk-based); a master's directives are `directives`.
     inert!("replicaof", Kind::ReplicaOf, "")
         .alias("slaveof")
         .immutable(),
@@ -507,18 +502,6 @@ pub static INERT_DIRECTIVES: &[Directive] = &[
     inert!("repl-diskless-sync-delay", int(0, INT_MAX), "5"),
     inert!("repl-diskless-sync-max-replicas", int(0, INT_MAX), "0"),
     inert!("repl-diskless-load", Kind::Enum(DISKLESS_LOAD), "disabled"),
-    inert!("repl-disable-tcp-nodelay", BOOL, "no"),
-    inert!("repl-ping-replica-period", int(1, INT_MAX), "10").alias("repl-ping-slave-period"),
-    inert!("repl-timeout", int(1, INT_MAX), "60"),
-    inert!(
-        "repl-backlog-size",
-        memory(1, LONG_MAX as u64),
-        "1048576",
-        backlog_minimum
-    ),
-    inert!("repl-backlog-ttl", int(0, LONG_MAX), "3600"),
-    inert!("min-replicas-to-write", int(0, INT_MAX), "0").alias("min-slaves-to-write"),
-    inert!("min-replicas-max-lag", int(0, INT_MAX), "10").alias("min-slaves-max-lag"),
     inert!(
         "propagation-error-behavior",
         Kind::Enum(PROPAGATION_ERROR),

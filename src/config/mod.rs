@@ -213,6 +213,8 @@ pub struct Config {
     /// histograms and the percentiles INFO latencystats prints.
     pub latency_tracking: bool,
     pub latency_tracking_percentiles: Vec<f64>,
+    /// The replication directives a master acts on (`crate::replication`).
+    pub replication: ReplicationConfig,
     /// The directives Tessera accepts without acting on them (`inert`).
     pub inert: InertValues,
 }
@@ -262,6 +264,51 @@ impl Config {
         match self.aof_rewrite_threads_setting {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n,
+        }
+    }
+}
+
+/// The replication directives of a master, with Redis 7.0's defaults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplicationConfig {
+    /// `repl-backlog-size`: bytes of the stream kept for partial resyncs (16 KB at least).
+    pub backlog_bytes: u64,
+    /// `repl-backlog-ttl`: seconds without replicas after which the backlog is freed; 0,
+    /// never.
+    pub backlog_ttl_seconds: u64,
+    /// `repl-ping-replica-period`: seconds between the PINGs sent into the stream.
+    pub ping_period_seconds: u64,
+    /// `repl-timeout`: seconds without an acknowledgement after which a replica is
+    /// dropped.
+    pub timeout_seconds: u64,
+    /// `min-replicas-to-write` and `min-replicas-max-lag` (seconds): writes are refused
+    /// while fewer replicas acknowledged within the lag (both non-zero to apply).
+    pub min_replicas_to_write: u64,
+    pub min_replicas_max_lag_seconds: u64,
+    /// `repl-disable-tcp-nodelay`: replicas' sockets send without TCP_NODELAY after their
+    /// sync (fewer, larger packets; more delay).
+    pub disable_tcp_nodelay: bool,
+}
+
+impl Default for ReplicationConfig {
+    fn default() -> Self {
+        ReplicationConfig {
+            backlog_bytes: 1024 * 1024,
+            backlog_ttl_seconds: 3600,
+            ping_period_seconds: 10,
+            timeout_seconds: 60,
+            min_replicas_to_write: 0,
+            min_replicas_max_lag_seconds: 10,
+            disable_tcp_nodelay: false,
+        }
+    }
+}
+
+impl ReplicationConfig {
+    pub fn write_quorum(&self) -> crate::replication::master::WriteQuorum {
+        crate::replication::master::WriteQuorum {
+            replicas_min: self.min_replicas_to_write,
+            max_lag_seconds: self.min_replicas_max_lag_seconds,
         }
     }
 }
@@ -448,6 +495,7 @@ impl Default for Config {
             latency_monitor_threshold_ms: 0,
             latency_tracking: true,
             latency_tracking_percentiles: vec![50.0, 99.0, 99.9],
+            replication: ReplicationConfig::default(),
             inert: InertValues::default(),
         }
     }

@@ -325,10 +325,19 @@ impl Engine {
         }
     }
 
+    /// Buffers eviction does not count besides the log writer's: this turn's records
+    /// and the replicas' outputs (Redis does not count its replicas' buffers either:
+    /// evicting keys cannot shrink them, and a replica far behind would empty the
+    /// dataset).
+    pub(super) fn buffers_not_counted(&self) -> u64 {
+        self.effects.buffer.capacity() as u64 + self.state.replication.replica_output_bytes
+    }
+
     /// The memory as eviction sees it, exactly (INFO).
     pub fn eviction_memory(&self) -> Memory {
-        let pending = self.effects.buffer.capacity() as u64;
-        self.state.eviction.memory_exact(&self.keyspace, pending)
+        self.state
+            .eviction
+            .memory_exact(&self.keyspace, self.buffers_not_counted())
     }
 
     /// Redis's `performEvictions`: while the counted memory is over `maxmemory`, evicts
@@ -345,7 +354,7 @@ impl Engine {
         let outcome = if max == 0 {
             Evicted::Ok
         } else {
-            let pending = self.effects.buffer.capacity() as u64;
+            let pending = self.buffers_not_counted();
             let counted = self
                 .state
                 .eviction

@@ -133,6 +133,9 @@ pub enum Outcome {
     /// DEBUG RELOAD / LOADAOF: persist and load the dataset, then write the reply
     /// (`Reload::reply`: unless CLIENT REPLY drops it).
     Reload(crate::commands::Reload),
+    /// PSYNC / SYNC made the session a replica: the event loop attaches its socket to
+    /// the stream (continued from the backlog, or after a full sync).
+    Replicate(crate::replication::master::Attach),
 }
 
 /// Why a command was refused before it ran (Redis's texts via `Display`).
@@ -170,8 +173,10 @@ pub enum Refusal {
     },
     /// ACL, from a script: its user may not run the command, or touch a key or channel.
     ScriptNoPermission(crate::acl::Denial),
-    /// A monitor (a replica to Redis) ran a command that reads or writes keys.
+    /// A monitor or a replica ran a command that reads or writes keys.
     ReplicaKeyspace,
+    /// `min-replicas-to-write`: too few replicas acknowledged within the lag for a write.
+    NotEnoughReplicas,
     /// A protected command (DEBUG) its directive (`enable-debug-command`) does not allow
     /// from this connection.
     ProtectedCommand {
@@ -199,6 +204,9 @@ impl fmt::Display for Refusal {
             }
             Refusal::Loading => f.write_str("LOADING Redis is loading the dataset in memory"),
             Refusal::ReplicaKeyspace => f.write_str("ERR Replica can't interact with the keyspace"),
+            Refusal::NotEnoughReplicas => {
+                f.write_str(crate::replication::master::NOT_ENOUGH_REPLICAS)
+            }
             Refusal::ProtectedCommand { name, directive } => write!(
                 f,
                 "ERR {name} command not allowed. If the {directive} option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server."
@@ -412,7 +420,16 @@ impl Engine {
         ));
         debug_assert!(previous.is_none(), "a client's request inside another's");
         let reply_start = reply.len();
+        let records_before = self.effects.records;
         let mut outcome = self.dispatch(session, reply, request, mode, host);
+        if self.effects.records != records_before {
+            // Its records go into the stream at the end of the turn, after those already
+            // in the turn's buffer: WAIT waits for replicas to reach their end.
+            session.write_offset = self
+                .state
+                .replication
+                .offset_after(self.effects.buffer.len());
+        }
         if matches!(outcome, Outcome::Postpone) {
             self.origin = None;
             return outcome;
@@ -641,6 +658,10 @@ impl Engine {
         if spec.name == "config" {
             self.state.config.encoding_limits.apply();
             self.eviction_after_config(memory_max_before);
+            // CONFIG SET min-replicas-*: counted again now (Redis's `updateGoodSlaves`).
+            let quorum = self.state.config.replication.write_quorum();
+            let now = crate::clock::unix_seconds();
+            self.state.replication.replicas.refresh_good(quorum, now);
         }
         action
     }
@@ -723,6 +744,7 @@ impl Engine {
             Action::StartJob(job) => Outcome::StartJob(job),
             Action::Block(blocked) => Outcome::Block(blocked),
             Action::Reload(reload) => Outcome::Reload(reload),
+            Action::Replicate(attach) => Outcome::Replicate(attach),
         }
     }
 
@@ -794,6 +816,13 @@ impl Engine {
         {
             Some(Refusal::LogFailing(error.clone()))
         } else if *mode == Mode::Client
+            && !self.enough_replicas_for_writes()
+            && (spec.has(flags::WRITE)
+                || crate::scripting::declares_writes(&self.state.scripting, spec, argv))
+        {
+            // An EXEC that queued writes is refused by EXEC itself (EXECABORT).
+            Some(Refusal::NotEnoughReplicas)
+        } else if *mode == Mode::Client
             && !crate::pubsub::Context::of(session.resp3, &session.subscriptions).allows(spec.name)
         {
             Some(Refusal::SubscribedContext(full_name(spec, argv)))
@@ -829,6 +858,8 @@ impl Engine {
             && let Some(error) = &self.state.log_error
         {
             Some(Refusal::LogFailing(error.clone()))
+        } else if writes && !script.wrote && !self.enough_replicas_for_writes() {
+            Some(Refusal::NotEnoughReplicas)
         } else if spec.has(flags::DENYOOM)
             && !script.wrote
             && !script.allow_oom
@@ -910,6 +941,13 @@ impl Engine {
             Some(_) => !matches!(spec.name, "exec" | "discard" | "quit" | "reset"),
             None => evict::denies_memory(&self.state.scripting, spec, argv),
         }
+    }
+
+    /// `min-replicas-to-write`: whether enough replicas acknowledged within
+    /// `min-replicas-max-lag` for writes to run (Redis's `checkGoodReplicasStatus`).
+    pub fn enough_replicas_for_writes(&self) -> bool {
+        let quorum = self.state.config.replication.write_quorum();
+        self.state.replication.replicas.enough_for_writes(quorum)
     }
 
     /// Whether the session must still AUTH: a password is set now and it has not given it.

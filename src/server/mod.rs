@@ -21,6 +21,7 @@ mod jobs;
 mod pace;
 mod postponed;
 mod reload;
+mod replicas;
 mod session;
 
 use crate::commands::{LoadingStatus, SessionState};
@@ -94,6 +95,8 @@ pub struct Server {
     resumed: Vec<usize>,
     /// Clients whose request CLIENT PAUSE holds (`postponed`).
     postponed: Vec<usize>,
+    /// When the once-a-second replication cron runs next (`replicas`).
+    replication_cron_due: Instant,
 }
 
 /// A SHUTDOWN asked for by a client (`requester`) or a signal.
@@ -212,6 +215,7 @@ impl Server {
             block_deadlines: Default::default(),
             resumed: Vec::new(),
             postponed: Vec::new(),
+            replication_cron_due: Instant::now(),
         };
         Ok(server)
     }
@@ -356,6 +360,8 @@ impl Server {
                     break;
                 }
             }
+            // Acknowledgements read this turn may release clients parked by WAIT.
+            self.release_waiting_clients();
             if !self.block_deadlines.is_empty() {
                 self.expire_blocked();
             }
@@ -425,6 +431,7 @@ impl Server {
     fn enforce_output_limits(&mut self) {
         let now = Instant::now();
         let limits = self.engine.state.config.output_buffer_limits;
+        let backlog_bytes = self.engine.state.config.replication.backlog_bytes;
         let auth_required = self.engine.state.acl.auth_required();
         let mut over = Vec::new();
         for &token in &self.touched {
@@ -437,16 +444,19 @@ impl Server {
             }
             let unsent = client.output.len() - client.conn.output_sent;
             let authenticated = !auth_required || client.state.authenticated;
-            let limit = match crate::commands::ClientKind::of(&client.state) {
-                crate::commands::ClientKind::Normal => &limits.normal,
-                crate::commands::ClientKind::PubSub => &limits.pubsub,
-            };
+            let kind = crate::commands::ClientKind::of(&client.state);
+            let mut limit = kind.output_limit(&limits);
+            if kind == crate::commands::ClientKind::Replica && limit.hard_bytes != 0 {
+                // As Redis: a replica's hard limit is never below the backlog, or a
+                // partial resync would be dropped at once.
+                limit.hard_bytes = limit.hard_bytes.max(backlog_bytes);
+            }
             // A breach a pub/sub message found stands (nothing was appended since).
             let breach = client.conn.output_breach.or_else(|| {
                 crate::client_buffers::check_output(
                     unsent,
                     authenticated,
-                    limit,
+                    &limit,
                     &mut client.conn.output_soft_since,
                     now,
                 )
@@ -465,14 +475,14 @@ impl Server {
         }
     }
 
-    /// Hands this turn's effects to the log writer and sends the replies that may go,
-    /// with the turn's BCAST invalidations (Redis sends them before it sleeps).
+    /// Hands this turn's effects to the replication stream and the log writer and sends
+    /// the replies that may go, with the turn's BCAST invalidations (Redis sends them
+    /// before it sleeps).
     fn end_of_turn(&mut self) {
         let limits = self.engine.state.config.output_buffer_limits;
         let mut host =
             session::SessionsView::new(&mut self.clients, None, &mut self.touched, limits);
         self.engine.broadcast_invalidations(&mut host);
-        self.enforce_output_limits();
         if let Some(writer) = &mut self.log_writer {
             let policy = self.engine.state.config.appendfsync;
             if policy != self.writer_policy {
@@ -484,11 +494,14 @@ impl Server {
                 writer.set_memory_limit(maxmemory); // CONFIG SET maxmemory
                 self.writer_memory_limit = maxmemory;
             }
-            if !self.engine.effects.buffer.is_empty() {
-                writer.submit(&mut self.engine.effects.buffer);
-                let p = &mut self.engine.state.persistence;
-                p.aof_pending_peak_bytes = p.aof_pending_peak_bytes.max(writer.pending_bytes());
-            }
+        }
+        // The replicas' copy of the turn's effects, then the log's.
+        self.take_effects();
+        self.replication_end_of_turn();
+        self.enforce_output_limits();
+        if let Some(writer) = &self.log_writer {
+            let p = &mut self.engine.state.persistence;
+            p.aof_pending_peak_bytes = p.aof_pending_peak_bytes.max(writer.pending_bytes());
             let durable = release_watermark(writer, self.engine.state.config.appendfsync);
             let failing = writer.is_failing();
             let last = writer.last_submitted();
@@ -541,6 +554,10 @@ impl Server {
         let Some(client) = self.clients.get_mut(&token) else {
             return;
         };
+        if client.conn.replica.is_some() {
+            self.flush_replica(token);
+            return;
+        }
         let mut failed = false;
         let conn = &mut client.conn;
         while conn.output_sent < client.output.len() {
@@ -597,6 +614,9 @@ impl Server {
             }
             if client.state.modes.monitor {
                 self.engine.state.monitors.remove(id);
+            }
+            if client.state.replica {
+                self.replica_gone(id);
             }
         }
         self.engine.state.connected_clients = self.clients.len();

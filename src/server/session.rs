@@ -60,6 +60,8 @@ pub(super) struct Connection {
     /// A request CLIENT PAUSE holds (its arguments): it runs again when the pause ends or
     /// eases, and the input after it waits in `input` (`server::postponed`).
     pub postponed: Option<Vec<Vec<u8>>>,
+    /// A replica's link: what of its output may go (`server::replicas`).
+    pub replica: Option<super::replicas::ReplicaLink>,
     pub created: Instant,
     pub last_interaction: Instant,
 }
@@ -105,6 +107,7 @@ impl Client {
                 close_after_reply: false,
                 blocked: None,
                 postponed: None,
+                replica: None,
                 created: now,
                 last_interaction: now,
             },
@@ -275,7 +278,7 @@ impl<'a> SessionsView<'a> {
     }
 }
 
-/// CLIENT LIST's `flags=`, in Redis's order: `O` monitor, `P` subscribed, `x` in MULTI,
+/// CLIENT LIST's `flags=`, in Redis's order: `S` replica, `O` monitor, `P` subscribed, `x` in MULTI,
 /// `b` blocked (on keys, or held by CLIENT PAUSE), then tracking's `t` (tracking), `R`
 /// (its redirect is gone), `B` (BCAST); `c` closing after its reply, `e` no-evict; `N`
 /// for none.
@@ -285,6 +288,9 @@ fn client_flags(
     tracking: Option<&ClientTracking>,
 ) -> String {
     let mut flags = String::new();
+    if state.replica {
+        flags.push('S');
+    }
     if state.modes.monitor {
         flags.push('O');
     }
@@ -372,14 +378,11 @@ impl SessionsView<'_> {
             return; // condemned: it is closed at the end of the turn
         }
         let unsent = client.output.len() - client.conn.output_sent;
-        let limit = match ClientKind::of(&client.state) {
-            ClientKind::Normal => &self.limits.normal,
-            ClientKind::PubSub => &self.limits.pubsub,
-        };
+        let limit = ClientKind::of(&client.state).output_limit(&self.limits);
         let breach = crate::client_buffers::check_output(
             unsent,
             true,
-            limit,
+            &limit,
             &mut client.conn.output_soft_since,
             *self.now.get_or_insert_with(Instant::now),
         );
@@ -745,15 +748,24 @@ impl Server {
                         .enumerate()
                         .map(|(i, r)| big.argument(i, frame, r.clone()))
                         .collect();
+                    let mut rogue = false;
                     let outcome = (!argv.is_empty()).then(|| {
                         let request = Request {
                             argv: &argv,
                             big_arguments: big.complete(),
                         };
-                        self.execute_for_client(state, output, conn, request)
+                        let replica = state.replica;
+                        let mut scratch = Vec::new();
+                        let out = if replica { &mut scratch } else { &mut *output };
+                        let ran = self.execute_for_client(state, out, conn, request);
+                        rogue = replica && !scratch.is_empty();
+                        ran
                     });
                     let held = postponed_copy(&outcome, &argv);
                     drop(argv);
+                    if rogue {
+                        rogue_replica(conn, state);
+                    }
                     conn.postponed = held;
                     conn.big_arguments.clear();
                     consumed_total += used;
@@ -761,9 +773,24 @@ impl Server {
                 }
                 Parse::Inline(words, used) => {
                     let argv: SmallVec<[&[u8]; 8]> = words.iter().map(|w| w.as_slice()).collect();
+                    if argv.is_empty() && state.replica {
+                        // A replica loading a big snapshot sends newlines: it is alive.
+                        let now = crate::clock::unix_seconds();
+                        let replicas = &mut self.engine.state.replication.replicas;
+                        replicas.heard_from(state.id, now);
+                    }
+                    let mut rogue = false;
                     let outcome = (!argv.is_empty()).then(|| {
-                        self.execute_for_client(state, output, conn, Request::plain(&argv))
+                        let replica = state.replica;
+                        let mut scratch = Vec::new();
+                        let out = if replica { &mut scratch } else { &mut *output };
+                        let ran = self.execute_for_client(state, out, conn, Request::plain(&argv));
+                        rogue = replica && !scratch.is_empty();
+                        ran
                     });
+                    if rogue {
+                        rogue_replica(conn, state);
+                    }
                     conn.postponed = postponed_copy(&outcome, &argv);
                     consumed_total += used;
                     outcome
@@ -823,9 +850,22 @@ impl Server {
             Outcome::Block(blocked) => self.block(token, client, blocked),
             Outcome::Postpone => self.postpone(token),
             Outcome::Reload(reload) => self.reload(client, reload),
+            Outcome::Replicate(attach) => self.attach_replica(token, client, attach),
         }
         None
     }
+}
+
+/// A replica's command produced a reply, which its output (the stream) cannot carry:
+/// Redis drops such a replica ("Replica generated a reply to command").
+fn rogue_replica(conn: &mut Connection, state: &SessionState) {
+    tracing::warn!(
+        "Replica generated a reply to command '{}', disconnecting it: id={} addr={}",
+        state.last_command,
+        state.id,
+        conn.peer
+    );
+    conn.close_after_reply = true;
 }
 
 /// The arguments of a request CLIENT PAUSE held, kept to run it again.

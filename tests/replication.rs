@@ -1,0 +1,576 @@
+//! Tessera as the master of real redis-server 7.0 replicas (issue 17, slice 1): a full
+//! sync of every value type, the stream under a write load (strings, collections,
+//! expiries, transactions, scripts, functions, several databases), a partial resync
+//! after the link is cut, a replica that stops reading dropped with the master's memory
+//! bounded, WAIT, `min-replicas-to-write`, and the ROLE / INFO / CLIENT LIST fields
+//! compared with a Redis master's.
+
+mod common;
+
+use common::raw_client::{Conn, V};
+use common::{RedisOracle, TestServer, info_field, run, start_server, temp_dir};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// A redis-server replica of `master`, its log in `dir` (the replica's log says how it
+/// synchronised).
+struct Replica {
+    redis: RedisOracle,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Replica {
+    fn start(master_port: u16) -> Replica {
+        let binary = common::side_by_side::require_redis();
+        let dir = temp_dir();
+        let log = dir.path().join("replica.log");
+        let redis = RedisOracle::start_with(
+            &binary,
+            dir.path(),
+            &[
+                "--appendonly",
+                "no",
+                "--enable-debug-command",
+                "yes",
+                "--logfile",
+                log.to_str().unwrap(),
+                "--replicaof",
+                "127.0.0.1",
+                &master_port.to_string(),
+            ],
+        );
+        Replica {
+            redis,
+            log,
+            _dir: dir,
+        }
+    }
+
+    fn connection(&self) -> redis::Connection {
+        self.redis.connection()
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn pid(&self) -> i32 {
+        self.redis.child.id() as i32
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = std::process::Command::new("kill")
+            .args([&format!("-{signal}"), &self.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -{signal}");
+    }
+}
+
+fn start_master(dir: &Path, args: &[&str]) -> TestServer {
+    let mut all = vec!["--enable-debug-command", "yes"];
+    all.extend_from_slice(args);
+    start_server(dir, &all)
+}
+
+/// Waits until `condition` holds, or fails naming `what`.
+fn wait_until(what: &str, timeout: Duration, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn info(conn: &mut redis::Connection, section: &str) -> String {
+    redis::cmd("INFO").arg(section).query(conn).unwrap()
+}
+
+fn field(info: &str, name: &str) -> Option<String> {
+    info.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+        .map(|v| v.trim().to_string())
+}
+
+/// The master lists `count` replicas, all online.
+fn wait_online(master: &mut redis::Connection, count: usize) {
+    wait_until(
+        &format!("{count} online replica(s)"),
+        Duration::from_secs(60),
+        || {
+            let text = info(master, "replication");
+            field(&text, "connected_slaves") == Some(count.to_string())
+                && (0..count).all(|n| {
+                    field(&text, &format!("slave{n}")).is_some_and(|s| s.contains("state=online"))
+                })
+        },
+    );
+}
+
+/// The replica has processed the master's whole stream.
+fn wait_caught_up(master: &mut redis::Connection, replica: &mut redis::Connection) {
+    wait_until(
+        "the replica to reach the master's offset",
+        Duration::from_secs(60),
+        || {
+            let offset = field(&info(master, "replication"), "master_repl_offset");
+            let text = info(replica, "replication");
+            field(&text, "master_link_status").as_deref() == Some("up")
+                && field(&text, "slave_repl_offset") == offset
+        },
+    );
+}
+
+fn digest(conn: &mut redis::Connection) -> String {
+    redis::cmd("DEBUG").arg("DIGEST").query(conn).unwrap()
+}
+
+/// Master and replica hold the same dataset: DEBUG DIGEST (Redis's, which Tessera
+/// computes too), and on a difference the keys that differ.
+fn assert_same_dataset(master: &mut redis::Connection, replica: &mut redis::Connection) {
+    wait_caught_up(master, replica);
+    if digest(master) == digest(replica) {
+        return;
+    }
+    let ours = common::dataset::dataset(master);
+    let theirs = common::dataset::dataset(replica);
+    let mut differences = Vec::new();
+    for key in ours.keys().chain(theirs.keys()) {
+        if ours.get(key) != theirs.get(key) {
+            differences.push(format!(
+                "{key:?}\n  master:  {:?}\n  replica: {:?}",
+                ours.get(key),
+                theirs.get(key)
+            ));
+        }
+    }
+    differences.dedup();
+    panic!(
+        "the datasets differ (first databases: {} differences)\n{}",
+        differences.len(),
+        differences
+            .iter()
+            .take(10)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+/// Values beyond `dataset::populate`'s: HyperLogLog, geo, bitmaps, integers, a long
+/// string, keys with an expiry, and a function library.
+fn populate_more(conn: &mut redis::Connection) {
+    run(conn, &["PFADD", "hll", "a", "b", "c", "d"]);
+    run(
+        conn,
+        &["GEOADD", "geo", "13.361389", "38.115556", "Palermo"],
+    );
+    run(conn, &["SETBIT", "bits", "1000", "1"]);
+    run(conn, &["SET", "counter", "41"]);
+    run(conn, &["INCR", "counter"]);
+    run(conn, &["SET", "long", &"x".repeat(10_000)]);
+    run(conn, &["SET", "volatile", "v", "EX", "100000"]);
+    run(
+        conn,
+        &[
+            "FUNCTION",
+            "LOAD",
+            "#!lua name=replib\nredis.register_function('bump', function(keys, args) return redis.call('INCRBY', keys[1], args[1]) end)",
+        ],
+    );
+    // Enough keys that a slow snapshot (rdb-key-save-delay) takes a while.
+    for chunk in 0..10 {
+        let mut args = vec!["MSET".to_string()];
+        for n in 0..200 {
+            args.push(format!("filler:{chunk}:{n}"));
+            args.push(format!("value {n}"));
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        run(conn, &args);
+    }
+}
+
+/// A write load of every kind the stream carries, `rounds` times over.
+fn write_load(conn: &mut redis::Connection, tag: &str, rounds: usize) {
+    for round in 0..rounds {
+        let key = |name: &str| format!("{tag}:{name}:{}", round % 7);
+        run(conn, &["SELECT", &(round % 3).to_string()]);
+        run(conn, &["SET", &key("s"), &format!("value {round}")]);
+        run(conn, &["APPEND", &key("s"), "+"]);
+        run(conn, &["INCRBY", &key("n"), &round.to_string()]);
+        run(conn, &["INCRBYFLOAT", &key("f"), "0.1"]);
+        run(conn, &["RPUSH", &key("list"), "a", "b", &round.to_string()]);
+        run(conn, &["LPOP", &key("list")]);
+        run(
+            conn,
+            &["HSET", &key("hash"), "f", &round.to_string(), "g", "h"],
+        );
+        run(conn, &["HDEL", &key("hash"), "g"]);
+        run(conn, &["SADD", &key("set"), &round.to_string(), "x"]);
+        run(conn, &["SPOP", &key("set")]);
+        run(
+            conn,
+            &["ZADD", &key("zset"), &round.to_string(), "m", "1.5", "n"],
+        );
+        run(conn, &["ZINCRBY", &key("zset"), "2", "n"]);
+        // Expiries: a long one, one that passes during the load (its DEL is in the
+        // stream), relative forms the stream carries as absolute times.
+        run(conn, &["SET", &key("ttl"), "t", "EX", "1000"]);
+        run(conn, &["SET", &key("short"), "gone", "PX", "30"]);
+        run(conn, &["EXPIRE", &key("hash"), "5000"]);
+        run(conn, &["PERSIST", &key("hash")]);
+        run(conn, &["GETEX", &key("s"), "PX", "900000"]);
+        // A transaction.
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .cmd("SET")
+            .arg(key("tx"))
+            .arg(round)
+            .cmd("LPUSH")
+            .arg(key("txlist"))
+            .arg(round)
+            .cmd("DEL")
+            .arg(key("txgone"));
+        let _: redis::Value = pipe.query(conn).unwrap();
+        // Scripts: effects, not the script; a random choice replays exactly.
+        run(
+            conn,
+            &[
+                "EVAL",
+                "redis.call('SET', KEYS[1], ARGV[1]); redis.call('SADD', KEYS[2], math.random(1000)); return redis.call('SPOP', KEYS[2])",
+                "2",
+                &key("script"),
+                &key("scriptset"),
+                &round.to_string(),
+            ],
+        );
+        run(conn, &["FCALL", "bump", "1", &key("fcall"), "3"]);
+        if round % 10 == 9 {
+            run(conn, &["SWAPDB", "1", "2"]);
+            run(conn, &["SET", &key("s"), "to rename"]);
+            run(conn, &["RENAME", &key("s"), &key("renamed")]);
+            run(conn, &["COPY", &key("renamed"), &key("copied"), "DB", "2"]);
+        }
+    }
+    run(conn, &["SELECT", "0"]);
+}
+
+/// The whole path of a replica: a full sync taken while writes go on (the snapshot is
+/// slowed), the stream under load, a cut link and a partial resync, equal datasets at
+/// each step.
+#[test]
+fn a_redis_replica_syncs_follows_and_resumes_partially() {
+    let dir = temp_dir();
+    // A slow snapshot: the load runs during the full sync, so the stream since the
+    // snapshot's point accumulates in the replica's output.
+    let master = start_master(dir.path(), &["--rdb-key-save-delay", "1000"]);
+    let mut conn = master.connection();
+    common::dataset::populate(&mut conn, 0);
+    populate_more(&mut conn);
+
+    let replica = Replica::start(master.port);
+    wait_until(
+        "the replica to wait for its snapshot",
+        Duration::from_secs(30),
+        || {
+            field(&info(&mut conn, "replication"), "slave0")
+                .is_some_and(|s| s.contains("state=wait_bgsave"))
+        },
+    );
+    write_load(&mut conn, "during-sync", 40);
+    // The load ran while the snapshot was written: what it wrote waited in the replica's
+    // output, behind the snapshot.
+    let slave0 = field(&info(&mut conn, "replication"), "slave0").unwrap();
+    assert!(!slave0.contains("state=online"), "{slave0}");
+    wait_online(&mut conn, 1);
+    let mut replica_conn = replica.connection();
+    assert_same_dataset(&mut conn, &mut replica_conn);
+    let log = replica.log();
+    assert!(
+        log.contains("Full resync from master"),
+        "replica log:\n{log}"
+    );
+    assert_eq!(info_field(&mut conn, "sync_full").as_deref(), Some("1"));
+
+    // The stream as it comes.
+    run(&mut conn, &["CONFIG", "SET", "rdb-key-save-delay", "0"]);
+    write_load(&mut conn, "online", 80);
+    assert_same_dataset(&mut conn, &mut replica_conn);
+
+    // Cut the link: Redis's replica reconnects and continues from the backlog.
+    let killed = run(&mut conn, &["CLIENT", "KILL", "TYPE", "replica"]);
+    assert_eq!(killed, redis::Value::Int(1));
+    write_load(&mut conn, "after-kill", 20);
+    wait_until("a partial resync", Duration::from_secs(30), || {
+        info_field(&mut conn, "sync_partial_ok").as_deref() == Some("1")
+    });
+    wait_online(&mut conn, 1);
+    assert_same_dataset(&mut conn, &mut replica_conn);
+    let log = replica.log();
+    assert!(
+        log.contains("Successful partial resynchronization with master"),
+        "replica log:\n{log}"
+    );
+    assert_eq!(info_field(&mut conn, "sync_full").as_deref(), Some("1"));
+    assert_eq!(
+        info_field(&mut conn, "sync_partial_err").as_deref(),
+        Some("0")
+    );
+    // No temporary snapshot left behind.
+    let leftovers: Vec<String> = common::dirs::file_names(dir.path())
+        .into_iter()
+        .filter(|name| name.starts_with("temp-"))
+        .collect();
+    assert!(leftovers.is_empty(), "left behind: {leftovers:?}");
+}
+
+/// A replica that stops reading (SIGSTOP) is dropped once its output passes the replica
+/// limit, the master's memory stays bounded meanwhile, and once it runs again it resyncs.
+#[test]
+fn a_replica_that_stops_reading_is_dropped_and_the_master_stays_bounded() {
+    let dir = temp_dir();
+    let master = start_master(
+        dir.path(),
+        &[
+            "--appendonly",
+            "no",
+            "--client-output-buffer-limit",
+            "replica 4mb 2mb 60",
+        ],
+    );
+    let mut conn = master.connection();
+    run(&mut conn, &["SET", "before", "1"]);
+    let replica = Replica::start(master.port);
+    wait_online(&mut conn, 1);
+    let used = |conn: &mut redis::Connection| -> u64 {
+        info_field(conn, "used_memory").unwrap().parse().unwrap()
+    };
+    let before = used(&mut conn);
+
+    replica.signal("STOP");
+    let value = "v".repeat(100_000);
+    let writes = 400; // 40 MB, far past what the socket buffers and the limit hold
+    let mut peak = 0;
+    for n in 0..writes {
+        run(&mut conn, &["SET", &format!("big:{n}"), &value]);
+        if n % 20 == 0 {
+            peak = peak.max(used(&mut conn));
+        }
+    }
+    wait_until(
+        "the stopped replica to be dropped",
+        Duration::from_secs(30),
+        || info_field(&mut conn, "connected_slaves").as_deref() == Some("0"),
+    );
+    let written = (writes * value.len()) as u64;
+    // The dataset grew by what was written; the stopped replica's output, which would
+    // have doubled that, held at most its limit (4 MB) and a turn's writes.
+    let grown = peak.saturating_sub(before);
+    assert!(
+        grown < written + written / 5 + 8 * 1024 * 1024,
+        "the master grew by {grown} bytes for {written} bytes written"
+    );
+    assert!(
+        master.log().contains("overcoming of output buffer limits"),
+        "master log:\n{}",
+        master.log()
+    );
+
+    // Running again, it finds its link gone and syncs anew (the backlog lost what it
+    // missed).
+    replica.signal("CONT");
+    wait_online(&mut conn, 1);
+    let mut replica_conn = replica.connection();
+    assert_same_dataset(&mut conn, &mut replica_conn);
+    assert_eq!(info_field(&mut conn, "sync_full").as_deref(), Some("2"));
+}
+
+/// WAIT counts the replicas that acknowledged the client's last write, asking them with
+/// GETACK; a replica that does not answer is not counted once the timeout passes.
+#[test]
+fn wait_counts_the_replicas_that_acknowledged() {
+    let dir = temp_dir();
+    let master = start_master(dir.path(), &[]);
+    let mut conn = master.connection();
+    let replica = Replica::start(master.port);
+    wait_online(&mut conn, 1);
+
+    run(&mut conn, &["SET", "k", "1"]);
+    let started = Instant::now();
+    assert_eq!(
+        run(&mut conn, &["WAIT", "1", "10000"]),
+        redis::Value::Int(1)
+    );
+    // Answered by the GETACK's reply, not the replica's once-a-second ACK alone.
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // More replicas than there are: the timeout, with the count.
+    let started = Instant::now();
+    assert_eq!(run(&mut conn, &["WAIT", "2", "300"]), redis::Value::Int(1));
+    assert!(started.elapsed() >= Duration::from_millis(290));
+    assert_eq!(run(&mut conn, &["WAIT", "0", "0"]), redis::Value::Int(1));
+
+    // Inside a transaction WAIT does not block.
+    let mut pipe = redis::pipe();
+    pipe.atomic()
+        .cmd("SET")
+        .arg("k")
+        .arg("2")
+        .cmd("WAIT")
+        .arg(5)
+        .arg(0);
+    let replies: Vec<redis::Value> = pipe.query(&mut conn).unwrap();
+    assert!(matches!(
+        replies[1],
+        redis::Value::Int(0) | redis::Value::Int(1)
+    ));
+
+    // A stopped replica acknowledges nothing.
+    replica.signal("STOP");
+    run(&mut conn, &["SET", "k", "3"]);
+    assert_eq!(run(&mut conn, &["WAIT", "1", "300"]), redis::Value::Int(0));
+    replica.signal("CONT");
+    assert_eq!(
+        run(&mut conn, &["WAIT", "1", "10000"]),
+        redis::Value::Int(1)
+    );
+    let mut replica_conn = replica.connection();
+    let value: String = redis::cmd("GET").arg("k").query(&mut replica_conn).unwrap();
+    assert_eq!(value, "3");
+}
+
+/// The fields a master shows (ROLE, INFO replication, CLIENT LIST's `S`), the shapes of
+/// Redis's, and `min-replicas-to-write` refusing writes with Redis's error, compared with
+/// a Redis master that has a Redis replica.
+#[test]
+fn role_info_and_write_quorum_answer_as_a_redis_master() {
+    let dir = temp_dir();
+    let master = start_master(dir.path(), &[]);
+    let binary = common::side_by_side::require_redis();
+    let redis_master = RedisOracle::start(&binary);
+    let ours = Replica::start(master.port);
+    let theirs = Replica::start(redis_master.port);
+    let mut tessera = master.connection();
+    let mut redis = redis_master.connection();
+    wait_online(&mut tessera, 1);
+    wait_online(&mut redis, 1);
+    run(&mut tessera, &["SET", "k", "v"]);
+    run(&mut redis, &["SET", "k", "v"]);
+    wait_caught_up(&mut tessera, &mut ours.connection());
+    wait_caught_up(&mut redis, &mut theirs.connection());
+
+    // INFO replication: the same fields in the same order.
+    let names = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|line| line.split_once(':').map(|(name, _)| name.to_string()))
+            .collect()
+    };
+    let ours_info = info(&mut tessera, "replication");
+    let theirs_info = info(&mut redis, "replication");
+    assert_eq!(
+        names(&ours_info),
+        names(&theirs_info),
+        "{ours_info}\n{theirs_info}"
+    );
+    let slave0 = field(&ours_info, "slave0").unwrap();
+    let replica_port = ours.redis.port;
+    assert!(
+        slave0.starts_with(&format!(
+            "ip=127.0.0.1,port={replica_port},state=online,offset="
+        )),
+        "{slave0}"
+    );
+    assert_eq!(
+        field(&ours_info, "repl_backlog_active").as_deref(),
+        Some("1")
+    );
+    assert_eq!(
+        field(&ours_info, "repl_backlog_first_byte_offset").as_deref(),
+        Some("1")
+    );
+    assert_eq!(
+        field(&ours_info, "repl_backlog_histlen"),
+        field(&ours_info, "master_repl_offset")
+    );
+
+    // ROLE: master, the offset, [ip, port, acknowledged offset] per online replica.
+    let mut ours_raw = Conn::new(master.port);
+    let mut theirs_raw = Conn::new(redis_master.port);
+    let shape = |role: V| -> Vec<String> {
+        let items = role.items();
+        let mut shape = vec![format!("{:?}", items[0])];
+        shape.push(matches!(items[1], V::Int(_)).to_string());
+        for replica in items[2].items() {
+            let fields = replica.items();
+            shape.push(format!("{} {}", fields.len(), fields[0].text()));
+            assert!(matches!(fields[1], V::Bulk(_)) && matches!(fields[2], V::Bulk(_)));
+        }
+        shape
+    };
+    assert_eq!(
+        shape(ours_raw.cmd(&["ROLE"])),
+        shape(theirs_raw.cmd(&["ROLE"]))
+    );
+    let role = ours_raw.cmd(&["ROLE"]).items();
+    assert_eq!(
+        role[2].items()[0].items()[1].text(),
+        replica_port.to_string()
+    );
+
+    // CLIENT LIST: the replica with flag S, and TYPE replica lists it alone.
+    let replicas = ours_raw.cmd(&["CLIENT", "LIST", "TYPE", "replica"]).text();
+    assert_eq!(replicas.lines().count(), 1, "{replicas}");
+    assert!(replicas.contains(" flags=S "), "{replicas}");
+    assert!(replicas.contains(" cmd=replconf "), "{replicas}");
+    assert_eq!(
+        info_field(&mut tessera, "connected_clients"),
+        info_field(&mut redis, "connected_clients")
+    );
+
+    // The replication commands' errors, and the write quorum's refusals.
+    let lines = [
+        "REPLCONF",
+        "REPLCONF a",
+        "REPLCONF foo bar",
+        "REPLCONF listening-port x",
+        "REPLCONF listening-port 1 capa eof capa psync2",
+        "REPLCONF rdb-only 2",
+        "REPLCONF rdb-filter-only foo",
+        "WAIT 1 x",
+        "WAIT x 0",
+        "WAIT 1 -1",
+        "PSYNC a b",
+        "PSYNC a b c failover",
+        "CONFIG SET min-replicas-to-write 2",
+        "SET k v2",
+        "MULTI",
+        "SET k v3",
+        "EXEC",
+        "EVAL return redis.call('SET','k','v4') 0",
+        "EVAL #!lua\nreturn redis.call('SET','k','v5') 0",
+        "GET k",
+        "CONFIG SET min-replicas-to-write 1",
+        "SET k v6",
+        "CONFIG SET min-replicas-to-write 0",
+    ];
+    let mut differences = Vec::new();
+    for line in lines {
+        let words = split_keeping_scripts(line);
+        let words: Vec<&str> = words.iter().map(String::as_str).collect();
+        let a = ours_raw.cmd(&words);
+        let b = theirs_raw.cmd(&words);
+        if a != b {
+            differences.push(format!("{line}\n  tessera: {a:?}\n  redis:   {b:?}"));
+        }
+    }
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+}
+
+/// A line's words, where EVAL's script (up to the numkeys word) is one word.
+fn split_keeping_scripts(line: &str) -> Vec<String> {
+    if let Some(rest) = line.strip_prefix("EVAL ") {
+        let (script, numkeys) = rest.rsplit_once(' ').unwrap();
+        return vec!["EVAL".into(), script.into(), numkeys.into()];
+    }
+    line.split(' ').map(str::to_string).collect()
+}
