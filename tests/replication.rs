@@ -437,6 +437,20 @@ fn wait_counts_the_replicas_that_acknowledged() {
     let mut replica_conn = replica.connection();
     let value: String = redis::cmd("GET").arg("k").query(&mut replica_conn).unwrap();
     assert_eq!(value, "3");
+
+    // PUBLISH reaches the replica's subscribers, as Redis sends it to its replicas; the
+    // master's log never has it.
+    let mut subscriber = Conn::new(replica.redis.port);
+    subscriber.cmd(&["SUBSCRIBE", "news"]);
+    assert_eq!(
+        run(&mut conn, &["PUBLISH", "news", "hello"]),
+        redis::Value::Int(0)
+    );
+    let message: Vec<String> = subscriber.read().items().iter().map(V::text).collect();
+    assert_eq!(message, ["message", "news", "hello"]);
+    let log = std::fs::read(master.last_incremental_file()).unwrap();
+    let log = String::from_utf8_lossy(&log);
+    assert!(log.contains("SET") && !log.contains("PUBLISH"), "{log}");
 }
 
 /// The fields a master shows (ROLE, INFO replication, CLIENT LIST's `S`), the shapes of

@@ -437,6 +437,14 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// Sends a record to the replicas only (PUBLISH, so that their subscribers hear it,
+    /// as Redis does): not logged, and no change of the dataset. Nothing without replicas.
+    pub fn propagate_to_replicas(&mut self, args: &[&[u8]]) {
+        if self.server.replication.stream_active() {
+            self.effects.record_for_replicas(self.client.db, args);
+        }
+    }
+
     /// Redis's `signalModifiedKey` for a change that is not logged (an LTRIM that removed
     /// nothing): WATCH is touched and tracking clients told, as for any write.
     pub fn signal_modified(&mut self, key: &[u8]) {

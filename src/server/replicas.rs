@@ -6,7 +6,9 @@
 //!   first the replication stream — the backlog and every replica's output — then the log
 //!   writer. It runs at the end of each turn, and wherever a job must start after every
 //!   record so far (a compaction's log switch, a full sync's capture point, a reload).
-//!   WAIT's `REPLCONF GETACK *` and the cron's `PING` go into the stream only.
+//!   WAIT's `REPLCONF GETACK *` and the cron's `PING` go into the stream only. A
+//!   replica's output waits for the log as a read's reply does (`ReplyShows::Reads`): a
+//!   replica never has a write the master's log has not (Redis writes its log first).
 //! - **Attaching.** PSYNC that continues from the backlog leaves `+CONTINUE` and the
 //!   missed bytes in the reply: the session is online at once. A full sync waits for a
 //!   snapshot: started now (its point is the stream's offset now), or shared with one
@@ -26,6 +28,7 @@
 
 use super::Server;
 use super::session::{Client, Sessions};
+use crate::commands::ReplyShows;
 use crate::replication::full_sync::{self, Transfer};
 use crate::replication::master::{Attach, ReplicaState};
 use crate::replication::{self, Replication};
@@ -97,6 +100,11 @@ fn feed_stream(
                     continue; // dropped at the end of the turn
                 }
                 client.output.extend_from_slice(bytes);
+                // As Redis writes its log before it writes to replicas: the stream goes
+                // out once the log has it (written, or fsynced under `always`), as a
+                // read's reply does — and, like one, not held while the log is failing,
+                // when writes are refused anyway and PINGs must go on.
+                client.state.reply_shows = client.state.reply_shows.max(ReplyShows::Reads);
                 touched.push(token);
             }
             // Only a session running a command is out of the table, and no replica runs
@@ -139,11 +147,22 @@ impl Server {
             &mut self.touched,
             buffer,
         );
+        let effects = &mut self.engine.effects;
         match &mut self.log_writer {
-            Some(writer) => {
-                writer.submit(buffer);
+            Some(writer) => match effects.take_for_log() {
+                Some(mut log) => {
+                    if !log.is_empty() {
+                        writer.submit(&mut log);
+                    }
+                }
+                None => {
+                    writer.submit(&mut effects.buffer);
+                }
+            },
+            None => {
+                effects.buffer.clear();
+                effects.replica_only.clear();
             }
-            None => buffer.clear(),
         }
     }
 
