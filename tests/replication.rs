@@ -588,3 +588,99 @@ fn split_keeping_scripts(line: &str) -> Vec<String> {
     }
     line.split(' ').map(str::to_string).collect()
 }
+
+/// redis-cli's replication modes: `--rdb` (SYNC with `rdb-only`: the snapshot, then the
+/// link closes), `--functions-rdb` (a filtered snapshot: the libraries, no keys) and
+/// `--replica` (an empty filtered snapshot, then the stream as it comes).
+#[test]
+fn redis_cli_takes_snapshots_and_follows_the_stream() {
+    let binary = common::side_by_side::require_redis();
+    let cli = binary.with_file_name("redis-cli");
+    let dir = temp_dir();
+    let master = start_master(dir.path(), &[]);
+    let mut conn = master.connection();
+    common::dataset::populate(&mut conn, 0);
+    run(
+        &mut conn,
+        &[
+            "FUNCTION",
+            "LOAD",
+            "#!lua name=clilib\nredis.register_function('one', function() return 1 end)",
+        ],
+    );
+    let port = master.port.to_string();
+    let out = temp_dir();
+
+    let rdb = out.path().join("all.rdb");
+    let status = std::process::Command::new(&cli)
+        .args(["-p", &port, "--rdb", rdb.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{status:?}");
+    common::assert_redis_check_rdb_passes(&binary, &rdb);
+    // The snapshot is the dataset: a Redis started on it holds the same keys.
+    let loaded = RedisOracle::start_with(
+        &binary,
+        out.path(),
+        &["--dbfilename", "all.rdb", "--appendonly", "no"],
+    );
+    let mut loaded_conn = loaded.connection();
+    assert_eq!(
+        common::dataset::dataset(&mut loaded_conn),
+        common::dataset::dataset(&mut conn)
+    );
+
+    let functions = out.path().join("functions.rdb");
+    let status = std::process::Command::new(&cli)
+        .args(["-p", &port, "--functions-rdb", functions.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{status:?}");
+    let check = std::process::Command::new(binary.with_file_name("redis-check-rdb"))
+        .arg(&functions)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&check.stdout);
+    assert!(
+        report.contains("RDB looks OK!") && report.contains("0 keys read"),
+        "{report}"
+    );
+
+    let mut follower = std::process::Command::new(&cli)
+        .args(["-p", &port, "--replica"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = follower.stdout.take().unwrap();
+    let (lines, received) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    wait_online(&mut conn, 1);
+    run(&mut conn, &["SET", "followed", "yes"]);
+    run(&mut conn, &["PUBLISH", "channel", "message"]);
+    let mut seen = Vec::new();
+    while !seen.iter().any(|l: &String| l.contains("PUBLISH")) {
+        match received.recv_timeout(Duration::from_secs(10)) {
+            Ok(line) => seen.push(line),
+            Err(_) => break,
+        }
+    }
+    let _ = follower.kill();
+    let _ = follower.wait();
+    let joined = seen.join("\n");
+    assert!(
+        joined.contains(r#""SET","followed","yes""#)
+            && joined.contains(r#""PUBLISH","channel","message""#),
+        "{joined}"
+    );
+}

@@ -104,16 +104,9 @@ fn synchronise(ctx: &mut Ctx, args: &Args, psync: bool) -> Action {
         return Action::None;
     }
     let announced = ctx.client.replconf.as_deref().cloned().unwrap_or_default();
-    if announced.rdb_filtered && !announced.capa_eof {
+    if announced.rdb_filter.is_some() && !announced.capa_eof {
         ctx.out
             .error("ERR Filtered replica requires EOF capability");
-        return Action::None;
-    }
-    if announced.rdb_filtered {
-        // Redis sends a filtered snapshot over the socket only; Tessera's full sync is
-        // disk-based.
-        ctx.out
-            .error("ERR Filtered snapshots need a diskless sync, which Tessera does not do yet");
         return Action::None;
     }
     let ip = match &announced.ip_address {
@@ -295,7 +288,8 @@ fn replconf(ctx: &mut Ctx, args: &Args) -> Action {
                 ));
                 return Action::None;
             }
-            announced.rdb_filtered = true;
+            // No filter at all is an empty snapshot (`redis-cli --replica`).
+            announced.rdb_filter = Some(!filters.is_empty());
         } else {
             ctx.out.error(&format!(
                 "ERR Unrecognized REPLCONF option: {}",

@@ -12,7 +12,9 @@
 //! temporary file in `dir`, then sent to each replica that waited for it as
 //! `$<length>\r\n<bytes>` (`Transfer`). Every replica that asks while one is being
 //! written shares it (Redis attaches a replica to a BGSAVE in progress). The file is
-//! removed as soon as every transfer has it open.
+//! removed as soon as every transfer has it open. A filtered snapshot (`REPLCONF
+//! rdb-filter-only`: no keys, the function libraries or nothing — `redis-cli --replica`,
+//! `--functions-rdb`) is made in memory at once (`filtered_snapshot`).
 
 use crate::storage::{Storage, StorageFile};
 use bytes::Bytes;
@@ -42,6 +44,21 @@ pub fn aux_fields(replid: &str, offset: i64, stream_db: usize) -> Vec<(Bytes, By
     ]
 }
 
+/// A filtered snapshot: the aux fields, the function libraries when `functions`, no
+/// keys (Redis 7.0's `rdb-filter-only`).
+pub fn filtered_snapshot(
+    aux: Vec<(Bytes, Bytes)>,
+    functions: Vec<Bytes>,
+) -> Result<Vec<u8>, crate::rdb::RdbError> {
+    let options = crate::rdb::RdbWriterOptions {
+        extra_aux: aux,
+        functions,
+        ..crate::rdb::RdbWriterOptions::default()
+    };
+    let writer = crate::rdb::RdbWriter::new(Vec::new(), &options)?;
+    Ok(writer.finish()?.0)
+}
+
 /// The temporary file of the `sequence`th full sync of process `pid`, in `dir`.
 pub fn file_name(pid: u32, sequence: u64) -> String {
     format!("temp-sync-{pid}-{sequence}.rdb")
@@ -62,9 +79,17 @@ pub fn continue_line(replid: &str, psync2: bool) -> Vec<u8> {
     }
 }
 
+/// Where a transfer's snapshot comes from.
+enum Source {
+    /// The snapshot file (each replica has its own handle).
+    File(Box<dyn StorageFile>),
+    /// A filtered snapshot, made in memory at once: no keys, perhaps the libraries.
+    Memory(Vec<u8>),
+}
+
 /// One replica's copy of the snapshot going out: the preamble, then the file's bytes.
 pub struct Transfer {
-    file: Box<dyn StorageFile>,
+    source: Source,
     size: u64,
     preamble: Vec<u8>,
     /// Bytes of preamble and file handed to the socket so far.
@@ -80,14 +105,24 @@ impl Transfer {
     pub fn open(storage: &dyn Storage, path: &Path) -> io::Result<Transfer> {
         let file = storage.open_read(path)?;
         let size = file.len()?;
-        Ok(Transfer {
-            file,
+        Ok(Transfer::of(Source::File(file), size))
+    }
+
+    /// A snapshot made in memory (a filtered one).
+    pub fn from_memory(snapshot: Vec<u8>) -> Transfer {
+        let size = snapshot.len() as u64;
+        Transfer::of(Source::Memory(snapshot), size)
+    }
+
+    fn of(source: Source, size: u64) -> Transfer {
+        Transfer {
+            source,
             size,
             preamble: format!("${size}\r\n").into_bytes(),
             sent: 0,
             chunk: Vec::new(),
             chunk_sent: 0,
-        })
+        }
     }
 
     /// The file's size.
@@ -109,15 +144,19 @@ impl Transfer {
         if self.is_done() {
             return Ok(&[]);
         }
+        if let Source::Memory(snapshot) = &self.source {
+            return Ok(&snapshot[(self.sent - preamble) as usize..]);
+        }
         if self.chunk_sent == self.chunk.len() {
+            let Source::File(file) = &self.source else {
+                unreachable!("a memory source returned above");
+            };
             let position = self.sent - preamble;
             let want = (self.size - position).min(CHUNK_BYTES as u64) as usize;
             self.chunk.resize(want, 0);
             let mut filled = 0;
             while filled < want {
-                let n = self
-                    .file
-                    .read_at(position + filled as u64, &mut self.chunk[filled..])?;
+                let n = file.read_at(position + filled as u64, &mut self.chunk[filled..])?;
                 if n == 0 {
                     return Err(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
@@ -136,7 +175,7 @@ impl Transfer {
         let preamble = self.preamble.len() as u64;
         if self.sent < preamble {
             debug_assert!(self.sent + n as u64 <= preamble);
-        } else {
+        } else if matches!(self.source, Source::File(_)) {
             self.chunk_sent += n;
             debug_assert!(self.chunk_sent <= self.chunk.len());
         }

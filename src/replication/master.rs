@@ -56,8 +56,9 @@ pub struct Announced {
     pub capa_psync2: bool,
     /// `rdb-only 1`: it wants the snapshot only, not the stream after it.
     pub rdb_only: bool,
-    /// `rdb-filter-only`: the parts of the snapshot it wants (a filtered snapshot).
-    pub rdb_filtered: bool,
+    /// `rdb-filter-only`: it wants a filtered snapshot, with no keys, and the function
+    /// libraries if `true` (`functions`, the one filter Redis 7.0 knows).
+    pub rdb_filter: Option<bool>,
 }
 
 /// One replica.

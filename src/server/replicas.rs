@@ -225,7 +225,47 @@ impl Server {
             }
             Attach::FullSync => {
                 client.conn.replica = Some(ReplicaLink::WaitingForSnapshot);
-                self.start_full_sync(Some((token, client)));
+                let id = client.state.id;
+                let replicas = &self.engine.state.replication.replicas;
+                match replicas.get(id).and_then(|r| r.announced.rdb_filter) {
+                    Some(functions) => self.send_filtered_snapshot(client, functions),
+                    None => self.start_full_sync(Some((token, client))),
+                }
+            }
+        }
+    }
+
+    /// A filtered full sync (`REPLCONF rdb-filter-only`): no keys, so no capture — the
+    /// snapshot is made now, in memory, at the stream's current point, and goes out at
+    /// once, the stream after it.
+    fn send_filtered_snapshot(&mut self, client: &mut Client, functions: bool) {
+        self.take_effects();
+        self.engine.effects.selected_db = None;
+        let replication = &mut self.engine.state.replication;
+        let offset = replication.offset as i64;
+        let replid = replication.ids.replid.clone();
+        let libraries = if functions {
+            self.engine.state.scripting.library_codes()
+        } else {
+            Vec::new()
+        };
+        let aux = full_sync::aux_fields(&replid, offset, 0);
+        let Some(replica) = replication.replicas.get_mut(client.state.id) else {
+            return;
+        };
+        match full_sync::filtered_snapshot(aux, libraries) {
+            Ok(snapshot) => {
+                begin_accumulating(client, replica, &replid, offset, &[]);
+                let held_from = client.output.len();
+                client.conn.replica = Some(ReplicaLink::Sending {
+                    held_from,
+                    transfer: Box::new(Transfer::from_memory(snapshot)),
+                });
+                replica.state = ReplicaState::SendingSnapshot;
+            }
+            Err(error) => {
+                tracing::warn!("a filtered snapshot for a replica failed: {error}");
+                client.conn.close_after_reply = true;
             }
         }
     }
