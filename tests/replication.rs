@@ -425,6 +425,30 @@ fn wait_counts_the_replicas_that_acknowledged() {
         redis::Value::Int(0) | redis::Value::Int(1)
     ));
 
+    // CLIENT UNBLOCK answers a WAIT as its timeout would, or with the UNBLOCKED error.
+    for (how, expected) in [
+        ("TIMEOUT", V::Int(1)),
+        (
+            "ERROR",
+            V::Error("UNBLOCKED client unblocked via CLIENT UNBLOCK".into()),
+        ),
+    ] {
+        let mut waiter = Conn::new(master.port);
+        let id = match waiter.cmd(&["CLIENT", "ID"]) {
+            V::Int(id) => id.to_string(),
+            other => panic!("{other:?}"),
+        };
+        waiter.send(&[b"WAIT", b"5", b"0"]);
+        wait_until("the WAIT to block", Duration::from_secs(10), || {
+            info_field(&mut conn, "blocked_clients").as_deref() == Some("1")
+        });
+        assert_eq!(
+            run(&mut conn, &["CLIENT", "UNBLOCK", &id, how]),
+            redis::Value::Int(1)
+        );
+        assert_eq!(waiter.read(), expected);
+    }
+
     // A stopped replica acknowledges nothing.
     replica.signal("STOP");
     run(&mut conn, &["SET", "k", "3"]);

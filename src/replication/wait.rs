@@ -33,6 +33,14 @@ impl Waiting {
         self.clients.insert(0, (client_id, wait));
     }
 
+    /// What client `client_id` waits for, if it waits.
+    pub fn get(&self, client_id: u64) -> Option<WaitFor> {
+        self.clients
+            .iter()
+            .find(|(id, _)| *id == client_id)
+            .map(|(_, wait)| *wait)
+    }
+
     /// The client no longer waits (answered, timed out, unblocked or gone).
     pub fn remove(&mut self, client_id: u64) {
         self.clients.retain(|(id, _)| *id != client_id);

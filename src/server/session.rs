@@ -516,6 +516,7 @@ impl Host for SessionsView<'_> {
         let mut out = ReplyWriter::new(&mut client.output, client.state.resp3);
         match how {
             UnblockReply::Timeout => out.null_array(),
+            UnblockReply::WaitTimeout(acknowledged) => out.integer(acknowledged),
             UnblockReply::Error => out.error("UNBLOCKED client unblocked via CLIENT UNBLOCK"),
         }
         self.unblocked.push((token, id, blocked.deadline_ms));
