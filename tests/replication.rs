@@ -708,3 +708,53 @@ fn redis_cli_takes_snapshots_and_follows_the_stream() {
         "{joined}"
     );
 }
+
+/// A full sync is a background job among the others: it waits for a running compaction,
+/// and BGSAVE / BGREWRITEAOF wait for it (Redis's replies for another job in progress).
+#[test]
+fn a_full_sync_takes_its_turn_among_background_jobs() {
+    let dir = temp_dir();
+    // Slow snapshots (about 2 s for the full sync's), so that each job is seen running.
+    let master = start_master(dir.path(), &["--rdb-key-save-delay", "1000"]);
+    let mut conn = master.connection();
+    common::dataset::populate(&mut conn, 0);
+    populate_more(&mut conn);
+    assert_eq!(
+        run(&mut conn, &["BGREWRITEAOF"]),
+        redis::Value::SimpleString("Background append only file rewriting started".into())
+    );
+    let replica = Replica::start(master.port);
+    wait_until(
+        "the replica to wait behind the compaction",
+        Duration::from_secs(30),
+        || {
+            field(&info(&mut conn, "replication"), "slave0")
+                .is_some_and(|s| s.contains("state=wait_bgsave"))
+        },
+    );
+    assert_eq!(
+        info_field(&mut conn, "aof_rewrite_in_progress").as_deref(),
+        Some("1")
+    );
+    // Once the compaction is done, the full sync's snapshot runs (slowly): the other
+    // jobs wait for it.
+    wait_until("the compaction to end", Duration::from_secs(60), || {
+        info_field(&mut conn, "aof_rewrite_in_progress").as_deref() == Some("0")
+    });
+    let mut raw = Conn::new(master.port);
+    assert_eq!(
+        raw.cmd(&["BGSAVE"]),
+        V::Error(
+            "ERR Another child process is active (AOF?): can't BGSAVE right now. Use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible."
+                .into()
+        )
+    );
+    assert_eq!(
+        raw.cmd(&["BGREWRITEAOF"]),
+        V::Simple("Background append only file rewriting scheduled".into())
+    );
+    wait_online(&mut conn, 1);
+    run(&mut conn, &["CONFIG", "SET", "rdb-key-save-delay", "0"]);
+    common::wait_for_background_jobs(&mut conn);
+    assert_same_dataset(&mut conn, &mut replica.connection());
+}

@@ -141,14 +141,21 @@ fn synchronise(ctx: &mut Ctx, args: &Args, psync: bool) -> Action {
         }
     }
     let backlog_bytes = ctx.server.config.replication.backlog_bytes;
+    become_replica(ctx);
     let replication = &mut ctx.server.replication;
     replication.stats.sync_full += 1;
     replication
         .replicas
         .add(Replica::new(id, ip, announced, !psync));
     replication.ensure_backlog(backlog_bytes);
-    ctx.client.replica = true;
     Action::Replicate(Attach::FullSync)
+}
+
+/// The session's output is the stream from now on: CLIENT REPLY no longer applies (Redis
+/// writes `+CONTINUE` and `+FULLRESYNC` past it, straight to the socket).
+fn become_replica(ctx: &mut Ctx) {
+    ctx.client.replica = true;
+    ctx.client.modes.reply = super::ReplyMode::On;
 }
 
 fn log_full_sync_reason(
@@ -215,7 +222,7 @@ fn continue_from_backlog(
         first.len() + second.len()
     );
     replication.replicas.refresh_good(quorum, now);
-    ctx.client.replica = true;
+    become_replica(ctx);
     Action::Replicate(Attach::Continued)
 }
 

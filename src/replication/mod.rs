@@ -51,6 +51,9 @@ pub struct Replication {
     pub replica_output_bytes: u64,
     /// Runs of the once-a-second replication cron (the PING period counts them).
     pub cron_loops: u64,
+    /// A full sync's snapshot is being written (a background job: BGSAVE and
+    /// BGREWRITEAOF wait for it, as for another's).
+    pub full_sync_in_progress: bool,
 }
 
 /// INFO stats' replication counters (Redis's names).
@@ -79,6 +82,7 @@ impl Default for Replication {
             no_replicas_since: crate::clock::unix_seconds(),
             replica_output_bytes: 0,
             cron_loops: 0,
+            full_sync_in_progress: false,
         }
     }
 }

@@ -147,6 +147,7 @@ impl Server {
                 self.start_scheduled_jobs();
             }
         }
+        self.engine.state.replication.full_sync_in_progress = self.jobs.full_sync.is_some();
         let held = self.jobs.snapshots().map(|job| job.held_bytes).sum();
         let keys_written = self.jobs.snapshots().next().map(|job| job.keys_written);
         let p = &mut self.engine.state.persistence;

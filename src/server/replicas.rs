@@ -327,6 +327,7 @@ impl Server {
         match SnapshotJob::start(&mut self.engine.keyspace, spec) {
             Ok(job) => {
                 self.jobs.full_sync = Some(FullSync { job, path, offset });
+                self.engine.state.replication.full_sync_in_progress = true;
                 for id in waiting {
                     self.with_replica(id, &mut current, |client, replica, _| {
                         begin_accumulating(client, replica, &replid, offset, &[]);
