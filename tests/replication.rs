@@ -621,7 +621,7 @@ fn redis_cli_takes_snapshots_and_follows_the_stream() {
     let binary = common::side_by_side::require_redis();
     let cli = binary.with_file_name("redis-cli");
     let dir = temp_dir();
-    let master = start_master(dir.path(), &[]);
+    let master = start_master(dir.path(), &["--repl-ping-replica-period", "1"]);
     let mut conn = master.connection();
     common::dataset::populate(&mut conn, 0);
     run(
@@ -693,7 +693,10 @@ fn redis_cli_takes_snapshots_and_follows_the_stream() {
     run(&mut conn, &["SET", "followed", "yes"]);
     run(&mut conn, &["PUBLISH", "channel", "message"]);
     let mut seen = Vec::new();
-    while !seen.iter().any(|l: &String| l.contains("PUBLISH")) {
+    // The writes, and the keepalive PING every `repl-ping-replica-period`.
+    while !(seen.iter().any(|l: &String| l.contains("PUBLISH"))
+        && seen.iter().any(|l: &String| l.contains(r#""PING""#)))
+    {
         match received.recv_timeout(Duration::from_secs(10)) {
             Ok(line) => seen.push(line),
             Err(_) => break,
@@ -704,7 +707,8 @@ fn redis_cli_takes_snapshots_and_follows_the_stream() {
     let joined = seen.join("\n");
     assert!(
         joined.contains(r#""SET","followed","yes""#)
-            && joined.contains(r#""PUBLISH","channel","message""#),
+            && joined.contains(r#""PUBLISH","channel","message""#)
+            && joined.contains(r#""PING""#),
         "{joined}"
     );
 }
@@ -757,4 +761,36 @@ fn a_full_sync_takes_its_turn_among_background_jobs() {
     run(&mut conn, &["CONFIG", "SET", "rdb-key-save-delay", "0"]);
     common::wait_for_background_jobs(&mut conn);
     assert_same_dataset(&mut conn, &mut replica.connection());
+}
+
+/// `repl-timeout`: a replica that stops acknowledging (SIGSTOP) is dropped; running again,
+/// it continues from the backlog.
+#[test]
+fn a_silent_replica_times_out_and_continues_when_it_comes_back() {
+    let dir = temp_dir();
+    let master = start_master(dir.path(), &["--repl-timeout", "2"]);
+    let mut conn = master.connection();
+    let replica = Replica::start(master.port);
+    wait_online(&mut conn, 1);
+    replica.signal("STOP");
+    run(&mut conn, &["SET", "while-stopped", "1"]);
+    wait_until(
+        "the silent replica to time out",
+        Duration::from_secs(20),
+        || info_field(&mut conn, "connected_slaves").as_deref() == Some("0"),
+    );
+    assert!(
+        master
+            .log()
+            .contains("Disconnecting timedout replica (streaming sync)"),
+        "master log:\n{}",
+        master.log()
+    );
+    replica.signal("CONT");
+    wait_until("a partial resync", Duration::from_secs(30), || {
+        info_field(&mut conn, "sync_partial_ok").as_deref() == Some("1")
+    });
+    wait_online(&mut conn, 1);
+    assert_same_dataset(&mut conn, &mut replica.connection());
+    assert_eq!(info_field(&mut conn, "sync_full").as_deref(), Some("1"));
 }
