@@ -33,8 +33,6 @@ const NOT_BUILT: &[&str] = &[
     "xtrim",
     // Replication.
     "failover",
-    "replicaof",
-    "slaveof",
 ];
 
 /// Whether `full_name` (`name` or `container|sub`) is in `NOT_BUILT`, itself or by its

@@ -51,8 +51,6 @@ pub struct ClientModes {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TypeFilter {
     Kind(ClientKind),
-    /// The link to this instance's master (none yet: Tessera is never a replica).
-    Master,
 }
 
 impl TypeFilter {
@@ -62,7 +60,7 @@ impl TypeFilter {
             "normal" => TypeFilter::Kind(ClientKind::Normal),
             "pubsub" => TypeFilter::Kind(ClientKind::PubSub),
             "slave" | "replica" => TypeFilter::Kind(ClientKind::Replica),
-            "master" => TypeFilter::Master,
+            "master" => TypeFilter::Kind(ClientKind::Master),
             _ => return None,
         })
     }

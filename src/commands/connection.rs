@@ -419,7 +419,6 @@ fn client(ctx: &mut Ctx, args: &Args) -> Action {
             };
         }
         "list" => {
-            // Tessera is never a replica: the master type lists nobody.
             if args.len() == 4 && eq_ignore_case(args[2], "type") {
                 match super::TypeFilter::parse(args[3]) {
                     Some(super::TypeFilter::Kind(kind)) => {
@@ -429,7 +428,6 @@ fn client(ctx: &mut Ctx, args: &Args) -> Action {
                             kind: Some(kind),
                         };
                     }
-                    Some(super::TypeFilter::Master) => ctx.out.verbatim(b""),
                     None => ctx
                         .out
                         .error(&format!("ERR Unknown client type '{}'", lossy(args[3]))),

@@ -492,12 +492,69 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
 fn info_replication(server: &super::ServerState, out: &mut String) {
     let replication = &server.replication;
     out.push_str("# Replication\r\n");
-    kv(out, "role", &"master");
+    let now = crate::clock::unix_seconds();
+    match &replication.master {
+        None => kv(out, "role", &"master"),
+        Some(link) => {
+            use crate::replication::replica::LinkState;
+            kv(out, "role", &"slave");
+            kv(out, "master_host", &link.host);
+            kv(out, "master_port", &link.port);
+            let up = link.state == LinkState::Connected;
+            kv(out, "master_link_status", &if up { "up" } else { "down" });
+            let last_io = if link.state == LinkState::Connect {
+                -1
+            } else {
+                now - link.last_io
+            };
+            kv(out, "master_last_io_seconds_ago", &last_io);
+            let transfer = link.state == LinkState::Transfer;
+            kv(out, "master_sync_in_progress", &u8::from(transfer));
+            // Redis's 1 before the first sync.
+            let offset = link.history.as_ref().map_or(1, |(_, offset)| *offset);
+            kv(out, "slave_read_repl_offset", &offset);
+            kv(out, "slave_repl_offset", &offset);
+            if transfer {
+                let size = link.transfer_size.unwrap_or(0);
+                let read = link.transfer_read;
+                kv(out, "master_sync_total_bytes", &size);
+                kv(out, "master_sync_read_bytes", &read);
+                kv(out, "master_sync_left_bytes", &(size as i64 - read as i64));
+                let percent = if size == 0 {
+                    0.0
+                } else {
+                    read as f64 * 100.0 / size as f64
+                };
+                kv(out, "master_sync_perc", &format!("{percent:.2}"));
+                kv(
+                    out,
+                    "master_sync_last_io_seconds_ago",
+                    &(now - link.last_io),
+                );
+            }
+            if !up {
+                let down = link.down_since.map_or(-1, |since| now - since);
+                kv(out, "master_link_down_since_seconds", &down);
+            }
+            let config = &server.config;
+            kv(
+                out,
+                "slave_priority",
+                &config.directive_value("replica-priority"),
+            );
+            kv(
+                out,
+                "slave_read_only",
+                &u8::from(config.replication.replica_read_only),
+            );
+            let announced = config.directive_value("replica-announced") == "yes";
+            kv(out, "replica_announced", &u8::from(announced));
+        }
+    }
     kv(out, "connected_slaves", &replication.replicas.len());
     if server.config.replication.write_quorum().is_set() {
         kv(out, "min_slaves_good_slaves", &replication.replicas.good());
     }
-    let now = crate::clock::unix_seconds();
     for (index, replica) in replication.replicas.iter().enumerate() {
         kv(
             out,
@@ -516,7 +573,12 @@ fn info_replication(server: &super::ServerState, out: &mut String) {
     kv(out, "master_failover_state", &"no-failover");
     kv(out, "master_replid", &replication.ids.replid);
     kv(out, "master_replid2", &replication.ids.replid2);
-    kv(out, "master_repl_offset", &replication.offset);
+    // A replica's offset is its master's stream's, as processed.
+    let offset = replication
+        .master
+        .as_ref()
+        .map_or(replication.offset as i64, |link| link.processed_offset());
+    kv(out, "master_repl_offset", &offset);
     kv(out, "second_repl_offset", &replication.ids.second_offset);
     kv(out, "repl_backlog_active", &u8::from(backlog.is_some()));
     kv(

@@ -145,12 +145,16 @@ pub enum ClientKind {
     Normal,
     PubSub,
     Replica,
+    /// The link to this instance's master.
+    Master,
 }
 
 impl ClientKind {
     pub fn of(session: &SessionState) -> ClientKind {
         if session.replica {
             ClientKind::Replica
+        } else if session.master_link {
+            ClientKind::Master
         } else if session.subscriptions.any() {
             ClientKind::PubSub
         } else {
@@ -164,7 +168,8 @@ impl ClientKind {
         limits: &crate::config::OutputBufferLimits,
     ) -> crate::config::OutputBufferLimit {
         match self {
-            ClientKind::Normal => limits.normal,
+            // Redis limits its master's link as a normal client.
+            ClientKind::Normal | ClientKind::Master => limits.normal,
             ClientKind::PubSub => limits.pubsub,
             ClientKind::Replica => limits.replica,
         }
@@ -227,8 +232,12 @@ pub struct Ctx<'a> {
     pub effects: &'a mut Effects,
     /// The command's clock: one reading per command, as Redis's `commandTimeSnapshot`.
     pub now_ms: i64,
-    /// Replaying the log: nothing expires, nothing is logged.
+    /// Replaying the log, or a replica running its master's commands: nothing expires
+    /// (and, replaying, nothing is logged).
     pub loading: bool,
+    /// A client of a replica: an expired key reads as gone but stays (its master deletes
+    /// it, with a DEL in its stream).
+    pub keep_expired: bool,
     /// Whether a blocking command may block now (not inside EXEC), or is being served.
     pub block_mode: blocking::BlockMode,
     /// A script's `redis.call` runs the command (Redis's CLIENT_SCRIPT): SORT then orders
@@ -280,7 +289,9 @@ impl<'a> Ctx<'a> {
             Liveness::Live => true,
             Liveness::Absent => false,
             Liveness::Expired => {
-                self.expire_now(db, key);
+                if !self.keep_expired {
+                    self.expire_now(db, key);
+                }
                 false
             }
         }
@@ -510,7 +521,7 @@ impl<'a> Ctx<'a> {
     }
 
     pub fn expire_if_needed_in(&mut self, db_index: usize, key: &[u8]) -> bool {
-        if self.loading {
+        if self.loading || self.keep_expired {
             return false;
         }
         let now = Some(self.now_ms);

@@ -55,6 +55,24 @@ pub fn commands() -> Vec<super::CommandSpec> {
             wait
         ),
         command!(
+            "replicaof",
+            3,
+            ADMIN | NO_SCRIPT | STALE,
+            (0, 0, 0),
+            "server",
+            "Make the server a replica of another instance, or promote it as master.",
+            replicaof
+        ),
+        command!(
+            "slaveof",
+            3,
+            ADMIN | NO_SCRIPT | STALE,
+            (0, 0, 0),
+            "server",
+            "Make the server a replica of another instance, or promote it as master.",
+            replicaof
+        ),
+        command!(
             "role",
             1,
             NO_SCRIPT | LOADING | STALE | FAST,
@@ -95,6 +113,17 @@ fn synchronise(ctx: &mut Ctx, args: &Args, psync: bool) -> Action {
         tracing::warn!("Failover request received for replid {}.", lossy(args[1]));
         ctx.out
             .error("ERR PSYNC FAILOVER can't be sent to a master.");
+        return Action::None;
+    }
+    if let Some(link) = &ctx.server.replication.master {
+        if link.state != crate::replication::replica::LinkState::Connected {
+            ctx.out
+                .error("NOMASTERLINK Can't SYNC while not connected with my master");
+        } else {
+            // A replica's replicas need its master's stream as it came (chains): not built.
+            ctx.out
+                .error("ERR Tessera does not serve replicas while it is a replica");
+        }
         return Action::None;
     }
     // The stream goes into the session's output: replies still unsent would precede it.
@@ -268,7 +297,13 @@ fn replconf(ctx: &mut Ctx, args: &Args) -> Action {
             }
             return Action::None;
         } else if eq_ignore_case(option, "getack") {
-            // Asked of a replica by its master; a master answers nothing.
+            // Asked of a replica by its master: the acknowledgement goes out after this
+            // command (`server::master_link`); anyone else gets nothing.
+            if ctx.client.master_link
+                && let Some(link) = &mut ctx.server.replication.master
+            {
+                link.ack_requested = true;
+            }
             return Action::None;
         } else if eq_ignore_case(option, "rdb-only") {
             match crate::resp::parse_i64(value) {
@@ -318,6 +353,12 @@ fn replconf(ctx: &mut Ctx, args: &Args) -> Action {
 
 /// WAIT numreplicas timeout (Redis's `waitCommand`).
 fn wait(ctx: &mut Ctx, args: &Args) -> Action {
+    if ctx.server.replication.is_replica() {
+        ctx.out.error(
+            "ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.",
+        );
+        return Action::None;
+    }
     let (replicas, timeout_ms) = match wait::parse_arguments(args[1], args[2]) {
         Ok(parsed) => parsed,
         Err(message) => {
@@ -347,10 +388,26 @@ fn wait(ctx: &mut Ctx, args: &Args) -> Action {
     })
 }
 
-/// ROLE, a master's form: `master`, the offset, and each online replica's address,
-/// listening port and acknowledged offset.
+/// ROLE: a master's form — `master`, the offset, each online replica's address,
+/// listening port and acknowledged offset — or a replica's — `slave`, its master's host
+/// and port, the link's state, the offset processed (-1 while not connected).
 fn role(ctx: &mut Ctx, _args: &Args) -> Action {
     let replication = &ctx.server.replication;
+    if let Some(link) = &replication.master {
+        ctx.out.array(5);
+        ctx.out.bulk(b"slave");
+        ctx.out.bulk(link.host.as_bytes());
+        ctx.out.integer(i64::from(link.port));
+        ctx.out.bulk(link.state.role_name().as_bytes());
+        ctx.out.integer(
+            if link.state == crate::replication::replica::LinkState::Connected {
+                link.processed_offset()
+            } else {
+                -1
+            },
+        );
+        return Action::None;
+    }
     let online: Vec<&Replica> = replication
         .replicas
         .iter()
@@ -367,5 +424,65 @@ fn role(ctx: &mut Ctx, _args: &Args) -> Action {
             .bulk(replica.announced.listening_port.to_string().as_bytes());
         ctx.out.bulk(replica.ack_offset.to_string().as_bytes());
     }
+    Action::None
+}
+
+/// REPLICAOF host port / REPLICAOF NO ONE (and SLAVEOF; Redis's `replicaofCommand`).
+fn replicaof(ctx: &mut Ctx, args: &Args) -> Action {
+    if ctx.client.replica {
+        ctx.out
+            .error("ERR Command is not valid when client is a replica.");
+        return Action::None;
+    }
+    let who = ctx
+        .host
+        .describe_client(ctx.client, "replicaof", &ctx.server.tracking);
+    let replication = &mut ctx.server.replication;
+    if eq_ignore_case(args[1], "no") && eq_ignore_case(args[2], "one") {
+        if let Some(link) = replication.master.take() {
+            // Redis's `replicationUnsetMaster`: the history goes on under a new ID, the
+            // old one valid up to here (PSYNC2), so that its siblings can continue.
+            let offset = link.processed_offset();
+            replication.ids.shift(offset);
+            replication.offset = offset.max(0) as u64;
+            ctx.server.config.set_replicaof(None);
+            tracing::warn!("MASTER MODE enabled (user request from '{who}')");
+            replication.link_changed = true;
+            ctx.out.ok();
+            return Action::None;
+        }
+        ctx.out.ok();
+        return Action::None;
+    }
+    let Some(port) = crate::resp::parse_i64(args[2]).and_then(|p| u16::try_from(p).ok()) else {
+        ctx.out.error("ERR Invalid master port");
+        return Action::None;
+    };
+    let host = lossy(args[1]);
+    if let Some(link) = &replication.master
+        && link.host.eq_ignore_ascii_case(&host)
+        && link.port == port
+    {
+        tracing::info!(
+            "REPLICAOF would result into synchronization with the master we are already connected with. No operation performed."
+        );
+        ctx.out.simple("OK Already connected to specified master");
+        return Action::None;
+    }
+    let history = match &replication.master {
+        // Another master: the history followed so far may go on with it (PSYNC2).
+        Some(link) => link.history.clone(),
+        // Redis's `replicationCacheMasterUsingMyself`: this master's own history.
+        None => Some((replication.ids.replid.clone(), replication.offset as i64)),
+    };
+    replication.master = Some(crate::replication::replica::MasterLink::new(
+        host.clone(),
+        port,
+        history,
+    ));
+    ctx.server.config.set_replicaof(Some((&host, port)));
+    tracing::info!("REPLICAOF {host}:{port} enabled (user request from '{who}')");
+    ctx.server.replication.link_changed = true;
+    ctx.out.ok();
     Action::None
 }

@@ -41,6 +41,9 @@ pub struct SessionState {
     /// A replica of this instance (PSYNC or SYNC made it one): its output is the
     /// replication stream (`crate::replication`).
     pub replica: bool,
+    /// The link to this instance's master: its requests are the master's stream, run as
+    /// the master's (`engine::Mode::Master`), and get no reply.
+    pub master_link: bool,
     /// What it told with REPLCONF before PSYNC (listening port, address, capabilities).
     pub replconf: Option<Box<crate::replication::master::Announced>>,
     /// The replication offset just after its last write (Redis's `woff`): what WAIT

@@ -624,6 +624,21 @@ pub static DIRECTIVES: &[Directive] = &[
         |c| yes_no(c.replication.disable_tcp_nodelay),
         |c, a| c.replication.disable_tcp_nodelay = parse_bool(a)?
     ),
+    // Replication (a replica's side).
+    directive!(
+        "replica-read-only",
+        true,
+        |c| yes_no(c.replication.replica_read_only),
+        |c, a| c.replication.replica_read_only = parse_bool(a)?
+    )
+    .alias("slave-read-only"),
+    directive!(
+        "replica-serve-stale-data",
+        true,
+        |c| yes_no(c.replication.replica_serve_stale_data),
+        |c, a| c.replication.replica_serve_stale_data = parse_bool(a)?
+    )
+    .alias("slave-serve-stale-data"),
 ];
 
 /// Redis's `latency-tracking-info-percentiles`: numbers in 0..100, given as words or as

@@ -489,8 +489,6 @@ pub static INERT_DIRECTIVES: &[Directive] = &[
         .immutable(),
     inert!("masteruser", NULLABLE, ""),
     inert!("masterauth", NULLABLE, ""),
-    inert!("replica-serve-stale-data", BOOL, "yes").alias("slave-serve-stale-data"),
-    inert!("replica-read-only", BOOL, "yes").alias("slave-read-only"),
     inert!("replica-lazy-flush", BOOL, "no").alias("slave-lazy-flush"),
     inert!("replica-ignore-maxmemory", BOOL, "yes").alias("slave-ignore-maxmemory"),
     inert!("replica-ignore-disk-write-errors", BOOL, "no"),

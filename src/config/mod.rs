@@ -288,6 +288,10 @@ pub struct ReplicationConfig {
     /// `repl-disable-tcp-nodelay`: replicas' sockets send without TCP_NODELAY after their
     /// sync (fewer, larger packets; more delay).
     pub disable_tcp_nodelay: bool,
+    /// `replica-read-only`: a replica refuses its clients' writes.
+    pub replica_read_only: bool,
+    /// `replica-serve-stale-data`: a replica whose master link is down still answers.
+    pub replica_serve_stale_data: bool,
 }
 
 impl Default for ReplicationConfig {
@@ -300,6 +304,8 @@ impl Default for ReplicationConfig {
             min_replicas_to_write: 0,
             min_replicas_max_lag_seconds: 10,
             disable_tcp_nodelay: false,
+            replica_read_only: true,
+            replica_serve_stale_data: true,
         }
     }
 }
@@ -619,6 +625,36 @@ pub fn all_directives() -> impl Iterator<Item = &'static Directive> {
         .iter()
         .chain(LIMIT_DIRECTIVES)
         .chain(inert::INERT_DIRECTIVES)
+}
+
+impl Config {
+    /// `replicaof`: the master this instance is configured to replicate (the config file,
+    /// or REPLICAOF since), None for a master.
+    pub fn replicaof(&self) -> Option<(String, u16)> {
+        let directive = find_directive("replicaof").expect("a directive of the table");
+        let value = (directive.get)(self);
+        let (host, port) = value.split_once(' ')?;
+        Some((host.to_string(), port.parse().ok()?))
+    }
+
+    /// Records REPLICAOF in `replicaof` (CONFIG GET and CONFIG REWRITE show it, as
+    /// Redis's `rewriteConfigReplicaOfOption` writes it).
+    pub fn set_replicaof(&mut self, master: Option<(&str, u16)>) {
+        let directive = find_directive("replicaof").expect("a directive of the table");
+        let words = match master {
+            Some((host, port)) => vec![host.to_string(), port.to_string()],
+            None => vec!["no".to_string(), "one".to_string()],
+        };
+        if let Err(error) = (directive.set)(self, &words) {
+            tracing::warn!("can't record replicaof: {error}");
+        }
+    }
+
+    /// The value of directive `name` as CONFIG GET prints it (for the few a replica reads
+    /// only now and then: `masterauth`, `replica-priority`, ...).
+    pub fn directive_value(&self, name: &str) -> String {
+        find_directive(name).map_or_else(String::new, |directive| (directive.get)(self))
+    }
 }
 
 /// The directive `name` (any case) names, by its name or its alias.

@@ -350,6 +350,10 @@ impl Engine {
         if self.state.pause.freezes_dataset(crate::clock::unix_ms()) {
             return Evicted::Ok; // CLIENT PAUSE keeps the dataset as it is (Redis too)
         }
+        if self.state.replication.is_replica() {
+            // `replica-ignore-maxmemory yes`: a replica's dataset is its master's.
+            return Evicted::Ok;
+        }
         let max = self.state.config.memory_bytes_max;
         let outcome = if max == 0 {
             Evicted::Ok

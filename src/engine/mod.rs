@@ -106,6 +106,10 @@ pub enum Mode {
     /// The start-up replay of the log: only the command's existence and arity are
     /// checked; nothing expires, nothing is logged, the reply is discarded.
     Replay,
+    /// A command of this replica's master's stream: only its arity is checked (the
+    /// master decided), nothing expires (the master sends the DELs), the reply is
+    /// dropped by the caller, and its effects go to this instance's own log.
+    Master,
     /// A script's `redis.call` / `redis.pcall`: refused with Redis's script texts
     /// (commands flagged `noscript`, writes in a read-only script), never blocks, and runs
     /// at the script's clock.
@@ -177,6 +181,10 @@ pub enum Refusal {
     ReplicaKeyspace,
     /// `min-replicas-to-write`: too few replicas acknowledged within the lag for a write.
     NotEnoughReplicas,
+    /// A client's write on a read-only replica (`replica-read-only yes`).
+    ReadOnlyReplica,
+    /// A replica whose master link is down, with `replica-serve-stale-data no`.
+    MasterDown,
     /// A protected command (DEBUG) its directive (`enable-debug-command`) does not allow
     /// from this connection.
     ProtectedCommand {
@@ -207,6 +215,12 @@ impl fmt::Display for Refusal {
             Refusal::NotEnoughReplicas => {
                 f.write_str(crate::replication::master::NOT_ENOUGH_REPLICAS)
             }
+            Refusal::ReadOnlyReplica => {
+                f.write_str("READONLY You can't write against a read only replica.")
+            }
+            Refusal::MasterDown => f.write_str(
+                "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+            ),
             Refusal::ProtectedCommand { name, directive } => write!(
                 f,
                 "ERR {name} command not allowed. If the {directive} option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server."
@@ -521,7 +535,9 @@ impl Engine {
         // The entry its statistics go to: the subcommand of a container.
         let id = crate::command_stats::command_id(top_id, argv);
         let refusal = match &mode {
-            Mode::Replay => (!spec.arity_ok(argv.len())).then_some(Refusal::WrongArity(spec.name)),
+            Mode::Replay | Mode::Master => {
+                (!spec.arity_ok(argv.len())).then_some(Refusal::WrongArity(spec.name))
+            }
             Mode::Client | Mode::Exec | Mode::ServeBlocked(_) => {
                 if mode == Mode::Client {
                     self.evict_before_command(host);
@@ -610,6 +626,10 @@ impl Engine {
         host: &mut dyn Host,
     ) -> Action {
         let replay = mode == Mode::Replay;
+        // The master's commands (its transactions' too) see keys as the master does:
+        // nothing expires here, a past expiry is set rather than deleting (Redis's
+        // `checkAlreadyExpired` on a replica).
+        let as_master = replay || session.master_link;
         let in_script = matches!(mode, Mode::Script(_));
         let now_ms = match &mode {
             Mode::Script(script) => script.now_ms,
@@ -618,8 +638,10 @@ impl Engine {
         let block_mode = match mode {
             Mode::Client => BlockMode::Normal,
             Mode::ServeBlocked(key) => BlockMode::Serving(key),
-            Mode::Exec | Mode::Replay | Mode::Script(_) => BlockMode::Never,
+            Mode::Exec | Mode::Replay | Mode::Master | Mode::Script(_) => BlockMode::Never,
         };
+        // A replica's clients see expired keys as gone, but only the master deletes them.
+        let keep_expired = !as_master && self.state.replication.is_replica();
         let mut ctx = Ctx {
             keyspace: &mut self.keyspace,
             out: ReplyWriter::new(reply, session.resp3),
@@ -627,7 +649,8 @@ impl Engine {
             server: &mut self.state,
             effects: &mut self.effects,
             now_ms,
-            loading: replay,
+            loading: as_master,
+            keep_expired,
             block_mode,
             in_script,
             big_arguments: request.big_arguments,
@@ -794,6 +817,10 @@ impl Engine {
         argv: &[&[u8]],
         mode: &Mode,
     ) -> Option<Refusal> {
+        if session.master_link {
+            // The master's transaction: only the arity, as for its other commands.
+            return (!spec.arity_ok(argv.len())).then_some(Refusal::WrongArity(spec.name));
+        }
         if !spec.arity_ok(argv.len()) {
             Some(Refusal::WrongArity(spec.name))
         } else if let Some(refusal) = protected_refusal(&self.state.config, session, spec) {
@@ -823,9 +850,22 @@ impl Engine {
             // An EXEC that queued writes is refused by EXEC itself (EXECABORT).
             Some(Refusal::NotEnoughReplicas)
         } else if *mode == Mode::Client
+            && self.state.replication.is_replica()
+            && self.state.config.replication.replica_read_only
+            && (spec.has(flags::WRITE)
+                || crate::scripting::declares_writes(&self.state.scripting, spec, argv))
+        {
+            Some(Refusal::ReadOnlyReplica)
+        } else if *mode == Mode::Client
             && !crate::pubsub::Context::of(session.resp3, &session.subscriptions).allows(spec.name)
         {
             Some(Refusal::SubscribedContext(full_name(spec, argv)))
+        } else if *mode == Mode::Client
+            && !self.state.config.replication.replica_serve_stale_data
+            && self.state.replication.master_link_down()
+            && !spec.has(flags::STALE)
+        {
+            Some(Refusal::MasterDown)
         } else if self.state.persistence.loading.is_some() && !spec.has(flags::LOADING) {
             Some(Refusal::Loading)
         } else {
@@ -858,6 +898,12 @@ impl Engine {
             && let Some(error) = &self.state.log_error
         {
             Some(Refusal::LogFailing(error.clone()))
+        } else if writes
+            && !script.wrote
+            && self.state.replication.is_replica()
+            && self.state.config.replication.replica_read_only
+        {
+            Some(Refusal::ReadOnlyReplica)
         } else if writes && !script.wrote && !self.enough_replicas_for_writes() {
             Some(Refusal::NotEnoughReplicas)
         } else if spec.has(flags::DENYOOM)
@@ -946,6 +992,9 @@ impl Engine {
     /// `min-replicas-to-write`: whether enough replicas acknowledged within
     /// `min-replicas-max-lag` for writes to run (Redis's `checkGoodReplicasStatus`).
     pub fn enough_replicas_for_writes(&self) -> bool {
+        if self.state.replication.is_replica() {
+            return true; // Redis's checkGoodReplicasStatus: a replica is never refused so
+        }
         let quorum = self.state.config.replication.write_quorum();
         self.state.replication.replicas.enough_for_writes(quorum)
     }

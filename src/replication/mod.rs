@@ -22,6 +22,7 @@ pub mod backlog;
 pub mod full_sync;
 pub mod ids;
 pub mod master;
+pub mod replica;
 pub mod wait;
 
 use backlog::Backlog;
@@ -54,6 +55,11 @@ pub struct Replication {
     /// A full sync's snapshot is being written (a background job: BGSAVE and
     /// BGREWRITEAOF wait for it, as for another's).
     pub full_sync_in_progress: bool,
+    /// The master this instance replicates (REPLICAOF): None while it is a master.
+    pub master: Option<replica::MasterLink>,
+    /// REPLICAOF changed the master: the loop drops the old link and starts the new one
+    /// at the end of the turn (also when it ran inside EXEC).
+    pub link_changed: bool,
 }
 
 /// INFO stats' replication counters (Redis's names).
@@ -83,11 +89,25 @@ impl Default for Replication {
             replica_output_bytes: 0,
             cron_loops: 0,
             full_sync_in_progress: false,
+            master: None,
+            link_changed: false,
         }
     }
 }
 
 impl Replication {
+    /// Whether this instance is a replica (of a master set by REPLICAOF).
+    pub fn is_replica(&self) -> bool {
+        self.master.is_some()
+    }
+
+    /// Whether this instance is a replica whose link to its master is down.
+    pub fn master_link_down(&self) -> bool {
+        self.master
+            .as_ref()
+            .is_some_and(|m| m.state != replica::LinkState::Connected)
+    }
+
     /// Whether there is a stream (a backlog): writes are then counted in the offset.
     pub fn stream_active(&self) -> bool {
         self.backlog.is_some()

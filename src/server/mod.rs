@@ -18,6 +18,7 @@ mod busy;
 mod cron;
 mod error;
 mod jobs;
+mod master_link;
 mod pace;
 mod postponed;
 mod reload;
@@ -97,6 +98,12 @@ pub struct Server {
     postponed: Vec<usize>,
     /// When the once-a-second replication cron runs next (`replicas`).
     replication_cron_due: Instant,
+    /// A replica's sync with its master in progress (`master_link`), those REPLICAOF
+    /// abandoned (their threads end on their own), and the master's snapshot waiting for
+    /// the log writer's switch to become the log's base.
+    master_sync: Option<master_link::MasterSync>,
+    abandoned_syncs: Vec<master_link::MasterSync>,
+    pending_base: Option<master_link::PendingBase>,
 }
 
 /// A SHUTDOWN asked for by a client (`requester`) or a signal.
@@ -216,6 +223,9 @@ impl Server {
             resumed: Vec::new(),
             postponed: Vec::new(),
             replication_cron_due: Instant::now(),
+            master_sync: None,
+            abandoned_syncs: Vec::new(),
+            pending_base: None,
         };
         Ok(server)
     }
@@ -271,6 +281,13 @@ impl Server {
         }
         state.dirty = 0;
         tracing::info!("ready to accept connections on port {}", state.tcp_port);
+        if let Some((host, port)) = state.config.replicaof() {
+            // `replicaof` in the configuration: a replica from the start.
+            state.replication.master = Some(crate::replication::replica::MasterLink::new(
+                host, port, None,
+            ));
+            self.master_changed();
+        }
         Ok(())
     }
 
@@ -293,6 +310,7 @@ impl Server {
             if self.loading.as_ref().is_some_and(|t| t.is_finished()) {
                 self.finish_loading()?;
             }
+            self.master_sync_work();
             if self.halt_flag.load(Ordering::Relaxed) {
                 // As a process that dies: no file is touched from now on, so background
                 // threads must be gone before `run` returns (a test then cuts the power).
@@ -483,6 +501,9 @@ impl Server {
         let mut host =
             session::SessionsView::new(&mut self.clients, None, &mut self.touched, limits);
         self.engine.broadcast_invalidations(&mut host);
+        if std::mem::take(&mut self.engine.state.replication.link_changed) {
+            self.master_changed(); // REPLICAOF
+        }
         if let Some(writer) = &mut self.log_writer {
             let policy = self.engine.state.config.appendfsync;
             if policy != self.writer_policy {
@@ -617,6 +638,9 @@ impl Server {
             }
             if client.state.replica {
                 self.replica_gone(id);
+            }
+            if client.state.master_link {
+                self.master_link_lost();
             }
         }
         self.engine.state.connected_clients = self.clients.len();

@@ -603,8 +603,9 @@ impl Server {
         }
     }
 
-    /// Once a second (Redis's `replicationCron`, a master's part).
+    /// Once a second (Redis's `replicationCron`).
     pub(super) fn replication_cron(&mut self) {
+        self.master_link_cron();
         self.take_effects();
         let now = crate::clock::unix_seconds();
         let config = self.engine.state.config.replication;

@@ -291,6 +291,9 @@ fn client_flags(
     if state.replica {
         flags.push('S');
     }
+    if state.master_link {
+        flags.push('M');
+    }
     if state.modes.monitor {
         flags.push('O');
     }
@@ -568,7 +571,11 @@ impl Server {
         token: usize,
         until_eof: bool,
     ) -> Option<ShutdownRequest> {
-        let limit = self.engine.state.config.query_buffer_bytes_max;
+        let limit = match self.clients.get(&token) {
+            // Redis exempts its master's link from `client-query-buffer-limit`.
+            Some(client) if client.state.master_link => usize::MAX,
+            _ => self.engine.state.config.query_buffer_bytes_max,
+        };
         // The peer sent EOF: it may have half-closed, so its replies still go out.
         let mut peer_done = false;
         let mut closed = false;
@@ -661,6 +668,12 @@ impl Server {
         conn: &Connection,
         request: Request<'_>,
     ) -> (Outcome, super::AdmissionCounts) {
+        // The master's stream runs as the master's.
+        let mode = if state.master_link {
+            Mode::Master
+        } else {
+            Mode::Client
+        };
         let limits = self.engine.state.config.output_buffer_limits;
         let mut unblocked = Vec::new();
         let mut host = SessionsView::new(&mut self.clients, Some(conn), &mut self.touched, limits)
@@ -669,9 +682,7 @@ impl Server {
                 registry: self.poll.registry(),
                 next_client_id: &mut self.next_client_id,
             });
-        let outcome = self
-            .engine
-            .execute(state, output, request, Mode::Client, &mut host);
+        let outcome = self.engine.execute(state, output, request, mode, &mut host);
         let admitted = host.admitted;
         std::mem::swap(&mut unblocked, &mut host.unblocked);
         for (token, id, deadline) in unblocked {
@@ -705,12 +716,26 @@ impl Server {
             && client.conn.postponed.is_none()
         {
             // Recomputed per request: an AUTH earlier in the same read lifts the limits.
-            let limits = ParseLimits {
-                bulk_bytes_max: self.engine.state.config.bulk_bytes_max,
-                inline_bytes_max: 64 * 1024,
-                unauthenticated: self.engine.auth_required(&client.state),
-                big_argument_bytes_min: crate::resp::BIG_ARGUMENT_BYTES_MIN,
+            let master = client.state.master_link;
+            let limits = if master {
+                // The master is trusted (Redis exempts it from `proto-max-bulk-len`), and
+                // its requests stay whole in the input, so that their bytes count in the
+                // processed offset.
+                ParseLimits {
+                    bulk_bytes_max: crate::types::string::MAX_LEN,
+                    inline_bytes_max: 64 * 1024,
+                    unauthenticated: false,
+                    big_argument_bytes_min: usize::MAX,
+                }
+            } else {
+                ParseLimits {
+                    bulk_bytes_max: self.engine.state.config.bulk_bytes_max,
+                    inline_bytes_max: 64 * 1024,
+                    unauthenticated: self.engine.auth_required(&client.state),
+                    big_argument_bytes_min: crate::resp::BIG_ARGUMENT_BYTES_MIN,
+                }
             };
+            let consumed_before = consumed_total;
             if client.conn.big_arguments.is_reading() {
                 break; // the rest of the request waits behind the big argument
             }
@@ -757,7 +782,12 @@ impl Server {
                         };
                         let replica = state.replica;
                         let mut scratch = Vec::new();
-                        let out = if replica { &mut scratch } else { &mut *output };
+                        // Neither a replica nor the master gets replies.
+                        let out = if replica || master {
+                            &mut scratch
+                        } else {
+                            &mut *output
+                        };
                         let ran = self.execute_for_client(state, out, conn, request);
                         rogue = replica && !scratch.is_empty();
                         ran
@@ -784,7 +814,11 @@ impl Server {
                     let outcome = (!argv.is_empty()).then(|| {
                         let replica = state.replica;
                         let mut scratch = Vec::new();
-                        let out = if replica { &mut scratch } else { &mut *output };
+                        let out = if replica || master {
+                            &mut scratch
+                        } else {
+                            &mut *output
+                        };
                         let ran = self.execute_for_client(state, out, conn, Request::plain(&argv));
                         rogue = replica && !scratch.is_empty();
                         ran
@@ -797,6 +831,19 @@ impl Server {
                     outcome
                 }
             };
+            if master {
+                // The master's stream: each request's bytes, processed; an
+                // acknowledgement it asked for tells the offset before the asking.
+                let link = self.engine.state.replication.master.as_mut();
+                if let Some(link) = link {
+                    if std::mem::take(&mut link.ack_requested) {
+                        let ack = crate::replication::replica::ack_command(link.processed_offset());
+                        client.output.extend_from_slice(&ack);
+                        produced_output = true;
+                    }
+                    link.processed(consumed_total - consumed_before);
+                }
+            }
             if let Some((outcome, admitted)) = outcome {
                 self.note_admitted(admitted);
                 produced_output = true;
