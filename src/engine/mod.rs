@@ -14,9 +14,8 @@
 //! a reloaded dataset comes back to the engine to be put in place (`reload`).
 //!
 //! Who calls says so with a `Mode`: a client's request, a blocked client's command run
-//! again for a key that became ready, a script's `redis.call` (`crate::scripting`), or
-//! the start-up replay of the log. A replica's stream of writes will be one more mode of
-//! the same call. Every write's effects go to the effects stream (`crate::effects`) from here,
+//! again for a key that became ready, a script's `redis.call` (`crate::scripting`), the
+//! start-up replay of the log, or, on a replica, its master's stream (`Mode::Master`). Every write's effects go to the effects stream (`crate::effects`) from here,
 //! whoever called.
 //!
 //! The engine owns the dataset (`Keyspace`), the state commands see (`ServerState`) and

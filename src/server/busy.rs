@@ -35,11 +35,13 @@ impl SessionsView<'_> {
         }
         for (_, client) in self.others.iter_mut() {
             let conn = &client.conn;
-            // A replica's output is the stream: its acknowledgements wait for the script.
+            // A replica's output is the stream: its acknowledgements wait for the script;
+            // so does the master's stream, which the engine runs.
             if conn.blocked.is_some()
                 || conn.close_after_reply
                 || conn.big_arguments.is_reading()
                 || conn.replica.is_some()
+                || client.state.master_link
             {
                 continue;
             }

@@ -111,8 +111,9 @@ impl Server {
                     && c.conn.postponed.is_none()
                     && !c.state.modes.monitor
                     && !c.state.subscriptions.any()
-                    // Nor replicas: `repl-timeout` is theirs.
+                    // Nor replicas, nor the master's link: `repl-timeout` is theirs.
                     && !c.state.replica
+                    && !c.state.master_link
             })
             .map(|(t, _)| t)
             .collect();

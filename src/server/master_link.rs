@@ -419,6 +419,24 @@ impl Server {
             // outcome is dropped, its file removed.
             self.abandoned_syncs.push(sync);
         }
+        self.close_master_session();
+    }
+
+    /// At shutdown: a sync in progress is left to its thread, its file removed (the
+    /// thread writes on to a file no name leads to).
+    pub(super) fn abandon_master_sync(&mut self) {
+        for sync in self
+            .master_sync
+            .take()
+            .into_iter()
+            .chain(self.abandoned_syncs.drain(..))
+        {
+            sync.abandoned.store(true, Ordering::Release);
+            let _ = self.storage.remove_file(&sync.temp_path);
+        }
+    }
+
+    fn close_master_session(&mut self) {
         let tokens: Vec<usize> = self
             .clients
             .iter()

@@ -689,6 +689,7 @@ impl Server {
         // BGSAVE's temp file in `dir`, which no start-up would remove) before the process
         // exits. A writer notices the cancellation after the key or slot in hand.
         self.jobs.cancel_all(&mut self.engine.keyspace);
+        self.abandon_master_sync();
         if save == ShutdownSave::Save {
             tracing::info!("saving the final RDB snapshot before exiting");
             let config = &self.engine.state.config;
