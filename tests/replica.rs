@@ -54,13 +54,20 @@ fn tessera_replicates_a_redis_master_into_its_own_log() {
         let dir = temp_dir();
         let mut tessera = start_server(dir.path(), &["--enable-debug-command", "yes"]);
         let mut replica = tessera.connection();
+        // The log's last record is in database 2: the new file after the master's
+        // snapshot must still say which database its first record is for.
+        run(&mut replica, &["SELECT", "2"]);
         run(&mut replica, &["SET", "local-only", "1"]);
+        run(&mut replica, &["SELECT", "0"]);
         let port = master.port.to_string();
         assert_eq!(
             run(&mut replica, &["REPLICAOF", "127.0.0.1", &port]),
             redis::Value::Okay
         );
         wait_link_up(&mut replica);
+        run(&mut source, &["SELECT", "2"]);
+        run(&mut source, &["SET", "first-after-sync", "in db 2"]);
+        run(&mut source, &["SELECT", "0"]);
         write_load(&mut source, "stream", 60);
         assert_same_dataset(&mut source, &mut replica);
         let gone: redis::Value = redis::cmd("EXISTS")

@@ -743,6 +743,8 @@ impl Server {
             waiter,
             manifest: next,
         });
+        // The new file starts empty: its first record needs its SELECT.
+        self.engine.effects.selected_db = None;
     }
 
     /// The master's socket becomes a session applying its stream. `acknowledge`: send the
