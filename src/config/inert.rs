@@ -1,8 +1,10 @@
-//! The directives of Redis 7.0 that Tessera accepts and does not act on: replication,
-//! cluster, TLS, the process's dealings with the OS, and tunings of machinery Tessera
-//! does not have. A redis.conf that sets them loads; CONFIG GET lists them with Redis's
-//! defaults; CONFIG SET checks a value as Redis does (its types, bounds and error texts)
-//! and keeps it; CONFIG REWRITE writes them as Redis would. Nothing else reads them.
+//! The directives of Redis 7.0 that Tessera accepts and does not act on: some of
+//! replication's, cluster, TLS, the process's dealings with the OS, and tunings of
+//! machinery Tessera does not have. A redis.conf that sets them loads; CONFIG GET lists
+//! them with Redis's defaults; CONFIG SET checks a value as Redis does (its types, bounds
+//! and error texts) and keeps it; CONFIG REWRITE writes them as Redis would. Nothing else
+//! reads them, but for a few replication directives a replica's link reads when it
+//! connects (see the table).
 //!
 //! Where accepting a value would claim something Tessera cannot do that Redis itself
 //! refuses in the same circumstances, the value is refused with Redis's words:
@@ -482,8 +484,11 @@ const TLS_AUTH_CLIENTS: &[Choice] = &[choice("no", 0), choice("yes", 1), choice(
 
 /// The inert directives, by area.
 pub static INERT_DIRECTIVES: &[Directive] = &[
-    // Replication: the replica's side (Tessera is never a replica yet) and diskless
-    // syncs (a full sync is disk-based); a master's directives are `directives`.
+    // Replication. A replica reads `replicaof`, `masteruser`, `masterauth`,
+    // `replica-announce-ip`, `replica-announce-port`, `replica-priority` and
+    // `replica-announced` through `Config::replicaof` / `directive_value` (kept here for
+    // their Redis syntax, read only now and then); the others are inert (diskless syncs
+    // and loads, lazy flushes). The directives acted on per command are `directives`.
     inert!("replicaof", Kind::ReplicaOf, "")
         .alias("slaveof")
         .immutable(),
