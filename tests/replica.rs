@@ -252,3 +252,66 @@ fn replicaof_in_the_configuration_starts_a_replica() {
     run(&mut replica, &["REPLICAOF", "NO", "ONE"]);
     assert_eq!(configured(&mut replica), "");
 }
+
+/// A master that wants a password (`masterauth`); and while the link is down, a replica
+/// with `replica-serve-stale-data no` answers MASTERDOWN but to `stale` commands.
+#[test]
+fn masterauth_and_stale_data() {
+    let binary = common::side_by_side::require_redis();
+    let master_dir = temp_dir();
+    let master = RedisOracle::start_with(
+        &binary,
+        master_dir.path(),
+        &[
+            "--requirepass",
+            "secret",
+            "--repl-diskless-sync-delay",
+            "0",
+            "--enable-debug-command",
+            "yes",
+        ],
+    );
+    let mut source = redis::Client::open(format!("redis://:secret@127.0.0.1:{}/", master.port))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    run(&mut source, &["SET", "guarded", "1"]);
+    let port = master.port.to_string();
+    let dir = temp_dir();
+    let tessera = start_server(
+        dir.path(),
+        &[
+            "--replicaof",
+            "127.0.0.1",
+            &port,
+            "--masterauth",
+            "secret",
+            "--replica-serve-stale-data",
+            "no",
+            "--enable-debug-command",
+            "yes",
+        ],
+    );
+    let mut replica = tessera.connection();
+    wait_link_up(&mut replica);
+    assert_same_dataset(&mut source, &mut replica);
+
+    // The master goes away: stale data is not served.
+    drop(source);
+    drop(master);
+    wait_until("the link to go down", Duration::from_secs(30), || {
+        field(&info(&mut replica, "replication"), "master_link_status").as_deref() == Some("down")
+    });
+    let mut raw = Conn::new(tessera.port);
+    assert_eq!(
+        raw.cmd(&["GET", "guarded"]),
+        V::Error(
+            "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."
+                .into()
+        )
+    );
+    assert!(matches!(
+        raw.cmd(&["INFO", "replication"]),
+        V::Bulk(Some(_))
+    ));
+}
