@@ -7,10 +7,13 @@
 //! engine wraps the records of one EXEC in `MULTI … EXEC`. The stream carries its own
 //! `SELECT` records, so a consumer applies it from its start with no other context.
 //!
-//! Consumers take the bytes at the end of each event-loop turn. Today the log writer is
-//! the only one (`server::Server::end_of_turn` hands them over as one batch); replicas and
-//! MONITOR's feed of effects are the next, taking the same bytes, so that command
-//! handlers never know who listens. Replay at start-up runs with the stream disabled.
+//! Consumers take the bytes at the end of each event-loop turn
+//! (`server::Server::take_effects`): the replication stream (the backlog and the
+//! replicas' outputs) first, then the log writer as one batch; command handlers never
+//! know who listens. A few records are for replicas only (PUBLISH, which Redis sends its
+//! replicas so that their subscribers hear it, and never logs): their places are kept
+//! (`replica_only`) and the log gets the bytes without them (`take_for_log`). Replay at
+//! start-up runs with the stream disabled.
 
 /// Where a unit's records (an EXEC's queue, a script) start in the stream, to wrap them.
 #[derive(Clone, Copy, Debug)]
@@ -29,6 +32,8 @@ pub struct Effects {
     /// The database the last record in the log applies to (None: unknown, emit SELECT).
     pub selected_db: Option<usize>,
     pub enabled: bool,
+    /// The byte ranges of `buffer` that only replicas take, in order.
+    pub replica_only: Vec<std::ops::Range<usize>>,
 }
 
 impl Effects {
@@ -37,6 +42,42 @@ impl Effects {
         if !self.enabled {
             return;
         }
+        self.select(db);
+        crate::resp::encode_command(&mut self.buffer, args);
+        self.records += 1;
+    }
+
+    /// Appends a record only replicas take (PUBLISH). Its SELECT, if one is needed, is
+    /// the log's too: the records after it depend on it.
+    pub fn record_for_replicas(&mut self, db: usize, args: &[&[u8]]) {
+        if !self.enabled {
+            return;
+        }
+        self.select(db);
+        let start = self.buffer.len();
+        crate::resp::encode_command(&mut self.buffer, args);
+        self.replica_only.push(start..self.buffer.len());
+        self.records += 1;
+    }
+
+    /// The bytes for the log: the buffer less the replica-only records. Empties the
+    /// buffer, or leaves it to the caller (`None`: the whole buffer is the log's).
+    pub fn take_for_log(&mut self) -> Option<Vec<u8>> {
+        if self.replica_only.is_empty() {
+            return None;
+        }
+        let mut log = Vec::with_capacity(self.buffer.len());
+        let mut from = 0;
+        for range in self.replica_only.drain(..) {
+            log.extend_from_slice(&self.buffer[from..range.start]);
+            from = range.end;
+        }
+        log.extend_from_slice(&self.buffer[from..]);
+        self.buffer.clear();
+        Some(log)
+    }
+
+    fn select(&mut self, db: usize) {
         if self.selected_db != Some(db) {
             let db_text = itoa::Buffer::new().format(db).to_owned();
             crate::resp::encode_command(
@@ -45,8 +86,6 @@ impl Effects {
             );
             self.selected_db = Some(db);
         }
-        crate::resp::encode_command(&mut self.buffer, args);
-        self.records += 1;
     }
 
     /// Marks the start of a unit whose records must replay all or none (EXEC, a script).
@@ -61,6 +100,7 @@ impl Effects {
     /// effects may reach the log).
     pub fn discard_since(&mut self, mark: Mark) {
         self.buffer.truncate(mark.start);
+        self.replica_only.retain(|range| range.end <= mark.start);
         self.records = mark.records;
         // A SELECT may have gone with them.
         self.selected_db = None;
@@ -73,8 +113,62 @@ impl Effects {
         if self.records - mark.records > 1 {
             let mut multi = Vec::new();
             crate::resp::encode_command(&mut multi, &[b"MULTI" as &[u8]]);
+            let shift = multi.len();
             self.buffer.splice(mark.start..mark.start, multi);
+            for range in &mut self.replica_only {
+                if range.start >= mark.start {
+                    *range = range.start + shift..range.end + shift;
+                }
+            }
             crate::resp::encode_command(&mut self.buffer, &[b"EXEC" as &[u8]]);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn enabled() -> Effects {
+        Effects {
+            enabled: true,
+            ..Effects::default()
+        }
+    }
+
+    #[test]
+    fn the_log_gets_everything_but_the_replica_only_records() {
+        let mut effects = enabled();
+        effects.record(0, &[b"SET", b"a", b"1"]);
+        let mark = effects.mark();
+        effects.record_for_replicas(1, &[b"PUBLISH", b"ch", b"hello"]);
+        effects.record(1, &[b"SET", b"b", b"2"]);
+        effects.wrap_since(mark);
+        let stream = effects.buffer.clone();
+        let log = effects.take_for_log().expect("a PUBLISH was recorded");
+        let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).replace("\r\n", " ");
+        assert_eq!(
+            text(&stream),
+            "*2 $6 SELECT $1 0 *3 $3 SET $1 a $1 1 *1 $5 MULTI *2 $6 SELECT $1 1 \
+             *3 $7 PUBLISH $2 ch $5 hello *3 $3 SET $1 b $1 2 *1 $4 EXEC "
+        );
+        assert_eq!(
+            text(&log),
+            "*2 $6 SELECT $1 0 *3 $3 SET $1 a $1 1 *1 $5 MULTI *2 $6 SELECT $1 1 \
+             *3 $3 SET $1 b $1 2 *1 $4 EXEC "
+        );
+        assert!(effects.buffer.is_empty() && effects.replica_only.is_empty());
+        effects.record(1, &[b"DEL", b"b"]);
+        assert_eq!(effects.take_for_log(), None);
+    }
+
+    #[test]
+    fn discarded_replica_only_records_are_forgotten() {
+        let mut effects = enabled();
+        let mark = effects.mark();
+        effects.record_for_replicas(0, &[b"PUBLISH", b"ch", b"x"]);
+        effects.discard_since(mark);
+        assert!(effects.replica_only.is_empty());
+        assert_eq!(effects.take_for_log(), None);
     }
 }

@@ -38,6 +38,7 @@ pub mod process;
 pub mod pubsub;
 pub mod rdb;
 pub mod recovery;
+pub mod replication;
 pub mod resp;
 pub mod scripting;
 pub mod server;

@@ -169,8 +169,8 @@ fn ratio(a: u64, b: u64) -> (f64, i64) {
     (quotient, a as i64 - b as i64)
 }
 
-/// What MEMORY DOCTOR can find (Redis's checks, less the replicas' buffers: Tessera has
-/// no replicas).
+/// What MEMORY DOCTOR can find (Redis's checks, less the one of the replicas' buffers,
+/// whose output limit bounds them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Issue {
     BigPeak,

@@ -917,11 +917,13 @@ fn write_part(
         // Keys already expired are left out of a dump: they are gone for every reader.
         // A base part keeps them: the slot was captured before they expired, and the log
         // after the base may still change them (a PERSIST made before the expiry, while
-        // this slot waited in the queue); start-up loads them (`ExpiredKeys::Keep`).
+        // this slot waited in the queue); start-up loads them (`ExpiredKeys::Keep`). So
+        // does a replica's snapshot, for the stream after it.
+        let keep_expired = options.aof_base || options.keep_expired;
         let now_ms = crate::clock::unix_ms();
         let mut keys = 0;
         for entry in captured.slot.iter() {
-            if options.aof_base || !entry.is_expired(now_ms) {
+            if keep_expired || !entry.is_expired(now_ms) {
                 writer.write_entry(db, entry).map_err(describe)?;
                 keys += 1;
                 if key_delay_us > 0 {
@@ -933,7 +935,7 @@ fn write_part(
             }
         }
         for entry in &captured.serialised {
-            if options.aof_base || !entry.is_expired(now_ms) {
+            if keep_expired || !entry.is_expired(now_ms) {
                 writer
                     .write_encoded_entry(db, &entry.record)
                     .map_err(describe)?;

@@ -329,7 +329,7 @@ fn command_docs_set_has_history_sets_and_flag_statuses() {
 }
 
 /// Commands whose Redis 7.0 entry has no `complexity` (Redis's own data).
-const WITHOUT_COMPLEXITY: &[&str] = &["lolwut", "monitor"];
+const WITHOUT_COMPLEXITY: &[&str] = &["lolwut", "monitor", "psync", "sync"];
 
 /// With no names: every command, all from the data (the fallback has no `complexity`).
 #[test]

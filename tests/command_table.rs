@@ -17,13 +17,6 @@ use std::collections::BTreeSet;
 const NOT_BUILT: &[&str] = &[
     // Replication.
     "failover",
-    "psync",
-    "replconf",
-    "replicaof",
-    "role",
-    "slaveof",
-    "sync",
-    "wait",
 ];
 
 /// Whether `full_name` (`name` or `container|sub`) is in `NOT_BUILT`, itself or by its

@@ -7,7 +7,8 @@
 //! (`differential/sort.rs`), HyperLogLog another (GET of a sketch's bytes included:
 //! `differential/hyperloglog.rs`), bitmaps and LCS another (`differential/bitmaps.rs`),
 //! geo another (`differential/geo.rs`), stream consumer groups another
-//! (`differential/stream_groups.rs`).
+//! (`differential/stream_groups.rs`), replication's commands on masters without replicas
+//! another (`differential/replication.rs`).
 //! The stream runs twice: over RESP2, and with
 //! other seeds over RESP3, where every reply's type must be Redis's too.
 //!
@@ -48,6 +49,8 @@ mod lists;
 mod picks;
 #[path = "differential/pubsub.rs"]
 mod pubsub;
+#[path = "differential/replication.rs"]
+mod replication;
 #[path = "differential/scripting.rs"]
 mod scripting;
 #[path = "differential/sets.rs"]
@@ -343,6 +346,9 @@ impl Gen {
         }
         if self.chance(0.02) {
             return self.pubsub_step();
+        }
+        if self.chance(0.005) {
+            return self.replication_step();
         }
         if self.chance(0.04) {
             return self.scripting_step();

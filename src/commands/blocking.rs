@@ -117,6 +117,8 @@ pub struct Blocked {
     pub deadline_ms: Option<i64>,
     /// The command to run again when a key is ready.
     pub command: Vec<Vec<u8>>,
+    /// WAIT: no key, but replicas' acknowledgements (answered with their count).
+    pub replicas: Option<crate::replication::wait::WaitFor>,
 }
 
 /// Which clients wait on which keys, and the keys that became ready.
@@ -274,6 +276,7 @@ fn nothing_yet(ctx: &mut Ctx, keys: &[&[u8]], deadline_ms: Option<i64>, args: &A
         keys: keys.iter().map(|k| Bytes::copy_from_slice(k)).collect(),
         deadline_ms,
         command: args.iter().map(|a| a.to_vec()).collect(),
+        replicas: None,
     })
 }
 

@@ -51,8 +51,6 @@ pub struct ClientModes {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TypeFilter {
     Kind(ClientKind),
-    Replica,
-    Master,
 }
 
 impl TypeFilter {
@@ -61,8 +59,8 @@ impl TypeFilter {
         Some(match name.as_str() {
             "normal" => TypeFilter::Kind(ClientKind::Normal),
             "pubsub" => TypeFilter::Kind(ClientKind::PubSub),
-            "slave" | "replica" => TypeFilter::Replica,
-            "master" => TypeFilter::Master,
+            "slave" | "replica" => TypeFilter::Kind(ClientKind::Replica),
+            "master" => TypeFilter::Kind(ClientKind::Master),
             _ => return None,
         })
     }
@@ -260,6 +258,8 @@ pub fn no_evict(ctx: &mut Ctx, args: &Args) -> Action {
 pub enum UnblockReply {
     /// The command's timeout reply.
     Timeout,
+    /// WAIT's timeout reply: the replicas that acknowledged so far.
+    WaitTimeout(i64),
     /// `-UNBLOCKED client unblocked via CLIENT UNBLOCK`.
     Error,
 }
@@ -279,6 +279,19 @@ pub fn unblock(ctx: &mut Ctx, args: &Args) -> Action {
     let Some(id) = super::int_arg(ctx, args[2]) else {
         return Action::None;
     };
+    // A client parked by WAIT times out with the count of replicas that acknowledged.
+    let replication = &ctx.server.replication;
+    let how = match (
+        how,
+        u64::try_from(id)
+            .ok()
+            .and_then(|id| replication.waiting.get(id)),
+    ) {
+        (UnblockReply::Timeout, Some(wait)) => {
+            UnblockReply::WaitTimeout(replication.replicas.acknowledged(wait.offset) as i64)
+        }
+        _ => how,
+    };
     // The caller runs a command, so it is not blocked: only another can be unblocked.
     let unblocked = match u64::try_from(id) {
         Ok(id) if id != ctx.client.id => ctx.host.unblock_client(id, how),
@@ -287,6 +300,7 @@ pub fn unblock(ctx: &mut Ctx, args: &Args) -> Action {
     match unblocked {
         Some(blocked) => {
             ctx.server.blocked.unblock(id as u64, &blocked);
+            ctx.server.replication.waiting.remove(id as u64);
             ctx.out.integer(1);
         }
         None => ctx.out.integer(0),

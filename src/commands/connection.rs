@@ -1,7 +1,7 @@
 //! Connection commands: PING, ECHO, QUIT, RESET, HELLO, AUTH, CLIENT.
 
 use super::{
-    Action, Args, ClientKind, CommandSpec, Ctx, client_admin, eq_ignore_case, flags::*, lossy,
+    Action, Args, CommandSpec, Ctx, client_admin, eq_ignore_case, flags::*, lossy,
     unknown_subcommand, wrong_arity,
 };
 use crate::command;
@@ -419,23 +419,16 @@ fn client(ctx: &mut Ctx, args: &Args) -> Action {
             };
         }
         "list" => {
-            // Tessera's clients are normal or pubsub; the other types list nobody.
             if args.len() == 4 && eq_ignore_case(args[2], "type") {
-                let kind = lossy(args[3]).to_ascii_lowercase();
-                match kind.as_str() {
-                    "normal" | "pubsub" => {
+                match super::TypeFilter::parse(args[3]) {
+                    Some(super::TypeFilter::Kind(kind)) => {
                         return Action::ClientList {
                             only_self: false,
                             ids: None,
-                            kind: Some(if kind == "normal" {
-                                ClientKind::Normal
-                            } else {
-                                ClientKind::PubSub
-                            }),
+                            kind: Some(kind),
                         };
                     }
-                    "master" | "replica" | "slave" => ctx.out.verbatim(b""),
-                    _ => ctx
+                    None => ctx
                         .out
                         .error(&format!("ERR Unknown client type '{}'", lossy(args[3]))),
                 }

@@ -8,7 +8,7 @@
 //! Tessera's own value), PROTOCOL, SLEEP (blocks the event loop, as Redis's does),
 //! SET-ACTIVE-EXPIRE, QUICKLIST-PACKED-THRESHOLD (checked and accepted: Tessera's lists
 //! have no plain nodes, so there is nothing for it to change), STRINGMATCH-TEST (a fuzz run
-//! of `crate::glob`), CHANGE-REPL-ID (no replication yet: nothing to change), LOG, ERROR,
+//! of `crate::glob`), CHANGE-REPL-ID (a new replication ID, no second one), LOG, ERROR,
 //! CLIENT-EVICTION and CLUSTERLINK (what a Redis without `maxmemory-clients` and without
 //! cluster support answers), and RELOAD and LOADAOF, which the handler only checks: the
 //! event loop owns the files and does them (`Action::Reload`, `server::reload`).
@@ -360,6 +360,9 @@ fn debug(ctx: &mut Ctx, args: &Args) -> Action {
         }
         Sub::ChangeReplId => {
             tracing::warn!("Changing replication IDs after receiving DEBUG change-repl-id");
+            let ids = &mut ctx.server.replication.ids;
+            ids.change();
+            ids.clear_second();
             ctx.out.ok();
         }
         Sub::StringmatchTest => {

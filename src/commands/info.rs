@@ -284,7 +284,13 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
         }
         "clients" => {
             out.push_str("# Clients\r\n");
-            kv(out, "connected_clients", &server.connected_clients);
+            // As Redis: replicas are not counted among the clients.
+            let replicas = server.replication.replicas.len();
+            kv(
+                out,
+                "connected_clients",
+                &server.connected_clients.saturating_sub(replicas),
+            );
             kv(out, "cluster_connections", &0);
             kv(out, "maxclients", &config.clients_max);
             kv(
@@ -296,7 +302,8 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
         }
         "memory" => {
             let (used, rss) = crate::stats::memory_usage();
-            let pending_log = ctx.effects.buffer.capacity() as u64;
+            let pending_log =
+                ctx.effects.buffer.capacity() as u64 + server.replication.replica_output_bytes;
             let not_counted = server.eviction.not_counted(ctx.keyspace, pending_log);
             // Redis's overhead is the start-up memory, buffers and table overheads; here
             // the start-up memory and what eviction does not count (log buffers, the
@@ -364,6 +371,10 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
                 &format!("{:.2}", s.output_rate.per_second() as f64 / 1024.0),
             );
             kv(out, "rejected_connections", &s.rejected_connections);
+            let r = &server.replication.stats;
+            kv(out, "sync_full", &r.sync_full);
+            kv(out, "sync_partial_ok", &r.sync_partial_ok);
+            kv(out, "sync_partial_err", &r.sync_partial_err);
             kv(out, "expired_keys", &s.expired_keys);
             kv(out, "evicted_keys", &s.evicted_keys);
             kv(out, "evicted_clients", &0);
@@ -392,11 +403,7 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
                 &server.commands.total_error_replies,
             );
         }
-        "replication" => {
-            out.push_str("# Replication\r\n");
-            kv(out, "role", &"master");
-            kv(out, "connected_slaves", &0);
-        }
+        "replication" => info_replication(server, out),
         "cpu" => {
             // SAFETY: `rusage` is plain integers, for which all zeroes is a valid value.
             let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -479,4 +486,110 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
         }
         _ => {}
     }
+}
+
+/// INFO replication, a master's fields (Redis 7.0's `genRedisInfoString`).
+fn info_replication(server: &super::ServerState, out: &mut String) {
+    let replication = &server.replication;
+    out.push_str("# Replication\r\n");
+    let now = crate::clock::unix_seconds();
+    match &replication.master {
+        None => kv(out, "role", &"master"),
+        Some(link) => {
+            use crate::replication::replica::LinkState;
+            kv(out, "role", &"slave");
+            kv(out, "master_host", &link.host);
+            kv(out, "master_port", &link.port);
+            let up = link.state == LinkState::Connected;
+            kv(out, "master_link_status", &if up { "up" } else { "down" });
+            let last_io = if link.state == LinkState::Connect {
+                -1
+            } else {
+                now - link.last_io
+            };
+            kv(out, "master_last_io_seconds_ago", &last_io);
+            let transfer = link.state == LinkState::Transfer;
+            kv(out, "master_sync_in_progress", &u8::from(transfer));
+            // Redis's 1 before the first sync.
+            let offset = link.history.as_ref().map_or(1, |(_, offset)| *offset);
+            kv(out, "slave_read_repl_offset", &offset);
+            kv(out, "slave_repl_offset", &offset);
+            if transfer {
+                let size = link.transfer_size.unwrap_or(0);
+                let read = link.transfer_read;
+                kv(out, "master_sync_total_bytes", &size);
+                kv(out, "master_sync_read_bytes", &read);
+                kv(out, "master_sync_left_bytes", &(size as i64 - read as i64));
+                let percent = if size == 0 {
+                    0.0
+                } else {
+                    read as f64 * 100.0 / size as f64
+                };
+                kv(out, "master_sync_perc", &format!("{percent:.2}"));
+                kv(
+                    out,
+                    "master_sync_last_io_seconds_ago",
+                    &(now - link.last_io),
+                );
+            }
+            if !up {
+                let down = link.down_since.map_or(-1, |since| now - since);
+                kv(out, "master_link_down_since_seconds", &down);
+            }
+            let config = &server.config;
+            kv(
+                out,
+                "slave_priority",
+                &config.directive_value("replica-priority"),
+            );
+            kv(
+                out,
+                "slave_read_only",
+                &u8::from(config.replication.replica_read_only),
+            );
+            let announced = config.directive_value("replica-announced") == "yes";
+            kv(out, "replica_announced", &u8::from(announced));
+        }
+    }
+    kv(out, "connected_slaves", &replication.replicas.len());
+    if server.config.replication.write_quorum().is_set() {
+        kv(out, "min_slaves_good_slaves", &replication.replicas.good());
+    }
+    for (index, replica) in replication.replicas.iter().enumerate() {
+        kv(
+            out,
+            &format!("slave{index}"),
+            &format!(
+                "ip={},port={},state={},offset={},lag={}",
+                replica.ip,
+                replica.announced.listening_port,
+                replica.state.info_name(),
+                replica.ack_offset,
+                replica.lag_seconds(now)
+            ),
+        );
+    }
+    let backlog = replication.backlog.as_ref();
+    kv(out, "master_failover_state", &"no-failover");
+    kv(out, "master_replid", &replication.ids.replid);
+    kv(out, "master_replid2", &replication.ids.replid2);
+    // A replica's offset is its master's stream's, as processed.
+    let offset = replication
+        .master
+        .as_ref()
+        .map_or(replication.offset as i64, |link| link.processed_offset());
+    kv(out, "master_repl_offset", &offset);
+    kv(out, "second_repl_offset", &replication.ids.second_offset);
+    kv(out, "repl_backlog_active", &u8::from(backlog.is_some()));
+    kv(
+        out,
+        "repl_backlog_size",
+        &server.config.replication.backlog_bytes,
+    );
+    kv(
+        out,
+        "repl_backlog_first_byte_offset",
+        &backlog.map_or(0, |b| b.first_offset()),
+    );
+    kv(out, "repl_backlog_histlen", &backlog.map_or(0, |b| b.len()));
 }

@@ -120,7 +120,8 @@ fn overview(ctx: &mut Ctx) -> Overview {
     // Redis samples its peak after every command; Tessera's cron and INFO do, and so
     // does this reading.
     server.stats.used_memory_peak = server.stats.used_memory_peak.max(allocator.allocated);
-    let pending_log = ctx.effects.buffer.capacity() as u64;
+    let pending_log =
+        ctx.effects.buffer.capacity() as u64 + server.replication.replica_output_bytes;
     let not_counted = server.eviction.not_counted(ctx.keyspace, pending_log);
     let capture_own = ctx
         .keyspace
@@ -166,17 +167,27 @@ fn double(ctx: &mut Ctx, name: &str, value: f64) {
 }
 
 /// MEMORY STATS: a map in RESP3, a flat array in RESP2, with Redis 7.0's fields in its
-/// order. Tessera has no replicas, cluster links or expires tables: those are 0.
+/// order. Tessera has no cluster links or expires tables: those are 0.
 fn stats(ctx: &mut Ctx) {
     const FIXED_FIELDS: usize = 27;
     let o = overview(ctx);
+    let replication = &ctx.server.replication;
+    let backlog = replication
+        .backlog
+        .as_ref()
+        .map_or(0, |b| b.allocated_bytes() as u64);
+    let replicas = replication.replica_output_bytes;
     ctx.out.map(FIXED_FIELDS + o.databases.len());
     integer(ctx, "peak.allocated", o.peak_allocated);
     integer(ctx, "total.allocated", o.total_allocated);
     integer(ctx, "startup.allocated", o.startup_allocated);
-    integer(ctx, "replication.backlog", 0);
-    integer(ctx, "clients.slaves", 0);
-    integer(ctx, "clients.normal", o.clients_normal);
+    integer(ctx, "replication.backlog", backlog);
+    integer(ctx, "clients.slaves", replicas);
+    integer(
+        ctx,
+        "clients.normal",
+        o.clients_normal.saturating_sub(replicas),
+    );
     integer(ctx, "cluster.links", 0);
     integer(ctx, "aof.buffer", o.aof_buffer);
     integer(ctx, "lua.caches", o.lua_caches);

@@ -36,6 +36,7 @@ mod migrate;
 mod object;
 mod picks;
 mod pubsub;
+mod replication;
 mod scripting;
 mod server;
 mod sets;
@@ -134,22 +135,46 @@ pub enum Action {
     /// DEBUG RELOAD / LOADAOF: the event loop persists and loads the dataset, then writes
     /// the reply (nothing is written yet).
     Reload(Reload),
+    /// PSYNC / SYNC: the session is a replica now; the event loop attaches its socket to
+    /// the stream.
+    Replicate(crate::replication::master::Attach),
 }
 
 /// The classes of client Tessera has (CLIENT LIST TYPE; Redis's `getClientType`): a
-/// client with a subscription is `pubsub`, and its output limit is that class's.
+/// replica (PSYNC or SYNC made it one) is `replica`, a client with a subscription is
+/// `pubsub`; the output limit is the class's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ClientKind {
     Normal,
     PubSub,
+    Replica,
+    /// The link to this instance's master.
+    Master,
 }
 
 impl ClientKind {
     pub fn of(session: &SessionState) -> ClientKind {
-        if session.subscriptions.any() {
+        if session.replica {
+            ClientKind::Replica
+        } else if session.master_link {
+            ClientKind::Master
+        } else if session.subscriptions.any() {
             ClientKind::PubSub
         } else {
             ClientKind::Normal
+        }
+    }
+
+    /// Its `client-output-buffer-limit` class.
+    pub fn output_limit(
+        self,
+        limits: &crate::config::OutputBufferLimits,
+    ) -> crate::config::OutputBufferLimit {
+        match self {
+            // Redis limits its master's link as a normal client.
+            ClientKind::Normal | ClientKind::Master => limits.normal,
+            ClientKind::PubSub => limits.pubsub,
+            ClientKind::Replica => limits.replica,
         }
     }
 }
@@ -210,8 +235,12 @@ pub struct Ctx<'a> {
     pub effects: &'a mut Effects,
     /// The command's clock: one reading per command, as Redis's `commandTimeSnapshot`.
     pub now_ms: i64,
-    /// Replaying the log: nothing expires, nothing is logged.
+    /// Replaying the log, or a replica running its master's commands: nothing expires
+    /// (and, replaying, nothing is logged).
     pub loading: bool,
+    /// A client of a replica: an expired key reads as gone but stays (its master deletes
+    /// it, with a DEL in its stream).
+    pub keep_expired: bool,
     /// Whether a blocking command may block now (not inside EXEC), or is being served.
     pub block_mode: blocking::BlockMode,
     /// A script's `redis.call` runs the command (Redis's CLIENT_SCRIPT): SORT then orders
@@ -263,7 +292,9 @@ impl<'a> Ctx<'a> {
             Liveness::Live => true,
             Liveness::Absent => false,
             Liveness::Expired => {
-                self.expire_now(db, key);
+                if !self.keep_expired {
+                    self.expire_now(db, key);
+                }
                 false
             }
         }
@@ -436,6 +467,14 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// Sends a record to the replicas only (PUBLISH, so that their subscribers hear it,
+    /// as Redis does): not logged, and no change of the dataset. Nothing without replicas.
+    pub fn propagate_to_replicas(&mut self, args: &[&[u8]]) {
+        if self.server.replication.stream_active() {
+            self.effects.record_for_replicas(self.client.db, args);
+        }
+    }
+
     /// Redis's `signalModifiedKey` for a change that is not logged (an LTRIM that removed
     /// nothing): WATCH is touched and tracking clients told, as for any write.
     pub fn signal_modified(&mut self, key: &[u8]) {
@@ -506,7 +545,7 @@ impl<'a> Ctx<'a> {
     }
 
     pub fn expire_if_needed_in(&mut self, db_index: usize, key: &[u8]) -> bool {
-        if self.loading {
+        if self.loading || self.keep_expired {
             return false;
         }
         let now = Some(self.now_ms);
@@ -828,6 +867,7 @@ pub fn table() -> Vec<CommandSpec> {
     all.extend(memory::commands());
     all.extend(lolwut::commands());
     all.extend(debug::commands());
+    all.extend(replication::commands());
     all
 }
 

@@ -147,14 +147,18 @@ fn sunsubscribe(ctx: &mut Ctx, args: &Args) -> Action {
     unsubscribe_each(ctx, Kind::Shard, &args[1..])
 }
 
+/// PUBLISH and SPUBLISH: the replicas get them too (Redis's `forceCommandPropagation`
+/// to replicas only, without cluster support), never the log.
 fn publish(ctx: &mut Ctx, args: &Args) -> Action {
     let receivers = ctx.publish(args[1], args[2], false);
+    ctx.propagate_to_replicas(&[b"PUBLISH", args[1], args[2]]);
     ctx.out.integer(receivers as i64);
     Action::None
 }
 
 fn spublish(ctx: &mut Ctx, args: &Args) -> Action {
     let receivers = ctx.publish(args[1], args[2], true);
+    ctx.propagate_to_replicas(&[b"SPUBLISH", args[1], args[2]]);
     ctx.out.integer(receivers as i64);
     Action::None
 }

@@ -194,8 +194,12 @@ fn bgrewriteaof(ctx: &mut Ctx, _args: &Args) -> Action {
         ctx.out
             .error("ERR Background append only file rewriting already in progress");
         Action::None
-    } else if persistence.rdb_bgsave_in_progress || in_exec {
-        // Inside EXEC Redis cannot fork either: the job starts from the cron.
+    } else if persistence.rdb_bgsave_in_progress
+        || ctx.server.replication.full_sync_in_progress
+        || in_exec
+    {
+        // Inside EXEC Redis cannot fork either: the job starts from the cron. A full
+        // sync's snapshot is a BGSAVE to Redis.
         persistence.aof_rewrite_scheduled = true;
         persistence.aof_rewrites_consecutive_failures = 0;
         ctx.out
@@ -219,11 +223,13 @@ fn bgsave(ctx: &mut Ctx, args: &Args) -> Action {
         }
     };
     let in_exec = ctx.in_exec();
+    // A full sync's snapshot does not write `dbfilename`: another job, as a rewrite.
+    let other_job = ctx.server.replication.full_sync_in_progress;
     let persistence = &mut ctx.server.persistence;
     if persistence.rdb_bgsave_in_progress {
         ctx.out.error("ERR Background save already in progress");
         Action::None
-    } else if persistence.aof_rewrite_in_progress || in_exec {
+    } else if persistence.aof_rewrite_in_progress || other_job || in_exec {
         if schedule || in_exec {
             persistence.rdb_bgsave_scheduled = true;
             ctx.out.simple("Background saving scheduled");

@@ -38,6 +38,17 @@ pub struct SessionState {
     pub subscriptions: crate::pubsub::Subscriptions,
     /// CLIENT REPLY, CLIENT NO-EVICT and MONITOR.
     pub modes: super::ClientModes,
+    /// A replica of this instance (PSYNC or SYNC made it one): its output is the
+    /// replication stream (`crate::replication`).
+    pub replica: bool,
+    /// The link to this instance's master: its requests are the master's stream, run as
+    /// the master's (`engine::Mode::Master`), and get no reply.
+    pub master_link: bool,
+    /// What it told with REPLCONF before PSYNC (listening port, address, capabilities).
+    pub replconf: Option<Box<crate::replication::master::Announced>>,
+    /// The replication offset just after its last write (Redis's `woff`): what WAIT
+    /// waits for replicas to acknowledge.
+    pub write_offset: i64,
 }
 
 /// What a command's reply may reveal of state not yet in the log, which decides how long
@@ -98,6 +109,8 @@ pub struct ServerState {
     pub slowlog: crate::slowlog::SlowLog,
     /// LATENCY's event monitor.
     pub latency: crate::latency::LatencyMonitor,
+    /// Replication: the stream's backlog and offset, the replicas, WAIT's clients.
+    pub replication: crate::replication::Replication,
     /// Whether the cron deletes keys whose time has passed (DEBUG SET-ACTIVE-EXPIRE;
     /// lookups expire keys either way).
     pub active_expire: bool,
@@ -141,6 +154,7 @@ impl ServerState {
             slowlog: crate::slowlog::SlowLog::default(),
             latency: crate::latency::LatencyMonitor::default(),
             active_expire: true,
+            replication: crate::replication::Replication::default(),
             config,
         }
     }

@@ -229,6 +229,15 @@ fn exec(ctx: &mut Ctx, _args: &Args) -> Action {
         ctx.out.error(&message);
         return Action::None;
     }
+    let quorum = ctx.server.config.replication.write_quorum();
+    if state.has_write && !ctx.server.replication.replicas.enough_for_writes(quorum) {
+        end_transaction(ctx);
+        ctx.out.error(&format!(
+            "EXECABORT Transaction discarded because of: {}",
+            crate::replication::master::NOT_ENOUGH_REPLICAS
+        ));
+        return Action::None;
+    }
     let aborted = ctx.server.watches.is_dirty(ctx.client.id)
         || ctx
             .server

@@ -575,6 +575,70 @@ pub static DIRECTIVES: &[Directive] = &[
         |c, a| c.latency_tracking_percentiles = parse_percentiles(a)?
     )
     .written_as(Rewrite::Special(rewrite::latency_percentiles)),
+    // Replication (a master's side).
+    directive!(
+        "repl-backlog-size",
+        true,
+        |c| c.replication.backlog_bytes.to_string(),
+        // Redis raises a smaller backlog to its minimum, 16 KB.
+        |c, a| c.replication.backlog_bytes = parse_memory_in(a, 1, i64::MAX as u64)?.max(16 * 1024)
+    )
+    .written_as(Rewrite::Memory),
+    directive!(
+        "repl-backlog-ttl",
+        true,
+        |c| c.replication.backlog_ttl_seconds.to_string(),
+        |c, a| c.replication.backlog_ttl_seconds = parse_int_in(a, 0, i64::MAX)? as u64
+    ),
+    directive!(
+        "repl-ping-replica-period",
+        true,
+        |c| c.replication.ping_period_seconds.to_string(),
+        |c, a| c.replication.ping_period_seconds = parse_int_in(a, 1, i32::MAX as i64)? as u64
+    )
+    .alias("repl-ping-slave-period"),
+    directive!(
+        "repl-timeout",
+        true,
+        |c| c.replication.timeout_seconds.to_string(),
+        |c, a| c.replication.timeout_seconds = parse_int_in(a, 1, i32::MAX as i64)? as u64
+    ),
+    directive!(
+        "min-replicas-to-write",
+        true,
+        |c| c.replication.min_replicas_to_write.to_string(),
+        |c, a| c.replication.min_replicas_to_write = parse_int_in(a, 0, i32::MAX as i64)? as u64
+    )
+    .alias("min-slaves-to-write"),
+    directive!(
+        "min-replicas-max-lag",
+        true,
+        |c| c.replication.min_replicas_max_lag_seconds.to_string(),
+        |c, a| c.replication.min_replicas_max_lag_seconds =
+            parse_int_in(a, 0, i32::MAX as i64)? as u64
+    )
+    .alias("min-slaves-max-lag"),
+    directive!(
+        "repl-disable-tcp-nodelay",
+        true,
+        |c| yes_no(c.replication.disable_tcp_nodelay),
+        |c, a| c.replication.disable_tcp_nodelay = parse_bool(a)?
+    ),
+    // Replication (a replica's side).
+    directive!(
+        "replica-read-only",
+        true,
+        |c| yes_no(c.replication.replica_read_only),
+        |c, a| c.replication.replica_read_only = parse_bool(a)?
+    )
+    .alias("slave-read-only"),
+    directive!(
+        "replica-serve-stale-data",
+        true,
+        |c| yes_no(c.replication.replica_serve_stale_data),
+        |c, a| c.replication.replica_serve_stale_data = parse_bool(a)?
+    )
+    .alias("slave-serve-stale-data"),
 ];
 
 /// Redis's `latency-tracking-info-percentiles`: numbers in 0..100, given as words or as

@@ -1,8 +1,10 @@
-//! The directives of Redis 7.0 that Tessera accepts and does not act on: replication,
-//! cluster, TLS, the process's dealings with the OS, and tunings of machinery Tessera
-//! does not have. A redis.conf that sets them loads; CONFIG GET lists them with Redis's
-//! defaults; CONFIG SET checks a value as Redis does (its types, bounds and error texts)
-//! and keeps it; CONFIG REWRITE writes them as Redis would. Nothing else reads them.
+//! The directives of Redis 7.0 that Tessera accepts and does not act on: some of
+//! replication's, cluster, TLS, the process's dealings with the OS, and tunings of
+//! machinery Tessera does not have. A redis.conf that sets them loads; CONFIG GET lists
+//! them with Redis's defaults; CONFIG SET checks a value as Redis does (its types, bounds
+//! and error texts) and keeps it; CONFIG REWRITE writes them as Redis would. Nothing else
+//! reads them, but for a few replication directives a replica's link reads when it
+//! connects (see the table).
 //!
 //! Where accepting a value would claim something Tessera cannot do that Redis itself
 //! refuses in the same circumstances, the value is refused with Redis's words:
@@ -383,12 +385,6 @@ fn as_read(value: String) -> Result<String, ValueError> {
     Ok(value)
 }
 
-/// `repl-backlog-size`: Redis raises a smaller backlog to its minimum, 16 KB.
-fn backlog_minimum(value: String) -> Result<String, ValueError> {
-    let bytes: u64 = value.parse().unwrap_or(0);
-    Ok(bytes.max(16 * 1024).to_string())
-}
-
 /// An inert directive: its name, kind, default (as CONFIG GET prints it) and, if any,
 /// what becomes of a value once read (a further check, or Redis's adjustment). Mutable
 /// unless marked `.immutable()`.
@@ -488,14 +484,16 @@ const TLS_AUTH_CLIENTS: &[Choice] = &[choice("no", 0), choice("yes", 1), choice(
 
 /// The inert directives, by area.
 pub static INERT_DIRECTIVES: &[Directive] = &[
-    // Replication: Tessera is never a replica and has no replicas.
+    // Replication. A replica reads `replicaof`, `masteruser`, `masterauth`,
+    // `replica-announce-ip`, `replica-announce-port`, `replica-priority` and
+    // `replica-announced` through `Config::replicaof` / `directive_value` (kept here for
+    // their Redis syntax, read only now and then); the others are inert (diskless syncs
+    // and loads, lazy flushes). The directives acted on per command are `directives`.
     inert!("replicaof", Kind::ReplicaOf, "")
         .alias("slaveof")
         .immutable(),
     inert!("masteruser", NULLABLE, ""),
     inert!("masterauth", NULLABLE, ""),
-    inert!("replica-serve-stale-data", BOOL, "yes").alias("slave-serve-stale-data"),
-    inert!("replica-read-only", BOOL, "yes").alias("slave-read-only"),
     inert!("replica-lazy-flush", BOOL, "no").alias("slave-lazy-flush"),
     inert!("replica-ignore-maxmemory", BOOL, "yes").alias("slave-ignore-maxmemory"),
     inert!("replica-ignore-disk-write-errors", BOOL, "no"),
@@ -507,18 +505,6 @@ pub static INERT_DIRECTIVES: &[Directive] = &[
     inert!("repl-diskless-sync-delay", int(0, INT_MAX), "5"),
     inert!("repl-diskless-sync-max-replicas", int(0, INT_MAX), "0"),
     inert!("repl-diskless-load", Kind::Enum(DISKLESS_LOAD), "disabled"),
-    inert!("repl-disable-tcp-nodelay", BOOL, "no"),
-    inert!("repl-ping-replica-period", int(1, INT_MAX), "10").alias("repl-ping-slave-period"),
-    inert!("repl-timeout", int(1, INT_MAX), "60"),
-    inert!(
-        "repl-backlog-size",
-        memory(1, LONG_MAX as u64),
-        "1048576",
-        backlog_minimum
-    ),
-    inert!("repl-backlog-ttl", int(0, LONG_MAX), "3600"),
-    inert!("min-replicas-to-write", int(0, INT_MAX), "0").alias("min-slaves-to-write"),
-    inert!("min-replicas-max-lag", int(0, INT_MAX), "10").alias("min-slaves-max-lag"),
     inert!(
         "propagation-error-behavior",
         Kind::Enum(PROPAGATION_ERROR),

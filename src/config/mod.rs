@@ -213,6 +213,8 @@ pub struct Config {
     /// histograms and the percentiles INFO latencystats prints.
     pub latency_tracking: bool,
     pub latency_tracking_percentiles: Vec<f64>,
+    /// The replication directives a master acts on (`crate::replication`).
+    pub replication: ReplicationConfig,
     /// The directives Tessera accepts without acting on them (`inert`).
     pub inert: InertValues,
 }
@@ -262,6 +264,57 @@ impl Config {
         match self.aof_rewrite_threads_setting {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n,
+        }
+    }
+}
+
+/// The replication directives of a master, with Redis 7.0's defaults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplicationConfig {
+    /// `repl-backlog-size`: bytes of the stream kept for partial resyncs (16 KB at least).
+    pub backlog_bytes: u64,
+    /// `repl-backlog-ttl`: seconds without replicas after which the backlog is freed; 0,
+    /// never.
+    pub backlog_ttl_seconds: u64,
+    /// `repl-ping-replica-period`: seconds between the PINGs sent into the stream.
+    pub ping_period_seconds: u64,
+    /// `repl-timeout`: seconds without an acknowledgement after which a replica is
+    /// dropped.
+    pub timeout_seconds: u64,
+    /// `min-replicas-to-write` and `min-replicas-max-lag` (seconds): writes are refused
+    /// while fewer replicas acknowledged within the lag (both non-zero to apply).
+    pub min_replicas_to_write: u64,
+    pub min_replicas_max_lag_seconds: u64,
+    /// `repl-disable-tcp-nodelay`: replicas' sockets send without TCP_NODELAY after their
+    /// sync (fewer, larger packets; more delay).
+    pub disable_tcp_nodelay: bool,
+    /// `replica-read-only`: a replica refuses its clients' writes.
+    pub replica_read_only: bool,
+    /// `replica-serve-stale-data`: a replica whose master link is down still answers.
+    pub replica_serve_stale_data: bool,
+}
+
+impl Default for ReplicationConfig {
+    fn default() -> Self {
+        ReplicationConfig {
+            backlog_bytes: 1024 * 1024,
+            backlog_ttl_seconds: 3600,
+            ping_period_seconds: 10,
+            timeout_seconds: 60,
+            min_replicas_to_write: 0,
+            min_replicas_max_lag_seconds: 10,
+            disable_tcp_nodelay: false,
+            replica_read_only: true,
+            replica_serve_stale_data: true,
+        }
+    }
+}
+
+impl ReplicationConfig {
+    pub fn write_quorum(&self) -> crate::replication::master::WriteQuorum {
+        crate::replication::master::WriteQuorum {
+            replicas_min: self.min_replicas_to_write,
+            max_lag_seconds: self.min_replicas_max_lag_seconds,
         }
     }
 }
@@ -448,6 +501,7 @@ impl Default for Config {
             latency_monitor_threshold_ms: 0,
             latency_tracking: true,
             latency_tracking_percentiles: vec![50.0, 99.0, 99.9],
+            replication: ReplicationConfig::default(),
             inert: InertValues::default(),
         }
     }
@@ -584,6 +638,36 @@ pub fn all_directives() -> impl Iterator<Item = &'static Directive> {
         .iter()
         .chain(LIMIT_DIRECTIVES)
         .chain(inert::INERT_DIRECTIVES)
+}
+
+impl Config {
+    /// `replicaof`: the master this instance is configured to replicate (the config file,
+    /// or REPLICAOF since), None for a master.
+    pub fn replicaof(&self) -> Option<(String, u16)> {
+        let directive = find_directive("replicaof").expect("a directive of the table");
+        let value = (directive.get)(self);
+        let (host, port) = value.split_once(' ')?;
+        Some((host.to_string(), port.parse().ok()?))
+    }
+
+    /// Records REPLICAOF in `replicaof` (CONFIG GET and CONFIG REWRITE show it, as
+    /// Redis's `rewriteConfigReplicaOfOption` writes it).
+    pub fn set_replicaof(&mut self, master: Option<(&str, u16)>) {
+        let directive = find_directive("replicaof").expect("a directive of the table");
+        let words = match master {
+            Some((host, port)) => vec![host.to_string(), port.to_string()],
+            None => vec!["no".to_string(), "one".to_string()],
+        };
+        if let Err(error) = (directive.set)(self, &words) {
+            tracing::warn!("can't record replicaof: {error}");
+        }
+    }
+
+    /// The value of directive `name` as CONFIG GET prints it (for the few a replica reads
+    /// only now and then: `masterauth`, `replica-priority`, ...).
+    pub fn directive_value(&self, name: &str) -> String {
+        find_directive(name).map_or_else(String::new, |directive| (directive.get)(self))
+    }
 }
 
 /// The directive `name` (any case) names, by its name or its alias.

@@ -331,10 +331,19 @@ impl Engine {
         }
     }
 
+    /// Buffers eviction does not count besides the log writer's: this turn's records
+    /// and the replicas' outputs (Redis does not count its replicas' buffers either:
+    /// evicting keys cannot shrink them, and a replica far behind would empty the
+    /// dataset).
+    pub(super) fn buffers_not_counted(&self) -> u64 {
+        self.effects.buffer.capacity() as u64 + self.state.replication.replica_output_bytes
+    }
+
     /// The memory as eviction sees it, exactly (INFO).
     pub fn eviction_memory(&self) -> Memory {
-        let pending = self.effects.buffer.capacity() as u64;
-        self.state.eviction.memory_exact(&self.keyspace, pending)
+        self.state
+            .eviction
+            .memory_exact(&self.keyspace, self.buffers_not_counted())
     }
 
     /// Redis's `performEvictions`: while the counted memory is over `maxmemory`, evicts
@@ -348,11 +357,15 @@ impl Engine {
         if pause.maybe_active() && pause.freezes_dataset(crate::clock::unix_ms()) {
             return Evicted::Ok; // CLIENT PAUSE keeps the dataset as it is (Redis too)
         }
+        if self.state.replication.is_replica() {
+            // `replica-ignore-maxmemory yes`: a replica's dataset is its master's.
+            return Evicted::Ok;
+        }
         let max = self.state.config.memory_bytes_max;
         let outcome = if max == 0 {
             Evicted::Ok
         } else {
-            let pending = self.effects.buffer.capacity() as u64;
+            let pending = self.buffers_not_counted();
             let counted = self
                 .state
                 .eviction

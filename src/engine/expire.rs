@@ -26,6 +26,9 @@ impl Engine {
         if !self.state.active_expire {
             return; // DEBUG SET-ACTIVE-EXPIRE 0
         }
+        if self.state.replication.is_replica() {
+            return; // a replica's keys expire when its master says (DEL in the stream)
+        }
         let started = Instant::now();
         for (db_index, start) in cursors.iter_mut().enumerate() {
             if self.keyspace.dbs[db_index].volatile_len() == 0 {

@@ -14,9 +14,8 @@
 //! a reloaded dataset comes back to the engine to be put in place (`reload`).
 //!
 //! Who calls says so with a `Mode`: a client's request, a blocked client's command run
-//! again for a key that became ready, a script's `redis.call` (`crate::scripting`), or
-//! the start-up replay of the log. A replica's stream of writes will be one more mode of
-//! the same call. Every write's effects go to the effects stream (`crate::effects`) from here,
+//! again for a key that became ready, a script's `redis.call` (`crate::scripting`), the
+//! start-up replay of the log, or, on a replica, its master's stream (`Mode::Master`). Every write's effects go to the effects stream (`crate::effects`) from here,
 //! whoever called.
 //!
 //! The engine owns the dataset (`Keyspace`), the state commands see (`ServerState`) and
@@ -106,6 +105,10 @@ pub enum Mode {
     /// The start-up replay of the log: only the command's existence and arity are
     /// checked; nothing expires, nothing is logged, the reply is discarded.
     Replay,
+    /// A command of this replica's master's stream: only its arity is checked (the
+    /// master decided), nothing expires (the master sends the DELs), the reply is
+    /// dropped by the caller, and its effects go to this instance's own log.
+    Master,
     /// A script's `redis.call` / `redis.pcall`: refused with Redis's script texts
     /// (commands flagged `noscript`, writes in a read-only script), never blocks, and runs
     /// at the script's clock.
@@ -133,6 +136,9 @@ pub enum Outcome {
     /// DEBUG RELOAD / LOADAOF: persist and load the dataset, then write the reply
     /// (`Reload::reply`: unless CLIENT REPLY drops it).
     Reload(crate::commands::Reload),
+    /// PSYNC / SYNC made the session a replica: the event loop attaches its socket to
+    /// the stream (continued from the backlog, or after a full sync).
+    Replicate(crate::replication::master::Attach),
 }
 
 /// Why a command was refused before it ran (Redis's texts via `Display`).
@@ -170,8 +176,14 @@ pub enum Refusal {
     },
     /// ACL, from a script: its user may not run the command, or touch a key or channel.
     ScriptNoPermission(crate::acl::Denial),
-    /// A monitor (a replica to Redis) ran a command that reads or writes keys.
+    /// A monitor or a replica ran a command that reads or writes keys.
     ReplicaKeyspace,
+    /// `min-replicas-to-write`: too few replicas acknowledged within the lag for a write.
+    NotEnoughReplicas,
+    /// A client's write on a read-only replica (`replica-read-only yes`).
+    ReadOnlyReplica,
+    /// A replica whose master link is down, with `replica-serve-stale-data no`.
+    MasterDown,
     /// A protected command (DEBUG) its directive (`enable-debug-command`) does not allow
     /// from this connection.
     ProtectedCommand {
@@ -199,6 +211,15 @@ impl fmt::Display for Refusal {
             }
             Refusal::Loading => f.write_str("LOADING Redis is loading the dataset in memory"),
             Refusal::ReplicaKeyspace => f.write_str("ERR Replica can't interact with the keyspace"),
+            Refusal::NotEnoughReplicas => {
+                f.write_str(crate::replication::master::NOT_ENOUGH_REPLICAS)
+            }
+            Refusal::ReadOnlyReplica => {
+                f.write_str("READONLY You can't write against a read only replica.")
+            }
+            Refusal::MasterDown => f.write_str(
+                "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+            ),
             Refusal::ProtectedCommand { name, directive } => write!(
                 f,
                 "ERR {name} command not allowed. If the {directive} option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server."
@@ -412,7 +433,16 @@ impl Engine {
         ));
         debug_assert!(previous.is_none(), "a client's request inside another's");
         let reply_start = reply.len();
+        let records_before = self.effects.records;
         let mut outcome = self.dispatch(session, reply, request, mode, host);
+        if self.effects.records != records_before {
+            // Its records go into the stream at the end of the turn, after those already
+            // in the turn's buffer: WAIT waits for replicas to reach their end.
+            session.write_offset = self
+                .state
+                .replication
+                .offset_after(self.effects.buffer.len());
+        }
         if matches!(outcome, Outcome::Postpone) {
             self.origin = None;
             return outcome;
@@ -504,7 +534,9 @@ impl Engine {
         // The entry its statistics go to: the subcommand of a container.
         let id = crate::command_stats::command_id(top_id, argv);
         let refusal = match &mode {
-            Mode::Replay => (!spec.arity_ok(argv.len())).then_some(Refusal::WrongArity(spec.name)),
+            Mode::Replay | Mode::Master => {
+                (!spec.arity_ok(argv.len())).then_some(Refusal::WrongArity(spec.name))
+            }
             Mode::Client | Mode::Exec | Mode::ServeBlocked(_) => {
                 if mode == Mode::Client {
                     self.evict_before_command(host);
@@ -593,6 +625,10 @@ impl Engine {
         host: &mut dyn Host,
     ) -> Action {
         let replay = mode == Mode::Replay;
+        // The master's commands (its transactions' too) see keys as the master does:
+        // nothing expires here, a past expiry is set rather than deleting (Redis's
+        // `checkAlreadyExpired` on a replica).
+        let as_master = replay || session.master_link;
         let in_script = matches!(mode, Mode::Script(_));
         let now_ms = match &mode {
             Mode::Script(script) => script.now_ms,
@@ -601,8 +637,10 @@ impl Engine {
         let block_mode = match mode {
             Mode::Client => BlockMode::Normal,
             Mode::ServeBlocked(key) => BlockMode::Serving(key),
-            Mode::Exec | Mode::Replay | Mode::Script(_) => BlockMode::Never,
+            Mode::Exec | Mode::Replay | Mode::Master | Mode::Script(_) => BlockMode::Never,
         };
+        // A replica's clients see expired keys as gone, but only the master deletes them.
+        let keep_expired = !as_master && self.state.replication.is_replica();
         let mut ctx = Ctx {
             keyspace: &mut self.keyspace,
             out: ReplyWriter::new(reply, session.resp3),
@@ -610,7 +648,8 @@ impl Engine {
             server: &mut self.state,
             effects: &mut self.effects,
             now_ms,
-            loading: replay,
+            loading: as_master,
+            keep_expired,
             block_mode,
             in_script,
             big_arguments: request.big_arguments,
@@ -641,6 +680,10 @@ impl Engine {
         if spec.name == "config" {
             self.state.config.encoding_limits.apply();
             self.eviction_after_config(memory_max_before);
+            // CONFIG SET min-replicas-*: counted again now (Redis's `updateGoodSlaves`).
+            let quorum = self.state.config.replication.write_quorum();
+            let now = crate::clock::unix_seconds();
+            self.state.replication.replicas.refresh_good(quorum, now);
         }
         action
     }
@@ -723,6 +766,7 @@ impl Engine {
             Action::StartJob(job) => Outcome::StartJob(job),
             Action::Block(blocked) => Outcome::Block(blocked),
             Action::Reload(reload) => Outcome::Reload(reload),
+            Action::Replicate(attach) => Outcome::Replicate(attach),
         }
     }
 
@@ -772,6 +816,10 @@ impl Engine {
         argv: &[&[u8]],
         mode: &Mode,
     ) -> Option<Refusal> {
+        if session.master_link {
+            // The master's transaction: only the arity, as for its other commands.
+            return (!spec.arity_ok(argv.len())).then_some(Refusal::WrongArity(spec.name));
+        }
         if !spec.arity_ok(argv.len()) {
             Some(Refusal::WrongArity(spec.name))
         } else if let Some(refusal) = protected_refusal(&self.state.config, session, spec) {
@@ -794,9 +842,29 @@ impl Engine {
         {
             Some(Refusal::LogFailing(error.clone()))
         } else if *mode == Mode::Client
+            && !self.enough_replicas_for_writes()
+            && (spec.has(flags::WRITE)
+                || crate::scripting::declares_writes(&self.state.scripting, spec, argv))
+        {
+            // An EXEC that queued writes is refused by EXEC itself (EXECABORT).
+            Some(Refusal::NotEnoughReplicas)
+        } else if *mode == Mode::Client
+            && self.state.replication.is_replica()
+            && self.state.config.replication.replica_read_only
+            && (spec.has(flags::WRITE)
+                || crate::scripting::declares_writes(&self.state.scripting, spec, argv))
+        {
+            Some(Refusal::ReadOnlyReplica)
+        } else if *mode == Mode::Client
             && !crate::pubsub::Context::of(session.resp3, &session.subscriptions).allows(spec.name)
         {
             Some(Refusal::SubscribedContext(full_name(spec, argv)))
+        } else if *mode == Mode::Client
+            && !self.state.config.replication.replica_serve_stale_data
+            && self.state.replication.master_link_down()
+            && !spec.has(flags::STALE)
+        {
+            Some(Refusal::MasterDown)
         } else if self.state.persistence.loading.is_some() && !spec.has(flags::LOADING) {
             Some(Refusal::Loading)
         } else {
@@ -829,6 +897,14 @@ impl Engine {
             && let Some(error) = &self.state.log_error
         {
             Some(Refusal::LogFailing(error.clone()))
+        } else if writes
+            && !script.wrote
+            && self.state.replication.is_replica()
+            && self.state.config.replication.replica_read_only
+        {
+            Some(Refusal::ReadOnlyReplica)
+        } else if writes && !script.wrote && !self.enough_replicas_for_writes() {
+            Some(Refusal::NotEnoughReplicas)
         } else if spec.has(flags::DENYOOM)
             && !script.wrote
             && !script.allow_oom
@@ -910,6 +986,16 @@ impl Engine {
             Some(_) => !matches!(spec.name, "exec" | "discard" | "quit" | "reset"),
             None => evict::denies_memory(&self.state.scripting, spec, argv),
         }
+    }
+
+    /// `min-replicas-to-write`: whether enough replicas acknowledged within
+    /// `min-replicas-max-lag` for writes to run (Redis's `checkGoodReplicasStatus`).
+    pub fn enough_replicas_for_writes(&self) -> bool {
+        if self.state.replication.is_replica() {
+            return true; // Redis's checkGoodReplicasStatus: a replica is never refused so
+        }
+        let quorum = self.state.config.replication.write_quorum();
+        self.state.replication.replicas.enough_for_writes(quorum)
     }
 
     /// Whether the session must still AUTH: a password is set now and it has not given it.

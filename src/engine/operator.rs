@@ -17,7 +17,7 @@ impl Engine {
         spec: &CommandSpec,
         argv: &[&[u8]],
     ) -> bool {
-        if !self.state.pause.maybe_active() || session.modes.monitor {
+        if !self.state.pause.maybe_active() || session.modes.monitor || session.replica {
             return false;
         }
         let kind = self.state.pause.kind(crate::clock::unix_ms());
@@ -55,15 +55,15 @@ impl Engine {
         spec.has(flags::WRITE) || pause::may_replicate_by_name(spec.name)
     }
 
-    /// A monitor is treated as a replica: commands that read or write keys are refused
-    /// ("Replica can't interact with the keyspace").
+    /// A replica, and a monitor (a replica to Redis), may not run commands that read or
+    /// write keys ("Replica can't interact with the keyspace").
     pub(super) fn monitor_refused(
         &self,
         session: &SessionState,
         spec: &CommandSpec,
         argv: &[&[u8]],
     ) -> bool {
-        session.modes.monitor
+        (session.modes.monitor || session.replica)
             && (spec.has(flags::READONLY) || self.command_may_replicate(spec, argv))
     }
 

@@ -68,6 +68,10 @@ pub struct RdbWriterOptions {
     pub aof_base: bool,
     /// LZF for strings longer than 20 bytes (`rdbcompression yes`).
     pub compression: bool,
+    /// Keys already expired are written too (a background snapshot leaves them out of a
+    /// dump): a replica's snapshot, whose stream will delete them, and may change one
+    /// before (a base part keeps them for the same reason: `aof_base`).
+    pub keep_expired: bool,
     /// Further aux fields, written after the standard ones.
     pub extra_aux: Vec<(Bytes, Bytes)>,
     /// Function libraries (their code), written after the aux fields as Redis 7.0's
@@ -82,6 +86,7 @@ impl Default for RdbWriterOptions {
             used_memory: 0,
             aof_base: false,
             compression: true,
+            keep_expired: false,
             extra_aux: Vec::new(),
             functions: Vec::new(),
         }

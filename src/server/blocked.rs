@@ -89,6 +89,9 @@ impl Server {
     /// Removes a blocked client from the tables (it is served, timed out, or gone).
     pub(super) fn forget_blocked(&mut self, token: usize, id: u64, blocked: &Blocked) {
         self.engine.state.blocked.unblock(id, blocked);
+        if blocked.replicas.is_some() {
+            self.engine.state.replication.waiting.remove(id);
+        }
         if let Some(deadline) = blocked.deadline_ms {
             self.block_deadlines.remove(&(deadline, token, id));
         }
@@ -106,8 +109,18 @@ impl Server {
             let Some(mut client) = self.clients.take(token) else {
                 continue;
             };
-            if client.state.id == id && client.conn.blocked.is_some() {
-                ReplyWriter::new(&mut client.output, client.state.resp3).null_array();
+            if client.state.id == id
+                && let Some(blocked) = &client.conn.blocked
+            {
+                let mut out = ReplyWriter::new(&mut client.output, client.state.resp3);
+                match blocked.replicas {
+                    // WAIT answers how many replicas acknowledged in time.
+                    Some(wait) => {
+                        let replicas = &self.engine.state.replication.replicas;
+                        out.integer(replicas.acknowledged(wait.offset) as i64);
+                    }
+                    None => out.null_array(),
+                }
                 self.unblock(token, &mut client);
             }
             self.clients.put_back(token, client);

@@ -35,7 +35,14 @@ impl SessionsView<'_> {
         }
         for (_, client) in self.others.iter_mut() {
             let conn = &client.conn;
-            if conn.blocked.is_some() || conn.close_after_reply || conn.big_arguments.is_reading() {
+            // A replica's output is the stream: its acknowledgements wait for the script;
+            // so does the master's stream, which the engine runs.
+            if conn.blocked.is_some()
+                || conn.close_after_reply
+                || conn.big_arguments.is_reading()
+                || conn.replica.is_some()
+                || client.state.master_link
+            {
                 continue;
             }
             read_available(client, busy.query_buffer_bytes_max);

@@ -16,8 +16,15 @@ impl Server {
             (0..self.listeners.len()).for_each(|index| self.accept(index));
         }
         let now_ms = crate::clock::unix_ms();
+        self.engine.state.stats.sample(now_ms);
+        let now = std::time::Instant::now();
+        if self.replication_cron_due <= now {
+            // Once a second, as Redis's replicationCron (a late tick is not caught up).
+            self.replication_cron_due = (self.replication_cron_due + Duration::from_secs(1))
+                .max(now + Duration::from_millis(500));
+            self.replication_cron();
+        }
         let state = &mut self.engine.state;
-        state.stats.sample(now_ms);
         if let Some(writer) = &self.log_writer {
             let error = writer.error();
             if error.is_some() != state.log_error.is_some() {
@@ -104,6 +111,9 @@ impl Server {
                     && c.conn.postponed.is_none()
                     && !c.state.modes.monitor
                     && !c.state.subscriptions.any()
+                    // Nor replicas, nor the master's link: `repl-timeout` is theirs.
+                    && !c.state.replica
+                    && !c.state.master_link
             })
             .map(|(t, _)| t)
             .collect();

@@ -1,11 +1,12 @@
-//! Background jobs: the compaction (BGREWRITEAOF) and the snapshot to `dbfilename`
-//! (BGSAVE); full syncs to replicas come next.
+//! Background jobs: the compaction (BGREWRITEAOF), the snapshot to `dbfilename`
+//! (BGSAVE) and a full sync's snapshot for replicas (`server::replicas`).
 //!
 //! Each job is a state machine of its own (`compaction::Compaction`,
 //! `snapshot::SnapshotJob`: capture on the loop a few slots a turn, write on threads,
 //! finish on the loop). This file is the one place that decides when a job starts — on
-//! request, scheduled behind another, or by Redis's automatic triggers — when a failed
-//! one may be retried, and that writes the jobs' INFO persistence fields.
+//! request, scheduled behind another, or by Redis's automatic triggers; replicas waiting
+//! for a full sync come first — when a failed one may be retried, and that writes the
+//! jobs' INFO persistence fields.
 
 use super::Server;
 use crate::compaction::Compaction;
@@ -28,6 +29,7 @@ const BGSAVE_RETRY_DELAY: Duration = Duration::from_secs(5);
 pub(super) struct Jobs {
     pub compaction: Option<Compaction>,
     pub background_save: Option<BackgroundSave>,
+    pub full_sync: Option<super::replicas::FullSync>,
     /// `aof-rewrite-max-rate`, shared by every job's writers; the cron keeps it in step
     /// with the configuration, so a CONFIG SET applies to a running job.
     pub rate: Arc<RateLimit>,
@@ -42,11 +44,11 @@ pub(super) struct BackgroundSave {
 
 impl Jobs {
     pub fn running(&self) -> bool {
-        self.compaction.is_some() || self.background_save.is_some()
+        self.compaction.is_some() || self.background_save.is_some() || self.full_sync.is_some()
     }
 
     /// How a new job's files go to disk: the shared rate, and the directive's writeback.
-    fn pacing(&self, incremental_fsync: bool) -> crate::snapshot::Pacing {
+    pub(super) fn pacing(&self, incremental_fsync: bool) -> crate::snapshot::Pacing {
         crate::snapshot::Pacing {
             incremental_fsync,
             rate: Some(self.rate.clone()),
@@ -58,6 +60,7 @@ impl Jobs {
         compaction
             .into_iter()
             .chain(self.background_save.as_ref().map(|b| b.job.progress()))
+            .chain(self.full_sync.as_ref().map(|s| s.job.progress()))
     }
 
     /// Some(throttled) while a background snapshot still has slots to capture.
@@ -81,6 +84,10 @@ impl Jobs {
         if let Some(mut save) = self.background_save.take() {
             tracing::info!("there is a background save in progress: stopping it");
             save.job.cancel_and_wait(keyspace);
+        }
+        if let Some(mut sync) = self.full_sync.take() {
+            tracing::info!("there is a full sync's snapshot in progress: stopping it");
+            sync.job.cancel_and_wait(keyspace);
         }
     }
 }
@@ -130,6 +137,17 @@ impl Server {
                 self.finish_background_save(outcome, save.dirty_at_start);
             }
         }
+        if let Some(sync) = &mut self.jobs.full_sync {
+            sync.job
+                .step(&mut self.engine.keyspace, CAPTURE_SLOTS_PER_TURN);
+            if let Some(outcome) = sync.job.take_outcome() {
+                let sync = self.jobs.full_sync.take().expect("checked");
+                self.engine.keyspace.forget_snapshot();
+                self.finish_full_sync(sync, outcome);
+                self.start_scheduled_jobs();
+            }
+        }
+        self.engine.state.replication.full_sync_in_progress = self.jobs.full_sync.is_some();
         let held = self.jobs.snapshots().map(|job| job.held_bytes).sum();
         let keys_written = self.jobs.snapshots().next().map(|job| job.keys_written);
         let p = &mut self.engine.state.persistence;
@@ -165,6 +183,10 @@ impl Server {
 
     /// Starts a compaction (BGREWRITEAOF, the automatic trigger, a scheduled one).
     fn start_rewrite(&mut self) {
+        if self.log_writer.is_some() && !self.jobs.running() {
+            // The switch to the new file comes after every record logged so far.
+            self.take_effects();
+        }
         let notify = self.waker_notify();
         let (Some(writer), Some(paths), Some(manifest)) =
             (&mut self.log_writer, &self.log_paths, &self.manifest)
@@ -175,10 +197,6 @@ impl Server {
         if self.jobs.running() {
             engine.state.persistence.aof_rewrite_scheduled = true;
             return;
-        }
-        // The switch to the new file comes after every record logged so far.
-        if !engine.effects.buffer.is_empty() {
-            writer.submit(&mut engine.effects.buffer);
         }
         let config = &engine.state.config;
         let compaction = Compaction::start(
@@ -349,6 +367,13 @@ impl Server {
     pub(super) fn start_scheduled_jobs(&mut self) {
         if self.jobs.running() {
             return;
+        }
+        let replicas = &self.engine.state.replication.replicas;
+        if replicas.any_in(crate::replication::master::ReplicaState::WaitSnapshotStart) {
+            self.start_full_sync(None);
+            if self.jobs.running() {
+                return;
+            }
         }
         let p = &self.engine.state.persistence;
         if p.aof_rewrite_scheduled {

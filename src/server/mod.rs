@@ -18,9 +18,11 @@ mod busy;
 mod cron;
 mod error;
 mod jobs;
+mod master_link;
 mod pace;
 mod postponed;
 mod reload;
+mod replicas;
 mod session;
 
 use crate::commands::{LoadingStatus, SessionState};
@@ -94,6 +96,14 @@ pub struct Server {
     resumed: Vec<usize>,
     /// Clients whose request CLIENT PAUSE holds (`postponed`).
     postponed: Vec<usize>,
+    /// When the once-a-second replication cron runs next (`replicas`).
+    replication_cron_due: Instant,
+    /// A replica's sync with its master in progress (`master_link`), those REPLICAOF
+    /// abandoned (their threads end on their own), and the master's snapshot waiting for
+    /// the log writer's switch to become the log's base.
+    master_sync: Option<master_link::MasterSync>,
+    abandoned_syncs: Vec<master_link::MasterSync>,
+    pending_base: Option<master_link::PendingBase>,
 }
 
 /// A SHUTDOWN asked for by a client (`requester`) or a signal.
@@ -212,6 +222,10 @@ impl Server {
             block_deadlines: Default::default(),
             resumed: Vec::new(),
             postponed: Vec::new(),
+            replication_cron_due: Instant::now(),
+            master_sync: None,
+            abandoned_syncs: Vec::new(),
+            pending_base: None,
         };
         Ok(server)
     }
@@ -267,6 +281,13 @@ impl Server {
         }
         state.dirty = 0;
         tracing::info!("ready to accept connections on port {}", state.tcp_port);
+        if let Some((host, port)) = state.config.replicaof() {
+            // `replicaof` in the configuration: a replica from the start.
+            state.replication.master = Some(crate::replication::replica::MasterLink::new(
+                host, port, None,
+            ));
+            self.master_changed();
+        }
         Ok(())
     }
 
@@ -289,6 +310,7 @@ impl Server {
             if self.loading.as_ref().is_some_and(|t| t.is_finished()) {
                 self.finish_loading()?;
             }
+            self.master_sync_work();
             if self.halt_flag.load(Ordering::Relaxed) {
                 // As a process that dies: no file is touched from now on, so background
                 // threads must be gone before `run` returns (a test then cuts the power).
@@ -356,6 +378,8 @@ impl Server {
                     break;
                 }
             }
+            // Acknowledgements read this turn may release clients parked by WAIT.
+            self.release_waiting_clients();
             if !self.block_deadlines.is_empty() {
                 self.expire_blocked();
             }
@@ -425,6 +449,7 @@ impl Server {
     fn enforce_output_limits(&mut self) {
         let now = Instant::now();
         let limits = self.engine.state.config.output_buffer_limits;
+        let backlog_bytes = self.engine.state.config.replication.backlog_bytes;
         let auth_required = self.engine.state.acl.auth_required();
         let mut over = Vec::new();
         for &token in &self.touched {
@@ -437,16 +462,19 @@ impl Server {
             }
             let unsent = client.output.len() - client.conn.output_sent;
             let authenticated = !auth_required || client.state.authenticated;
-            let limit = match crate::commands::ClientKind::of(&client.state) {
-                crate::commands::ClientKind::Normal => &limits.normal,
-                crate::commands::ClientKind::PubSub => &limits.pubsub,
-            };
+            let kind = crate::commands::ClientKind::of(&client.state);
+            let mut limit = kind.output_limit(&limits);
+            if kind == crate::commands::ClientKind::Replica && limit.hard_bytes != 0 {
+                // As Redis: a replica's hard limit is never below the backlog, or a
+                // partial resync would be dropped at once.
+                limit.hard_bytes = limit.hard_bytes.max(backlog_bytes);
+            }
             // A breach a pub/sub message found stands (nothing was appended since).
             let breach = client.conn.output_breach.or_else(|| {
                 crate::client_buffers::check_output(
                     unsent,
                     authenticated,
-                    limit,
+                    &limit,
                     &mut client.conn.output_soft_since,
                     now,
                 )
@@ -465,14 +493,17 @@ impl Server {
         }
     }
 
-    /// Hands this turn's effects to the log writer and sends the replies that may go,
-    /// with the turn's BCAST invalidations (Redis sends them before it sleeps).
+    /// Hands this turn's effects to the replication stream and the log writer and sends
+    /// the replies that may go, with the turn's BCAST invalidations (Redis sends them
+    /// before it sleeps).
     fn end_of_turn(&mut self) {
         let limits = self.engine.state.config.output_buffer_limits;
         let mut host =
             session::SessionsView::new(&mut self.clients, None, &mut self.touched, limits);
         self.engine.broadcast_invalidations(&mut host);
-        self.enforce_output_limits();
+        if std::mem::take(&mut self.engine.state.replication.link_changed) {
+            self.master_changed(); // REPLICAOF
+        }
         if let Some(writer) = &mut self.log_writer {
             let policy = self.engine.state.config.appendfsync;
             if policy != self.writer_policy {
@@ -484,11 +515,14 @@ impl Server {
                 writer.set_memory_limit(maxmemory); // CONFIG SET maxmemory
                 self.writer_memory_limit = maxmemory;
             }
-            if !self.engine.effects.buffer.is_empty() {
-                writer.submit(&mut self.engine.effects.buffer);
-                let p = &mut self.engine.state.persistence;
-                p.aof_pending_peak_bytes = p.aof_pending_peak_bytes.max(writer.pending_bytes());
-            }
+        }
+        // The replicas' copy of the turn's effects, then the log's.
+        self.take_effects();
+        self.replication_end_of_turn();
+        self.enforce_output_limits();
+        if let Some(writer) = &self.log_writer {
+            let p = &mut self.engine.state.persistence;
+            p.aof_pending_peak_bytes = p.aof_pending_peak_bytes.max(writer.pending_bytes());
             let durable = release_watermark(writer, self.engine.state.config.appendfsync);
             let failing = writer.is_failing();
             let last = writer.last_submitted();
@@ -541,6 +575,10 @@ impl Server {
         let Some(client) = self.clients.get_mut(&token) else {
             return;
         };
+        if client.conn.replica.is_some() {
+            self.flush_replica(token);
+            return;
+        }
         let mut failed = false;
         let conn = &mut client.conn;
         while conn.output_sent < client.output.len() {
@@ -598,6 +636,12 @@ impl Server {
             if client.state.modes.monitor {
                 self.engine.state.monitors.remove(id);
             }
+            if client.state.replica {
+                self.replica_gone(id);
+            }
+            if client.state.master_link {
+                self.master_link_lost();
+            }
         }
         self.engine.state.connected_clients = self.clients.len();
     }
@@ -645,6 +689,7 @@ impl Server {
         // BGSAVE's temp file in `dir`, which no start-up would remove) before the process
         // exits. A writer notices the cancellation after the key or slot in hand.
         self.jobs.cancel_all(&mut self.engine.keyspace);
+        self.abandon_master_sync();
         if save == ShutdownSave::Save {
             tracing::info!("saving the final RDB snapshot before exiting");
             let config = &self.engine.state.config;

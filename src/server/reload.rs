@@ -142,12 +142,10 @@ impl Server {
                 self.save_now()?;
             }
         }
+        // Every record so far (this turn's too) in the stream and the file, and durable.
+        self.take_effects();
         let config = &self.engine.state.config;
         if let Some(writer) = &mut self.log_writer {
-            // Every record so far (this turn's too) in the file, and durable.
-            if !self.engine.effects.buffer.is_empty() {
-                writer.submit(&mut self.engine.effects.buffer);
-            }
             writer.sync().map_err(ReloadError::Sync)?;
         } else {
             let path = config.dir.join(&config.dbfilename);

@@ -60,6 +60,8 @@ pub(super) struct Connection {
     /// A request CLIENT PAUSE holds (its arguments): it runs again when the pause ends or
     /// eases, and the input after it waits in `input` (`server::postponed`).
     pub postponed: Option<Vec<Vec<u8>>>,
+    /// A replica's link: what of its output may go (`server::replicas`).
+    pub replica: Option<super::replicas::ReplicaLink>,
     pub created: Instant,
     pub last_interaction: Instant,
 }
@@ -105,6 +107,7 @@ impl Client {
                 close_after_reply: false,
                 blocked: None,
                 postponed: None,
+                replica: None,
                 created: now,
                 last_interaction: now,
             },
@@ -275,7 +278,7 @@ impl<'a> SessionsView<'a> {
     }
 }
 
-/// CLIENT LIST's `flags=`, in Redis's order: `O` monitor, `P` subscribed, `x` in MULTI,
+/// CLIENT LIST's `flags=`, in Redis's order: `S` replica, `O` monitor, `P` subscribed, `x` in MULTI,
 /// `b` blocked (on keys, or held by CLIENT PAUSE), then tracking's `t` (tracking), `R`
 /// (its redirect is gone), `B` (BCAST); `c` closing after its reply, `e` no-evict; `N`
 /// for none.
@@ -285,6 +288,12 @@ fn client_flags(
     tracking: Option<&ClientTracking>,
 ) -> String {
     let mut flags = String::new();
+    if state.replica {
+        flags.push('S');
+    }
+    if state.master_link {
+        flags.push('M');
+    }
     if state.modes.monitor {
         flags.push('O');
     }
@@ -372,14 +381,11 @@ impl SessionsView<'_> {
             return; // condemned: it is closed at the end of the turn
         }
         let unsent = client.output.len() - client.conn.output_sent;
-        let limit = match ClientKind::of(&client.state) {
-            ClientKind::Normal => &self.limits.normal,
-            ClientKind::PubSub => &self.limits.pubsub,
-        };
+        let limit = ClientKind::of(&client.state).output_limit(&self.limits);
         let breach = crate::client_buffers::check_output(
             unsent,
             true,
-            limit,
+            &limit,
             &mut client.conn.output_soft_since,
             *self.now.get_or_insert_with(Instant::now),
         );
@@ -513,6 +519,7 @@ impl Host for SessionsView<'_> {
         let mut out = ReplyWriter::new(&mut client.output, client.state.resp3);
         match how {
             UnblockReply::Timeout => out.null_array(),
+            UnblockReply::WaitTimeout(acknowledged) => out.integer(acknowledged),
             UnblockReply::Error => out.error("UNBLOCKED client unblocked via CLIENT UNBLOCK"),
         }
         self.unblocked.push((token, id, blocked.deadline_ms));
@@ -564,7 +571,11 @@ impl Server {
         token: usize,
         until_eof: bool,
     ) -> Option<ShutdownRequest> {
-        let limit = self.engine.state.config.query_buffer_bytes_max;
+        let limit = match self.clients.get(&token) {
+            // Redis exempts its master's link from `client-query-buffer-limit`.
+            Some(client) if client.state.master_link => usize::MAX,
+            _ => self.engine.state.config.query_buffer_bytes_max,
+        };
         // The peer sent EOF: it may have half-closed, so its replies still go out.
         let mut peer_done = false;
         let mut closed = false;
@@ -657,6 +668,12 @@ impl Server {
         conn: &Connection,
         request: Request<'_>,
     ) -> (Outcome, super::AdmissionCounts) {
+        // The master's stream runs as the master's.
+        let mode = if state.master_link {
+            Mode::Master
+        } else {
+            Mode::Client
+        };
         let limits = self.engine.state.config.output_buffer_limits;
         let mut unblocked = Vec::new();
         let mut host = SessionsView::new(&mut self.clients, Some(conn), &mut self.touched, limits)
@@ -665,9 +682,7 @@ impl Server {
                 registry: self.poll.registry(),
                 next_client_id: &mut self.next_client_id,
             });
-        let outcome = self
-            .engine
-            .execute(state, output, request, Mode::Client, &mut host);
+        let outcome = self.engine.execute(state, output, request, mode, &mut host);
         let admitted = host.admitted;
         std::mem::swap(&mut unblocked, &mut host.unblocked);
         for (token, id, deadline) in unblocked {
@@ -701,12 +716,26 @@ impl Server {
             && client.conn.postponed.is_none()
         {
             // Recomputed per request: an AUTH earlier in the same read lifts the limits.
-            let limits = ParseLimits {
-                bulk_bytes_max: self.engine.state.config.bulk_bytes_max,
-                inline_bytes_max: 64 * 1024,
-                unauthenticated: self.engine.auth_required(&client.state),
-                big_argument_bytes_min: crate::resp::BIG_ARGUMENT_BYTES_MIN,
+            let master = client.state.master_link;
+            let limits = if master {
+                // The master is trusted (Redis exempts it from `proto-max-bulk-len`), and
+                // its requests stay whole in the input, so that their bytes count in the
+                // processed offset.
+                ParseLimits {
+                    bulk_bytes_max: crate::types::string::MAX_LEN,
+                    inline_bytes_max: 64 * 1024,
+                    unauthenticated: false,
+                    big_argument_bytes_min: usize::MAX,
+                }
+            } else {
+                ParseLimits {
+                    bulk_bytes_max: self.engine.state.config.bulk_bytes_max,
+                    inline_bytes_max: 64 * 1024,
+                    unauthenticated: self.engine.auth_required(&client.state),
+                    big_argument_bytes_min: crate::resp::BIG_ARGUMENT_BYTES_MIN,
+                }
             };
+            let consumed_before = consumed_total;
             if client.conn.big_arguments.is_reading() {
                 break; // the rest of the request waits behind the big argument
             }
@@ -745,15 +774,29 @@ impl Server {
                         .enumerate()
                         .map(|(i, r)| big.argument(i, frame, r.clone()))
                         .collect();
+                    let mut rogue = false;
                     let outcome = (!argv.is_empty()).then(|| {
                         let request = Request {
                             argv: &argv,
                             big_arguments: big.complete(),
                         };
-                        self.execute_for_client(state, output, conn, request)
+                        let replica = state.replica;
+                        let mut scratch = Vec::new();
+                        // Neither a replica nor the master gets replies.
+                        let out = if replica || master {
+                            &mut scratch
+                        } else {
+                            &mut *output
+                        };
+                        let ran = self.execute_for_client(state, out, conn, request);
+                        rogue = replica && !scratch.is_empty();
+                        ran
                     });
                     let held = postponed_copy(&outcome, &argv);
                     drop(argv);
+                    if rogue {
+                        rogue_replica(conn, state);
+                    }
                     conn.postponed = held;
                     conn.big_arguments.clear();
                     consumed_total += used;
@@ -761,14 +804,46 @@ impl Server {
                 }
                 Parse::Inline(words, used) => {
                     let argv: SmallVec<[&[u8]; 8]> = words.iter().map(|w| w.as_slice()).collect();
+                    if argv.is_empty() && state.replica {
+                        // A replica loading a big snapshot sends newlines: it is alive.
+                        let now = crate::clock::unix_seconds();
+                        let replicas = &mut self.engine.state.replication.replicas;
+                        replicas.heard_from(state.id, now);
+                    }
+                    let mut rogue = false;
                     let outcome = (!argv.is_empty()).then(|| {
-                        self.execute_for_client(state, output, conn, Request::plain(&argv))
+                        let replica = state.replica;
+                        let mut scratch = Vec::new();
+                        let out = if replica || master {
+                            &mut scratch
+                        } else {
+                            &mut *output
+                        };
+                        let ran = self.execute_for_client(state, out, conn, Request::plain(&argv));
+                        rogue = replica && !scratch.is_empty();
+                        ran
                     });
+                    if rogue {
+                        rogue_replica(conn, state);
+                    }
                     conn.postponed = postponed_copy(&outcome, &argv);
                     consumed_total += used;
                     outcome
                 }
             };
+            if master {
+                // The master's stream: each request's bytes, processed; an
+                // acknowledgement it asked for tells the offset before the asking.
+                let link = self.engine.state.replication.master.as_mut();
+                if let Some(link) = link {
+                    if std::mem::take(&mut link.ack_requested) {
+                        let ack = crate::replication::replica::ack_command(link.processed_offset());
+                        client.output.extend_from_slice(&ack);
+                        produced_output = true;
+                    }
+                    link.processed(consumed_total - consumed_before);
+                }
+            }
             if let Some((outcome, admitted)) = outcome {
                 self.note_admitted(admitted);
                 produced_output = true;
@@ -823,9 +898,22 @@ impl Server {
             Outcome::Block(blocked) => self.block(token, client, blocked),
             Outcome::Postpone => self.postpone(token),
             Outcome::Reload(reload) => self.reload(client, reload),
+            Outcome::Replicate(attach) => self.attach_replica(token, client, attach),
         }
         None
     }
+}
+
+/// A replica's command produced a reply, which its output (the stream) cannot carry:
+/// Redis drops such a replica ("Replica generated a reply to command").
+fn rogue_replica(conn: &mut Connection, state: &SessionState) {
+    tracing::warn!(
+        "Replica generated a reply to command '{}', disconnecting it: id={} addr={}",
+        state.last_command,
+        state.id,
+        conn.peer
+    );
+    conn.close_after_reply = true;
 }
 
 /// The arguments of a request CLIENT PAUSE held, kept to run it again.

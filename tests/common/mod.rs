@@ -10,6 +10,7 @@ pub mod keyspace_events;
 pub mod knobs;
 pub mod model;
 pub mod raw_client;
+pub mod replication;
 pub mod side_by_side;
 pub mod skip;
 

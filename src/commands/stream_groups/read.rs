@@ -201,6 +201,7 @@ pub(super) fn xreadgroup(ctx: &mut Ctx, args: &Args) -> Action {
                     .collect(),
                 deadline_ms,
                 command: args.iter().map(|a| a.to_vec()).collect(),
+                replicas: None,
             }),
             // No BLOCK, or inside EXEC (where a blocking read answers as a timeout).
             _ => {
@@ -270,6 +271,7 @@ fn stay_blocked(ctx: &mut Ctx, args: &Args, request: &Request) -> Action {
             .collect(),
         deadline_ms: None,
         command: args.iter().map(|a| a.to_vec()).collect(),
+        replicas: None,
     })
 }
 

@@ -207,6 +207,7 @@ pub(super) fn xread(ctx: &mut Ctx, args: &Args) -> Action {
         keys: keys.iter().map(|key| Bytes::copy_from_slice(key)).collect(),
         deadline_ms: deadline(ctx.now_ms, block_ms),
         command,
+        replicas: None,
     })
 }
 
@@ -242,6 +243,7 @@ fn stay_blocked(ctx: &mut Ctx, args: &Args, keys: &Args, parsed: &ReadArgs) -> A
         keys: keys.iter().map(|key| Bytes::copy_from_slice(key)).collect(),
         deadline_ms: deadline(ctx.now_ms, parsed.block_ms.unwrap_or(0)),
         command: args.iter().map(|arg| arg.to_vec()).collect(),
+        replicas: None,
     })
 }
 

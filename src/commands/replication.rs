@@ -1,0 +1,488 @@
+//! The replication commands, as a Redis 7.0 master answers them: PSYNC and SYNC (a
+//! session asks for the stream and becomes a replica), REPLCONF (what a replica says of
+//! itself, and its acknowledgements), WAIT, ROLE.
+//!
+//! The protocol's state is `crate::replication`; the handlers decide (`+CONTINUE` from
+//! the backlog, or a full sync) and record, and the event loop attaches the socket
+//! (`Action::Replicate`) and parks WAIT's clients (`Action::Block`).
+
+use super::blocking::Blocked;
+use super::flags::*;
+use super::{Action, Args, Ctx, NOT_INTEGER, SYNTAX_ERROR, eq_ignore_case, lossy};
+use crate::command;
+use crate::replication::full_sync;
+use crate::replication::master::{
+    Announced, Attach, FullSyncReason, Replica, ReplicaState, replica_name,
+};
+use crate::replication::wait::{self, WaitFor};
+
+pub fn commands() -> Vec<super::CommandSpec> {
+    vec![
+        command!(
+            "psync",
+            -3,
+            ADMIN | NO_SCRIPT | NO_MULTI,
+            (0, 0, 0),
+            "server",
+            "Internal command used for replication",
+            psync
+        ),
+        command!(
+            "sync",
+            1,
+            ADMIN | NO_SCRIPT | NO_MULTI,
+            (0, 0, 0),
+            "server",
+            "Internal command used for replication",
+            sync
+        ),
+        command!(
+            "replconf",
+            -1,
+            ADMIN | NO_SCRIPT | LOADING | STALE,
+            (0, 0, 0),
+            "server",
+            "An internal command for configuring the replication stream",
+            replconf
+        ),
+        command!(
+            "wait",
+            3,
+            NO_SCRIPT,
+            (0, 0, 0),
+            "generic",
+            "Wait for the synchronous replication of all the write commands sent in the context of the current connection",
+            wait
+        ),
+        command!(
+            "replicaof",
+            3,
+            ADMIN | NO_SCRIPT | STALE,
+            (0, 0, 0),
+            "server",
+            "Make the server a replica of another instance, or promote it as master.",
+            replicaof
+        ),
+        command!(
+            "slaveof",
+            3,
+            ADMIN | NO_SCRIPT | STALE,
+            (0, 0, 0),
+            "server",
+            "Make the server a replica of another instance, or promote it as master.",
+            replicaof
+        ),
+        command!(
+            "role",
+            1,
+            NO_SCRIPT | LOADING | STALE | FAST,
+            (0, 0, 0),
+            "server",
+            "Return the role of the instance in the context of replication",
+            role
+        ),
+    ]
+}
+
+/// Redis's `NET_HOST_STR_LEN`: an announced address must be shorter.
+const ANNOUNCED_ADDRESS_BYTES_MAX: usize = 256;
+
+fn psync(ctx: &mut Ctx, args: &Args) -> Action {
+    synchronise(ctx, args, true)
+}
+
+fn sync(ctx: &mut Ctx, args: &Args) -> Action {
+    synchronise(ctx, args, false)
+}
+
+/// The address a replica is listed under and named by in the log.
+fn peer_ip(ctx: &Ctx) -> String {
+    ctx.host
+        .client_addresses()
+        .and_then(|(peer, _)| peer.parse::<std::net::SocketAddr>().ok())
+        .map_or_else(String::new, |address| address.ip().to_string())
+}
+
+/// PSYNC replid offset / SYNC (Redis's `syncCommand`).
+fn synchronise(ctx: &mut Ctx, args: &Args, psync: bool) -> Action {
+    // A replica or a monitor asking again is ignored, without a reply.
+    if ctx.client.replica || ctx.client.modes.monitor {
+        return Action::None;
+    }
+    if psync && args.len() > 3 && eq_ignore_case(args[3], "failover") {
+        tracing::warn!("Failover request received for replid {}.", lossy(args[1]));
+        ctx.out
+            .error("ERR PSYNC FAILOVER can't be sent to a master.");
+        return Action::None;
+    }
+    if let Some(link) = &ctx.server.replication.master {
+        if link.state != crate::replication::replica::LinkState::Connected {
+            ctx.out
+                .error("NOMASTERLINK Can't SYNC while not connected with my master");
+        } else {
+            // A replica's replicas need its master's stream as it came (chains): not built.
+            ctx.out
+                .error("ERR Tessera does not serve replicas while it is a replica");
+        }
+        return Action::None;
+    }
+    // The stream goes into the session's output: replies still unsent would precede it.
+    if !ctx.out.buf.is_empty() {
+        ctx.out
+            .error("ERR SYNC and PSYNC are invalid with pending output");
+        return Action::None;
+    }
+    let announced = ctx.client.replconf.as_deref().cloned().unwrap_or_default();
+    if announced.rdb_filter.is_some() && !announced.capa_eof {
+        ctx.out
+            .error("ERR Filtered replica requires EOF capability");
+        return Action::None;
+    }
+    let ip = match &announced.ip_address {
+        Some(address) => address.clone(),
+        None => peer_ip(ctx),
+    };
+    let id = ctx.client.id;
+    let name = replica_name(&ip, &announced, id);
+    tracing::info!("Replica {name} asks for synchronization");
+    if psync {
+        let Some(offset) = crate::resp::parse_i64(args[2]) else {
+            tracing::warn!("Replica {name} asks for synchronization but with a wrong offset");
+            ctx.out.error(NOT_INTEGER);
+            return Action::None;
+        };
+        let replication = &ctx.server.replication;
+        let decision = crate::replication::master::try_partial(
+            &replication.ids,
+            replication.backlog.as_ref(),
+            replication.offset,
+            args[1],
+            offset,
+        );
+        match decision {
+            Ok(()) => return continue_from_backlog(ctx, ip, announced, offset, &name),
+            Err(reason) => {
+                log_full_sync_reason(&reason, &name, &replication.ids);
+                if reason != FullSyncReason::Requested {
+                    ctx.server.replication.stats.sync_partial_err += 1;
+                }
+            }
+        }
+    }
+    let backlog_bytes = ctx.server.config.replication.backlog_bytes;
+    become_replica(ctx);
+    let replication = &mut ctx.server.replication;
+    replication.stats.sync_full += 1;
+    replication
+        .replicas
+        .add(Replica::new(id, ip, announced, !psync));
+    replication.ensure_backlog(backlog_bytes);
+    Action::Replicate(Attach::FullSync)
+}
+
+/// The session's output is the stream from now on: CLIENT REPLY no longer applies (Redis
+/// writes `+CONTINUE` and `+FULLRESYNC` past it, straight to the socket).
+fn become_replica(ctx: &mut Ctx) {
+    ctx.client.replica = true;
+    ctx.client.modes.reply = super::ReplyMode::On;
+}
+
+fn log_full_sync_reason(
+    reason: &FullSyncReason,
+    name: &str,
+    ids: &crate::replication::ids::ReplicationIds,
+) {
+    match reason {
+        FullSyncReason::Requested => tracing::info!("Full resync requested by replica {name}"),
+        FullSyncReason::OtherHistory { asked } => tracing::info!(
+            "Partial resynchronization not accepted: Replication ID mismatch (Replica asked for '{asked}', my replication IDs are '{}' and '{}')",
+            ids.replid,
+            ids.replid2
+        ),
+        FullSyncReason::PastSecondId { asked_offset } => tracing::info!(
+            "Partial resynchronization not accepted: Requested offset for second ID was {asked_offset}, but I can reply up to {}",
+            ids.second_offset
+        ),
+        FullSyncReason::NoBacklog {
+            asked_offset,
+            ahead,
+        } => {
+            tracing::info!(
+                "Unable to partial resync with replica {name} for lack of backlog (Replica request was: {asked_offset})."
+            );
+            if *ahead {
+                tracing::warn!(
+                    "Warning: replica {name} tried to PSYNC with an offset that is greater than the master replication offset."
+                );
+            }
+        }
+    }
+}
+
+/// `+CONTINUE`, then the backlog from `offset` on, in the reply; the session is an
+/// online replica from now on.
+fn continue_from_backlog(
+    ctx: &mut Ctx,
+    ip: String,
+    announced: Announced,
+    offset: i64,
+    name: &str,
+) -> Action {
+    let id = ctx.client.id;
+    let now = crate::clock::unix_seconds();
+    let quorum = ctx.server.config.replication.write_quorum();
+    let replication = &mut ctx.server.replication;
+    let psync2 = announced.capa_psync2;
+    let mut replica = Replica::new(id, ip, announced, false);
+    replica.state = ReplicaState::Online;
+    replica.ack_time = now;
+    replication.replicas.add(replica);
+    replication.stats.sync_partial_ok += 1;
+    let out = &mut *ctx.out.buf;
+    out.extend_from_slice(&full_sync::continue_line(&replication.ids.replid, psync2));
+    let backlog = replication.backlog.as_ref().expect("try_partial found one");
+    let (first, second) = backlog
+        .since(offset as u64)
+        .expect("try_partial checked the offset");
+    out.extend_from_slice(first);
+    out.extend_from_slice(second);
+    tracing::info!(
+        "Partial resynchronization request from {name} accepted. Sending {} bytes of backlog starting from offset {offset}.",
+        first.len() + second.len()
+    );
+    replication.replicas.refresh_good(quorum, now);
+    become_replica(ctx);
+    Action::Replicate(Attach::Continued)
+}
+
+/// REPLCONF <option> <value> ... (Redis's `replconfCommand`, a master's side).
+fn replconf(ctx: &mut Ctx, args: &Args) -> Action {
+    if args.len().is_multiple_of(2) {
+        ctx.out.error(SYNTAX_ERROR);
+        return Action::None;
+    }
+    let mut announced = ctx.client.replconf.as_deref().cloned().unwrap_or_default();
+    for pair in args[1..].chunks(2) {
+        let (option, value) = (pair[0], pair[1]);
+        if eq_ignore_case(option, "listening-port") {
+            let Some(port) = crate::resp::parse_i64(value) else {
+                ctx.out.error(NOT_INTEGER);
+                return Action::None;
+            };
+            announced.listening_port = port;
+        } else if eq_ignore_case(option, "ip-address") {
+            if value.len() >= ANNOUNCED_ADDRESS_BYTES_MAX {
+                ctx.out.error(&format!(
+                    "ERR REPLCONF ip-address provided by replica instance is too long: {} bytes",
+                    value.len()
+                ));
+                return Action::None;
+            }
+            announced.ip_address = Some(lossy(value));
+        } else if eq_ignore_case(option, "capa") {
+            // Capabilities this master does not know are ignored.
+            if eq_ignore_case(value, "eof") {
+                announced.capa_eof = true;
+            } else if eq_ignore_case(value, "psync2") {
+                announced.capa_psync2 = true;
+            }
+        } else if eq_ignore_case(option, "ack") {
+            // A replica's acknowledgement: no reply, whatever it says.
+            if ctx.client.replica
+                && let Some(offset) = crate::resp::parse_i64(value)
+            {
+                let now = crate::clock::unix_seconds();
+                let replicas = &mut ctx.server.replication.replicas;
+                replicas.acknowledge(ctx.client.id, offset, now);
+            }
+            return Action::None;
+        } else if eq_ignore_case(option, "getack") {
+            // Asked of a replica by its master: the acknowledgement goes out after this
+            // command (`server::master_link`); anyone else gets nothing.
+            if ctx.client.master_link
+                && let Some(link) = &mut ctx.server.replication.master
+            {
+                link.ack_requested = true;
+            }
+            return Action::None;
+        } else if eq_ignore_case(option, "rdb-only") {
+            match crate::resp::parse_i64(value) {
+                Some(flag @ (0 | 1)) => announced.rdb_only = flag == 1,
+                Some(_) => {
+                    ctx.out
+                        .error("ERR value is out of range, value must between 0 and 1");
+                    return Action::None;
+                }
+                None => {
+                    ctx.out.error(NOT_INTEGER);
+                    return Action::None;
+                }
+            }
+        } else if eq_ignore_case(option, "rdb-filter-only") {
+            let Some(filters) = crate::resp::split_args(value) else {
+                ctx.out.error("ERR Missing rdb-filter-only values");
+                return Action::None;
+            };
+            if let Some(unknown) = filters.iter().find(|f| !eq_ignore_case(f, "functions")) {
+                ctx.out.error(&format!(
+                    "ERR Unsupported rdb-filter-only option: {}",
+                    lossy(unknown)
+                ));
+                return Action::None;
+            }
+            // No filter at all is an empty snapshot (`redis-cli --replica`).
+            announced.rdb_filter = Some(!filters.is_empty());
+        } else {
+            ctx.out.error(&format!(
+                "ERR Unrecognized REPLCONF option: {}",
+                lossy(option)
+            ));
+            return Action::None;
+        }
+    }
+    if let Some(replica) = ctx.server.replication.replicas.get_mut(ctx.client.id) {
+        if let Some(address) = &announced.ip_address {
+            replica.ip = address.clone();
+        }
+        replica.announced = announced.clone();
+    }
+    ctx.client.replconf = Some(Box::new(announced));
+    ctx.out.ok();
+    Action::None
+}
+
+/// WAIT numreplicas timeout (Redis's `waitCommand`).
+fn wait(ctx: &mut Ctx, args: &Args) -> Action {
+    if ctx.server.replication.is_replica() {
+        ctx.out.error(
+            "ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a replica is configured to be writable (which is not the default) writes to replicas are just local and are not propagated.",
+        );
+        return Action::None;
+    }
+    let (replicas, timeout_ms) = match wait::parse_arguments(args[1], args[2]) {
+        Ok(parsed) => parsed,
+        Err(message) => {
+            ctx.out.error(message);
+            return Action::None;
+        }
+    };
+    let offset = ctx.client.write_offset;
+    let in_exec = ctx.in_exec();
+    let replication = &mut ctx.server.replication;
+    let acknowledged = replication.replicas.acknowledged(offset);
+    // Inside EXEC nothing blocks: the count as it is.
+    if acknowledged as i64 >= replicas || in_exec {
+        ctx.out.integer(acknowledged as i64);
+        return Action::None;
+    }
+    let wait_for = WaitFor { offset, replicas };
+    replication.waiting.add(ctx.client.id, wait_for);
+    // The replicas are asked for their offsets at the end of the turn.
+    replication.ack_requested = true;
+    Action::Block(Blocked {
+        db: ctx.client.db,
+        keys: Vec::new(),
+        deadline_ms: (timeout_ms > 0).then(|| ctx.now_ms.saturating_add(timeout_ms)),
+        command: args.iter().map(|a| a.to_vec()).collect(),
+        replicas: Some(wait_for),
+    })
+}
+
+/// ROLE: a master's form — `master`, the offset, each online replica's address,
+/// listening port and acknowledged offset — or a replica's — `slave`, its master's host
+/// and port, the link's state, the offset processed (-1 while not connected).
+fn role(ctx: &mut Ctx, _args: &Args) -> Action {
+    let replication = &ctx.server.replication;
+    if let Some(link) = &replication.master {
+        ctx.out.array(5);
+        ctx.out.bulk(b"slave");
+        ctx.out.bulk(link.host.as_bytes());
+        ctx.out.integer(i64::from(link.port));
+        ctx.out.bulk(link.state.role_name().as_bytes());
+        ctx.out.integer(
+            if link.state == crate::replication::replica::LinkState::Connected {
+                link.processed_offset()
+            } else {
+                -1
+            },
+        );
+        return Action::None;
+    }
+    let online: Vec<&Replica> = replication
+        .replicas
+        .iter()
+        .filter(|r| r.state == ReplicaState::Online)
+        .collect();
+    ctx.out.array(3);
+    ctx.out.bulk(b"master");
+    ctx.out.integer(replication.offset as i64);
+    ctx.out.array(online.len());
+    for replica in online {
+        ctx.out.array(3);
+        ctx.out.bulk(replica.ip.as_bytes());
+        ctx.out
+            .bulk(replica.announced.listening_port.to_string().as_bytes());
+        ctx.out.bulk(replica.ack_offset.to_string().as_bytes());
+    }
+    Action::None
+}
+
+/// REPLICAOF host port / REPLICAOF NO ONE (and SLAVEOF; Redis's `replicaofCommand`).
+fn replicaof(ctx: &mut Ctx, args: &Args) -> Action {
+    if ctx.client.replica {
+        ctx.out
+            .error("ERR Command is not valid when client is a replica.");
+        return Action::None;
+    }
+    let who = ctx
+        .host
+        .describe_client(ctx.client, "replicaof", &ctx.server.tracking);
+    let replication = &mut ctx.server.replication;
+    if eq_ignore_case(args[1], "no") && eq_ignore_case(args[2], "one") {
+        if let Some(link) = replication.master.take() {
+            // Redis's `replicationUnsetMaster`: the history goes on under a new ID, the
+            // old one valid up to here (PSYNC2), so that its siblings can continue.
+            let offset = link.processed_offset();
+            replication.ids.shift(offset);
+            replication.offset = offset.max(0) as u64;
+            ctx.server.config.set_replicaof(None);
+            tracing::warn!("MASTER MODE enabled (user request from '{who}')");
+            replication.link_changed = true;
+            ctx.out.ok();
+            return Action::None;
+        }
+        ctx.out.ok();
+        return Action::None;
+    }
+    let Some(port) = crate::resp::parse_i64(args[2]).and_then(|p| u16::try_from(p).ok()) else {
+        ctx.out.error("ERR Invalid master port");
+        return Action::None;
+    };
+    let host = lossy(args[1]);
+    if let Some(link) = &replication.master
+        && link.host.eq_ignore_ascii_case(&host)
+        && link.port == port
+    {
+        tracing::info!(
+            "REPLICAOF would result into synchronization with the master we are already connected with. No operation performed."
+        );
+        ctx.out.simple("OK Already connected to specified master");
+        return Action::None;
+    }
+    let history = match &replication.master {
+        // Another master: the history followed so far may go on with it (PSYNC2).
+        Some(link) => link.history.clone(),
+        // Redis's `replicationCacheMasterUsingMyself`: this master's own history.
+        None => Some((replication.ids.replid.clone(), replication.offset as i64)),
+    };
+    replication.master = Some(crate::replication::replica::MasterLink::new(
+        host.clone(),
+        port,
+        history,
+    ));
+    ctx.server.config.set_replicaof(Some((&host, port)));
+    tracing::info!("REPLICAOF {host}:{port} enabled (user request from '{who}')");
+    ctx.server.replication.link_changed = true;
+    ctx.out.ok();
+    Action::None
+}

@@ -1,0 +1,211 @@
+//! Replication as Redis 7.0 speaks it, with real `redis-server` replicas: the protocol
+//! and its state, not the sockets.
+//!
+//! **The stream is the effects stream.** What a master sends its replicas is what it
+//! logs (`crate::effects`: effects rather than requests, absolute expiry, `SELECT` on a
+//! database change, `MULTI … EXEC` around a transaction or a script, expirations and
+//! evictions as `DEL`). At the end of each event-loop turn the loop appends the turn's
+//! bytes to the backlog and to each replica's output, then hands them to the log writer
+//! (`server::replicas`). Records that replicas need and the log does not — a `PING` every
+//! `repl-ping-replica-period`, `REPLCONF GETACK *` for WAIT — go to the stream only.
+//! `master_repl_offset` counts the stream's bytes; there is a stream (and an offset that
+//! moves) only while there is a backlog, created when the first replica comes, as in
+//! Redis.
+//!
+//! The rooms: `backlog` (the ring of the stream's last bytes), `ids` (the history's IDs),
+//! `master` (the replicas, their states and acknowledgements, the PSYNC decision,
+//! `min-replicas-to-write`), `full_sync` (the snapshot a replica loads and its transfer),
+//! `wait` (WAIT). The commands are `commands::replication`; the sockets, the snapshot
+//! job and the cron are the event loop's (`server::replicas`).
+
+pub mod backlog;
+pub mod full_sync;
+pub mod ids;
+pub mod master;
+pub mod replica;
+pub mod wait;
+
+use backlog::Backlog;
+use ids::ReplicationIds;
+use master::Replicas;
+
+/// The replication state of this instance (a master: slice 1 of issue 17).
+#[derive(Debug)]
+pub struct Replication {
+    pub ids: ReplicationIds,
+    /// `master_repl_offset`: the stream's bytes so far.
+    pub offset: u64,
+    /// The stream's last bytes, while there is a stream.
+    pub backlog: Option<Backlog>,
+    pub replicas: Replicas,
+    /// Clients parked by WAIT.
+    pub waiting: wait::Waiting,
+    pub stats: ReplicationStats,
+    /// A WAIT asked for acknowledgements: `REPLCONF GETACK *` goes into the stream at
+    /// the end of the turn (once, however many asked).
+    pub ack_requested: bool,
+    /// When the last replica left, Unix seconds: the backlog is freed
+    /// `repl-backlog-ttl` seconds later.
+    pub no_replicas_since: i64,
+    /// Bytes the replicas' output buffers hold (by capacity), refreshed by the loop:
+    /// not counted for eviction, as Redis does not count its replicas' buffers.
+    pub replica_output_bytes: u64,
+    /// Runs of the once-a-second replication cron (the PING period counts them).
+    pub cron_loops: u64,
+    /// A full sync's snapshot is being written (a background job: BGSAVE and
+    /// BGREWRITEAOF wait for it, as for another's).
+    pub full_sync_in_progress: bool,
+    /// The master this instance replicates (REPLICAOF): None while it is a master.
+    pub master: Option<replica::MasterLink>,
+    /// REPLICAOF changed the master: the loop drops the old link and starts the new one
+    /// at the end of the turn (also when it ran inside EXEC).
+    pub link_changed: bool,
+}
+
+/// INFO stats' replication counters (Redis's names).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ReplicationStats {
+    /// `sync_full`: full syncs served.
+    pub sync_full: u64,
+    /// `sync_partial_ok`: PSYNCs continued from the backlog.
+    pub sync_partial_ok: u64,
+    /// `sync_partial_err`: PSYNCs that asked to continue and could not.
+    pub sync_partial_err: u64,
+    /// `total_net_repl_output_bytes`: stream and snapshot bytes sent to replicas.
+    pub output_bytes: u64,
+}
+
+impl Default for Replication {
+    fn default() -> Self {
+        Replication {
+            ids: ReplicationIds::default(),
+            offset: 0,
+            backlog: None,
+            replicas: Replicas::default(),
+            waiting: wait::Waiting::default(),
+            stats: ReplicationStats::default(),
+            ack_requested: false,
+            no_replicas_since: crate::clock::unix_seconds(),
+            replica_output_bytes: 0,
+            cron_loops: 0,
+            full_sync_in_progress: false,
+            master: None,
+            link_changed: false,
+        }
+    }
+}
+
+impl Replication {
+    /// Whether this instance is a replica (of a master set by REPLICAOF).
+    pub fn is_replica(&self) -> bool {
+        self.master.is_some()
+    }
+
+    /// Whether this instance is a replica whose link to its master is down.
+    pub fn master_link_down(&self) -> bool {
+        self.master
+            .as_ref()
+            .is_some_and(|m| m.state != replica::LinkState::Connected)
+    }
+
+    /// Whether there is a stream (a backlog): writes are then counted in the offset.
+    pub fn stream_active(&self) -> bool {
+        self.backlog.is_some()
+    }
+
+    /// Appends the next bytes of the stream to the backlog. Returns false (nothing fed)
+    /// when there is no stream.
+    pub fn feed(&mut self, bytes: &[u8]) -> bool {
+        let Some(backlog) = &mut self.backlog else {
+            return false;
+        };
+        backlog.append(bytes);
+        self.offset += bytes.len() as u64;
+        true
+    }
+
+    /// Creates the backlog for the first replica (Redis's `createReplicationBacklog`,
+    /// after `changeReplicationId` and `clearReplicationId2`: with no backlog there is no
+    /// history a replica could continue). Returns true if it was created.
+    pub fn ensure_backlog(&mut self, size_bytes: u64) -> bool {
+        if self.backlog.is_some() {
+            return false;
+        }
+        self.ids.change();
+        self.ids.clear_second();
+        self.backlog = Some(Backlog::new(size_bytes.max(1) as usize, self.offset + 1));
+        tracing::info!(
+            "Replication backlog created, my new replication IDs are '{}' and '{}'",
+            self.ids.replid,
+            self.ids.replid2
+        );
+        true
+    }
+
+    /// `repl-backlog-ttl` seconds without replicas: the backlog goes, and with it the
+    /// history (a new ID, so that no replica continues a history with writes missing).
+    pub fn free_backlog(&mut self) {
+        self.ids.change();
+        self.ids.clear_second();
+        self.backlog = None;
+    }
+
+    /// The stream offset once `pending` more bytes are fed (a client's `woff`: its
+    /// write's records are in the turn's effects, fed at the end of the turn). The
+    /// current offset when there is no stream.
+    pub fn offset_after(&self, pending: usize) -> i64 {
+        if self.stream_active() {
+            (self.offset + pending as u64) as i64
+        } else {
+            self.offset as i64
+        }
+    }
+}
+
+/// The stream's own records: the keepalive `PING` and WAIT's `REPLCONF GETACK *`.
+pub fn ping_record() -> Vec<u8> {
+    let mut record = Vec::new();
+    crate::resp::encode_command(&mut record, &[b"PING" as &[u8]]);
+    record
+}
+
+pub fn getack_record() -> Vec<u8> {
+    let mut record = Vec::new();
+    crate::resp::encode_command(&mut record, &[b"REPLCONF" as &[u8], b"GETACK", b"*"]);
+    record
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_offset_moves_only_while_there_is_a_backlog() {
+        let mut replication = Replication::default();
+        let first_id = replication.ids.replid.clone();
+        assert!(!replication.feed(b"lost"));
+        assert_eq!(replication.offset, 0);
+        assert_eq!(replication.offset_after(10), 0);
+        assert!(replication.ensure_backlog(1024));
+        assert_ne!(replication.ids.replid, first_id);
+        assert!(!replication.ensure_backlog(1024));
+        assert!(replication.feed(b"0123456789"));
+        assert_eq!(replication.offset, 10);
+        assert_eq!(replication.offset_after(5), 15);
+        let backlog = replication.backlog.as_ref().unwrap();
+        assert_eq!(backlog.first_offset(), 1);
+        assert_eq!(backlog.len(), 10);
+        replication.free_backlog();
+        assert!(!replication.stream_active());
+        assert_eq!(replication.offset, 10);
+    }
+
+    #[test]
+    fn the_stream_s_own_records_are_resp_commands() {
+        assert_eq!(ping_record(), b"*1\r\n$4\r\nPING\r\n");
+        assert_eq!(
+            getack_record(),
+            b"*3\r\n$8\r\nREPLCONF\r\n$6\r\nGETACK\r\n$1\r\n*\r\n"
+        );
+    }
+}

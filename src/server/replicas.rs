@@ -1,0 +1,707 @@
+//! The replicas' sockets and the jobs that serve them (the protocol and its state are
+//! `crate::replication`; the commands that make a session a replica are
+//! `commands::replication`).
+//!
+//! - **The stream.** `take_effects` hands the effects recorded so far to their consumers:
+//!   first the replication stream — the backlog and every replica's output — then the log
+//!   writer. It runs at the end of each turn, and wherever a job must start after every
+//!   record so far (a compaction's log switch, a full sync's capture point, a reload).
+//!   WAIT's `REPLCONF GETACK *` and the cron's `PING` go into the stream only. A
+//!   replica's output waits for the log as a read's reply does (`ReplyShows::Reads`): a
+//!   replica never has a write the master's log has not (Redis writes its log first).
+//! - **Attaching.** PSYNC that continues from the backlog leaves `+CONTINUE` and the
+//!   missed bytes in the reply: the session is online at once. A full sync waits for a
+//!   snapshot: started now (its point is the stream's offset now), or shared with one
+//!   being written, or after another background job. From `+FULLRESYNC` on, the
+//!   stream accumulates in the replica's output, held behind the snapshot.
+//! - **The transfer.** When the snapshot is written, each waiting replica gets the file
+//!   (`$<len>\r\n` and its bytes) as its socket takes them, then the held stream; then it
+//!   is online. The file is removed once every transfer has it open.
+//! - **The cron** (once a second, Redis's `replicationCron`): a newline to replicas still
+//!   waiting for their snapshot, `PING` every `repl-ping-replica-period`, replicas silent
+//!   for `repl-timeout` dropped, the backlog freed `repl-backlog-ttl` after the last
+//!   replica left, the good replicas of `min-replicas-to-write` counted.
+//!
+//! A replica's output is bounded by `client-output-buffer-limit replica` (its hard limit
+//! never below the backlog's size, as Redis): one that does not read is dropped, and
+//! resyncs when it comes back, so the master's memory stays bounded.
+
+use super::Server;
+use super::session::{Client, Sessions};
+use crate::commands::ReplyShows;
+use crate::replication::full_sync::{self, Transfer};
+use crate::replication::master::{Attach, ReplicaState};
+use crate::replication::{self, Replication};
+use crate::snapshot::{JobOutcome, SnapshotError, SnapshotJob};
+use std::io::{ErrorKind, Write};
+use std::path::PathBuf;
+
+/// What of a replica's output may go to its socket, by where its sync is.
+pub(super) enum ReplicaLink {
+    /// Waiting for a full sync to start: its output holds nothing of the stream.
+    WaitingForSnapshot,
+    /// Its snapshot is being written: the output from `held_from` on is the stream since
+    /// the snapshot's point, held until the snapshot has gone.
+    Accumulating { held_from: usize },
+    /// The snapshot goes out, then the output from `held_from` on.
+    Sending {
+        held_from: usize,
+        transfer: Box<Transfer>,
+    },
+    /// The stream goes out as it comes.
+    Online,
+}
+
+impl ReplicaLink {
+    /// How much of the output may be sent now.
+    fn sendable(&self, output_len: usize) -> usize {
+        match self {
+            ReplicaLink::Accumulating { held_from } | ReplicaLink::Sending { held_from, .. } => {
+                *held_from
+            }
+            ReplicaLink::WaitingForSnapshot | ReplicaLink::Online => output_len,
+        }
+    }
+}
+
+/// A full sync's snapshot being written (one at a time). The replicas it serves are
+/// those in `ReplicaState::WaitSnapshotEnd`.
+pub(super) struct FullSync {
+    pub job: SnapshotJob,
+    pub path: PathBuf,
+    /// The stream offset at the snapshot's point (what `+FULLRESYNC` said).
+    pub offset: i64,
+}
+
+/// Full syncs started by this process, naming their files.
+static FULL_SYNCS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Appends `bytes` to the stream: the backlog, and the output of every replica that takes
+/// the stream. Nothing when there is no stream.
+fn feed_stream(
+    replication: &mut Replication,
+    clients: &mut Sessions,
+    touched: &mut Vec<usize>,
+    bytes: &[u8],
+) {
+    if bytes.is_empty() || !replication.feed(bytes) {
+        return;
+    }
+    for replica in replication.replicas.iter() {
+        if !replica.state.takes_stream() {
+            continue;
+        }
+        let client = clients
+            .token_of(replica.client_id)
+            .and_then(|token| clients.get_mut(&token).map(|client| (token, client)));
+        match client {
+            Some((token, client)) => {
+                if client.conn.close_after_reply {
+                    continue; // dropped at the end of the turn
+                }
+                client.output.extend_from_slice(bytes);
+                // As Redis writes its log before it writes to replicas: the stream goes
+                // out once the log has it (written, or fsynced under `always`), as a
+                // read's reply does — and, like one, not held while the log is failing,
+                // when writes are refused anyway and PINGs must go on.
+                client.state.reply_shows = client.state.reply_shows.max(ReplyShows::Reads);
+                touched.push(token);
+            }
+            // Only a session running a command is out of the table, and no replica runs
+            // one while the stream is fed.
+            None => tracing::warn!(
+                "replica id={} missed stream bytes: it was not in the session table",
+                replica.client_id
+            ),
+        }
+    }
+}
+
+/// Writes as much of `bytes` as the socket takes: Ok(bytes written), or Err on a broken
+/// connection.
+fn write_some(stream: &mut mio::net::TcpStream, bytes: &[u8]) -> Result<usize, ()> {
+    let mut written = 0;
+    while written < bytes.len() {
+        match stream.write(&bytes[written..]) {
+            Ok(0) => return Err(()),
+            Ok(n) => written += n,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => return Err(()),
+        }
+    }
+    Ok(written)
+}
+
+impl Server {
+    /// Hands the effects recorded so far to the replication stream, then to the log
+    /// writer (or drops them, with no log).
+    pub(super) fn take_effects(&mut self) {
+        let buffer = &mut self.engine.effects.buffer;
+        if buffer.is_empty() {
+            return;
+        }
+        feed_stream(
+            &mut self.engine.state.replication,
+            &mut self.clients,
+            &mut self.touched,
+            buffer,
+        );
+        let effects = &mut self.engine.effects;
+        match &mut self.log_writer {
+            Some(writer) => match effects.take_for_log() {
+                Some(mut log) => {
+                    if !log.is_empty() {
+                        writer.submit(&mut log);
+                    }
+                }
+                None => {
+                    writer.submit(&mut effects.buffer);
+                }
+            },
+            None => {
+                effects.buffer.clear();
+                effects.replica_only.clear();
+            }
+        }
+    }
+
+    /// The end of a turn's replication work, after `take_effects`: WAIT's request for
+    /// acknowledgements, and the replicas' buffers for the eviction measure.
+    pub(super) fn replication_end_of_turn(&mut self) {
+        let replication = &mut self.engine.state.replication;
+        if std::mem::take(&mut replication.ack_requested) && !replication.replicas.is_empty() {
+            feed_stream(
+                replication,
+                &mut self.clients,
+                &mut self.touched,
+                &replication::getack_record(),
+            );
+        }
+        let clients = &self.clients;
+        replication.replica_output_bytes = replication
+            .replicas
+            .iter()
+            .filter_map(|r| clients.token_of(r.client_id))
+            .filter_map(|token| clients.get(&token))
+            .map(|client| client.output.capacity() as u64)
+            .sum();
+    }
+
+    /// Answers the clients parked by WAIT whose replicas have acknowledged enough.
+    pub(super) fn release_waiting_clients(&mut self) {
+        let replication = &mut self.engine.state.replication;
+        if replication.waiting.is_empty() {
+            return;
+        }
+        for (id, count) in replication.waiting.satisfied(&replication.replicas) {
+            let Some(token) = self.clients.token_of(id) else {
+                self.engine.state.replication.waiting.remove(id);
+                continue;
+            };
+            let Some(mut client) = self.clients.take(token) else {
+                continue;
+            };
+            if client.conn.blocked.is_some() {
+                crate::resp::ReplyWriter::new(&mut client.output, client.state.resp3)
+                    .integer(count as i64);
+                self.unblock(token, &mut client);
+            }
+            self.engine.state.replication.waiting.remove(id);
+            self.clients.put_back(token, client);
+        }
+    }
+
+    /// PSYNC or SYNC made `client` a replica: attach its socket to the stream.
+    pub(super) fn attach_replica(&mut self, token: usize, client: &mut Client, attach: Attach) {
+        // The stream is on from the first replica on (the backlog exists now).
+        self.engine.effects.enabled = true;
+        match attach {
+            Attach::Continued => {
+                client.conn.replica = Some(ReplicaLink::Online);
+                if self.engine.state.config.replication.disable_tcp_nodelay {
+                    let _ = client.conn.stream.set_nodelay(false);
+                }
+            }
+            Attach::FullSync => {
+                client.conn.replica = Some(ReplicaLink::WaitingForSnapshot);
+                let id = client.state.id;
+                let replicas = &self.engine.state.replication.replicas;
+                match replicas.get(id).and_then(|r| r.announced.rdb_filter) {
+                    Some(functions) => self.send_filtered_snapshot(client, functions),
+                    None => self.start_full_sync(Some((token, client))),
+                }
+            }
+        }
+    }
+
+    /// A filtered full sync (`REPLCONF rdb-filter-only`): no keys, so no capture — the
+    /// snapshot is made now, in memory, at the stream's current point, and goes out at
+    /// once, the stream after it.
+    fn send_filtered_snapshot(&mut self, client: &mut Client, functions: bool) {
+        self.take_effects();
+        self.engine.effects.selected_db = None;
+        let replication = &mut self.engine.state.replication;
+        let offset = replication.offset as i64;
+        let replid = replication.ids.replid.clone();
+        let libraries = if functions {
+            self.engine.state.scripting.library_codes()
+        } else {
+            Vec::new()
+        };
+        let aux = full_sync::aux_fields(&replid, offset, 0);
+        let Some(replica) = replication.replicas.get_mut(client.state.id) else {
+            return;
+        };
+        match full_sync::filtered_snapshot(aux, libraries) {
+            Ok(snapshot) => {
+                begin_accumulating(client, replica, &replid, offset, &[]);
+                let held_from = client.output.len();
+                client.conn.replica = Some(ReplicaLink::Sending {
+                    held_from,
+                    transfer: Box::new(Transfer::from_memory(snapshot)),
+                });
+                replica.state = ReplicaState::SendingSnapshot;
+            }
+            Err(error) => {
+                tracing::warn!("a filtered snapshot for a replica failed: {error}");
+                client.conn.close_after_reply = true;
+            }
+        }
+    }
+
+    /// Serves the replicas waiting for a full sync (`current`: one that is out of the
+    /// session table, running its PSYNC): with the snapshot being written, if one is,
+    /// else with a new one, unless another background job runs (then the end of that job
+    /// starts it, as Redis's cron does).
+    pub(super) fn start_full_sync(&mut self, mut current: Option<(usize, &mut Client)>) {
+        let waiting = self
+            .engine
+            .state
+            .replication
+            .replicas
+            .in_state(ReplicaState::WaitSnapshotStart);
+        if waiting.is_empty() {
+            return;
+        }
+        if let Some(sync) = &self.jobs.full_sync {
+            let offset = sync.offset;
+            self.share_snapshot(&waiting, offset, &mut current);
+            return;
+        }
+        if self.jobs.running() {
+            tracing::info!(
+                "No BGSAVE in progress, but another BG operation is active. BGSAVE for replication delayed"
+            );
+            return;
+        }
+        // The snapshot's point: every record so far is in the stream before it, and the
+        // stream after it starts with a SELECT.
+        self.take_effects();
+        self.engine.effects.selected_db = None;
+        let replication = &self.engine.state.replication;
+        let offset = replication.offset as i64;
+        let replid = replication.ids.replid.clone();
+        let config = &self.engine.state.config;
+        let path = config.dir.join(full_sync::file_name(
+            std::process::id(),
+            FULL_SYNCS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        ));
+        let spec = crate::snapshot::JobSpec {
+            storage: self.storage.clone(),
+            part_paths: vec![path.clone()],
+            options: crate::rdb::RdbWriterOptions {
+                compression: config.rdbcompression,
+                keep_expired: true,
+                extra_aux: full_sync::aux_fields(&replid, offset, 0),
+                functions: self.engine.state.scripting.library_codes(),
+                ..crate::rdb::RdbWriterOptions::default()
+            },
+            part_aux: Vec::new(),
+            finisher: Box::new(|_sizes: &[u64]| Ok(())),
+            key_delay_us: config.rdb_key_save_delay_us,
+            pacing: self.jobs.pacing(config.rdb_save_incremental_fsync),
+            notify: self.waker_notify(),
+        };
+        tracing::info!("Starting BGSAVE for SYNC with target: disk");
+        match SnapshotJob::start(&mut self.engine.keyspace, spec) {
+            Ok(job) => {
+                self.jobs.full_sync = Some(FullSync { job, path, offset });
+                self.engine.state.replication.full_sync_in_progress = true;
+                for id in waiting {
+                    self.with_replica(id, &mut current, |client, replica, _| {
+                        begin_accumulating(client, replica, &replid, offset, &[]);
+                    });
+                }
+            }
+            Err(error) => {
+                tracing::warn!("BGSAVE for replication failed: {error}");
+                for id in waiting {
+                    self.with_replica(id, &mut current, |client, _, _| {
+                        crate::resp::ReplyWriter::new(&mut client.output, client.state.resp3)
+                            .error("ERR BGSAVE failed, replication can't continue");
+                        client.conn.replica = Some(ReplicaLink::Online);
+                        client.conn.close_after_reply = true;
+                    });
+                }
+            }
+        }
+    }
+
+    /// Attaches the replicas in `waiting` to the snapshot being written, as Redis attaches
+    /// a replica to a BGSAVE in progress: the stream since its point is copied from a
+    /// replica that waits for it already.
+    fn share_snapshot(
+        &mut self,
+        waiting: &[u64],
+        offset: i64,
+        current: &mut Option<(usize, &mut Client)>,
+    ) {
+        let replication = &self.engine.state.replication;
+        let donor = replication
+            .replicas
+            .iter()
+            .find(|r| r.state == ReplicaState::WaitSnapshotEnd)
+            .and_then(|r| self.clients.token_of(r.client_id))
+            .and_then(|token| self.clients.get(&token));
+        let Some(donor) = donor else {
+            tracing::info!(
+                "Can't attach the replica to the current BGSAVE. Waiting for next BGSAVE for SYNC"
+            );
+            return;
+        };
+        let held_from = match &donor.conn.replica {
+            Some(ReplicaLink::Accumulating { held_from }) => *held_from,
+            _ => return,
+        };
+        let stream = donor.output[held_from..].to_vec();
+        let replid = replication.ids.replid.clone();
+        for &id in waiting {
+            self.with_replica(id, current, |client, replica, _| {
+                begin_accumulating(client, replica, &replid, offset, &stream);
+            });
+        }
+        tracing::info!("Waiting for end of BGSAVE for SYNC");
+    }
+
+    /// Runs `f` on replica `id`'s session and record (`current` if it is that one, else
+    /// from the table), and lists it among this turn's outputs.
+    fn with_replica(
+        &mut self,
+        id: u64,
+        current: &mut Option<(usize, &mut Client)>,
+        f: impl FnOnce(&mut Client, &mut crate::replication::master::Replica, &mut Sessions),
+    ) {
+        let Some(replica) = self.engine.state.replication.replicas.get_mut(id) else {
+            return;
+        };
+        match current {
+            Some((token, client)) if client.state.id == id => {
+                f(client, replica, &mut self.clients);
+                self.touched.push(*token);
+            }
+            _ => {
+                let Some(token) = self.clients.token_of(id) else {
+                    return;
+                };
+                let Some(mut client) = self.clients.take(token) else {
+                    return;
+                };
+                f(&mut client, replica, &mut self.clients);
+                self.clients.put_back(token, client);
+                self.touched.push(token);
+            }
+        }
+    }
+
+    /// The full sync's snapshot is written (or failed): its replicas get the file.
+    pub(super) fn finish_full_sync(
+        &mut self,
+        sync: FullSync,
+        outcome: Result<JobOutcome, SnapshotError>,
+    ) {
+        let replicas = &self.engine.state.replication.replicas;
+        let waiting = replicas.in_state(ReplicaState::WaitSnapshotEnd);
+        match outcome {
+            Ok(outcome) => {
+                tracing::info!(
+                    "Background RDB transfer terminated with success: {} keys, {} bytes",
+                    outcome.keys,
+                    outcome.part_bytes.iter().sum::<u64>()
+                );
+                let storage = self.storage.clone();
+                let mut none = None;
+                for id in waiting {
+                    self.with_replica(id, &mut none, |client, replica, _| {
+                        let held_from = match &client.conn.replica {
+                            Some(ReplicaLink::Accumulating { held_from }) => *held_from,
+                            _ => return,
+                        };
+                        match Transfer::open(&*storage, &sync.path) {
+                            Ok(transfer) => {
+                                client.conn.replica = Some(ReplicaLink::Sending {
+                                    held_from,
+                                    transfer: Box::new(transfer),
+                                });
+                                replica.state = ReplicaState::SendingSnapshot;
+                            }
+                            Err(error) => {
+                                tracing::warn!(
+                                    "SYNC failed. Can't open/stat DB after BGSAVE: {error}"
+                                );
+                                client.conn.close_after_reply = true;
+                            }
+                        }
+                    });
+                }
+                // Each transfer has its own handle: the name is no longer needed.
+                if let Err(error) = self.storage.remove_file(&sync.path) {
+                    tracing::warn!(
+                        "can't remove {} after a full sync: {error}",
+                        sync.path.display()
+                    );
+                }
+            }
+            Err(error) => {
+                tracing::warn!("SYNC failed. BGSAVE child returned an error: {error}");
+                let mut none = None;
+                for id in waiting {
+                    self.with_replica(id, &mut none, |client, _, _| {
+                        client.conn.close_after_reply = true;
+                    });
+                }
+            }
+        }
+    }
+
+    /// Sends what a replica's output and snapshot transfer allow (`flush_client` for a
+    /// replica); closes it when its connection broke or it was dropped.
+    pub(super) fn flush_replica(&mut self, token: usize) {
+        let Some(client) = self.clients.get_mut(&token) else {
+            return;
+        };
+        if client.conn.close_after_reply {
+            // Dropped (CLIENT KILL, output limits, a failed sync): nothing more goes out.
+            self.close_client(token);
+            return;
+        }
+        let replication = &mut self.engine.state.replication;
+        let stats = &mut self.engine.state.stats;
+        let mut failed = false;
+        let mut came_online = false;
+        loop {
+            let conn = &mut client.conn;
+            let Some(link) = &mut conn.replica else {
+                break;
+            };
+            let sendable = link.sendable(client.output.len());
+            if conn.output_sent < sendable {
+                match write_some(&mut conn.stream, &client.output[conn.output_sent..sendable]) {
+                    Ok(n) => {
+                        conn.output_sent += n;
+                        stats.total_net_output_bytes += n as u64;
+                        replication.stats.output_bytes += n as u64;
+                    }
+                    Err(()) => failed = true,
+                }
+                if failed || conn.output_sent < sendable {
+                    break;
+                }
+            }
+            let ReplicaLink::Sending { transfer, .. } = link else {
+                break;
+            };
+            let mut blocked = false;
+            while !transfer.is_done() {
+                let pending = match transfer.pending() {
+                    Ok(pending) => pending,
+                    Err(error) => {
+                        tracing::warn!("Read error sending DB to replica: {error}");
+                        failed = true;
+                        break;
+                    }
+                };
+                match write_some(&mut conn.stream, pending) {
+                    Ok(0) => {
+                        blocked = true;
+                        break;
+                    }
+                    Ok(n) => {
+                        transfer.advance(n);
+                        replication.stats.output_bytes += n as u64;
+                    }
+                    Err(()) => {
+                        failed = true;
+                        break;
+                    }
+                }
+            }
+            if failed || blocked {
+                break;
+            }
+            conn.replica = Some(ReplicaLink::Online);
+            came_online = true;
+            // Round again: the held stream goes out now.
+        }
+        let id = client.state.id;
+        if came_online && let Some(replica) = replication.replicas.get_mut(id) {
+            replica.state = ReplicaState::Online;
+            replica.ack_time = crate::clock::unix_seconds();
+            if replica.announced.rdb_only {
+                tracing::info!(
+                    "RDB transfer completed, rdb only replica ({}) should be disconnected asap",
+                    replica.name()
+                );
+                failed = true;
+            } else {
+                tracing::info!("Synchronization with replica {} succeeded", replica.name());
+                if self.engine.state.config.replication.disable_tcp_nodelay {
+                    let _ = client.conn.stream.set_nodelay(false);
+                }
+            }
+            let quorum = self.engine.state.config.replication.write_quorum();
+            replication
+                .replicas
+                .refresh_good(quorum, crate::clock::unix_seconds());
+        }
+        let conn = &mut client.conn;
+        if matches!(conn.replica, Some(ReplicaLink::Online))
+            && conn.output_sent == client.output.len()
+        {
+            client.output.clear();
+            conn.output_sent = 0;
+            if client.output.capacity() > super::OUTPUT_KEEP_BYTES {
+                client.output = Vec::new();
+            }
+        }
+        if failed {
+            self.close_client(token);
+        }
+    }
+
+    /// A replica's connection closed (Redis's `freeClient` for a replica).
+    pub(super) fn replica_gone(&mut self, id: u64) {
+        let replication = &mut self.engine.state.replication;
+        let Some(replica) = replication.replicas.remove(id) else {
+            return;
+        };
+        tracing::warn!("Connection with replica {} lost.", replica.name());
+        let now = crate::clock::unix_seconds();
+        if replication.replicas.is_empty() {
+            replication.no_replicas_since = now;
+        }
+        let quorum = self.engine.state.config.replication.write_quorum();
+        replication.replicas.refresh_good(quorum, now);
+        // A snapshot nobody waits for any more is dropped (Redis kills its child then,
+        // when no save points are set; here the snapshot was for replicas only).
+        let still_waited = replication.replicas.any_in(ReplicaState::WaitSnapshotEnd);
+        if !still_waited && let Some(mut sync) = self.jobs.full_sync.take() {
+            tracing::info!("no replica waits for the full sync's snapshot any more: stopping it");
+            sync.job.cancel_and_wait(&mut self.engine.keyspace);
+            self.engine.keyspace.forget_snapshot();
+            self.start_scheduled_jobs();
+        }
+    }
+
+    /// Once a second (Redis's `replicationCron`).
+    pub(super) fn replication_cron(&mut self) {
+        self.master_link_cron();
+        self.take_effects();
+        let now = crate::clock::unix_seconds();
+        let config = self.engine.state.config.replication;
+        let replication = &mut self.engine.state.replication;
+        let loops = replication.cron_loops;
+        replication.cron_loops += 1;
+        if loops.is_multiple_of(config.ping_period_seconds.max(1))
+            && !replication.replicas.is_empty()
+        {
+            feed_stream(
+                replication,
+                &mut self.clients,
+                &mut self.touched,
+                &replication::ping_record(),
+            );
+        }
+        // A newline to replicas waiting for their snapshot keeps their link alive (a
+        // replica reading a reply skips it).
+        let mut timed_out = Vec::new();
+        for replica in replication.replicas.iter() {
+            let Some(token) = self.clients.token_of(replica.client_id) else {
+                continue;
+            };
+            let Some(client) = self.clients.get_mut(&token) else {
+                continue;
+            };
+            match replica.state {
+                ReplicaState::WaitSnapshotStart | ReplicaState::WaitSnapshotEnd => {
+                    let conn = &mut client.conn;
+                    let sendable = conn
+                        .replica
+                        .as_ref()
+                        .map_or(0, |link| link.sendable(client.output.len()));
+                    if conn.output_sent == sendable {
+                        let _ = conn.stream.write(b"\n");
+                    }
+                }
+                ReplicaState::Online
+                    if !replica.pre_psync
+                        && now - replica.ack_time > config.timeout_seconds as i64 =>
+                {
+                    tracing::warn!(
+                        "Disconnecting timedout replica (streaming sync): {}",
+                        replica.name()
+                    );
+                    timed_out.push(token);
+                }
+                _ => {}
+            }
+        }
+        for token in timed_out {
+            self.close_client(token);
+        }
+        let replication = &mut self.engine.state.replication;
+        if replication.replicas.is_empty()
+            && config.backlog_ttl_seconds != 0
+            && replication.stream_active()
+            && now - replication.no_replicas_since > config.backlog_ttl_seconds as i64
+        {
+            replication.free_backlog();
+            tracing::info!(
+                "Replication backlog freed after {} seconds without connected replicas.",
+                config.backlog_ttl_seconds
+            );
+            self.engine.effects.enabled = self.log_writer.is_some();
+        }
+        if let Some(backlog) = &mut self.engine.state.replication.backlog
+            && backlog.size_bytes() as u64 != config.backlog_bytes
+        {
+            backlog.resize(config.backlog_bytes as usize); // CONFIG SET repl-backlog-size
+        }
+        let replication = &mut self.engine.state.replication;
+        replication
+            .replicas
+            .refresh_good(config.write_quorum(), now);
+    }
+}
+
+/// A replica waiting for a snapshot that exists now: `+FULLRESYNC` (unless it came with
+/// SYNC, which expects none), then `stream` (what the snapshot's other replicas have
+/// accumulated since its point), held behind the snapshot.
+fn begin_accumulating(
+    client: &mut Client,
+    replica: &mut crate::replication::master::Replica,
+    replid: &str,
+    offset: i64,
+    stream: &[u8],
+) {
+    if !replica.pre_psync {
+        client
+            .output
+            .extend_from_slice(&full_sync::full_resync_line(replid, offset));
+    }
+    let held_from = client.output.len();
+    client.output.extend_from_slice(stream);
+    client.conn.replica = Some(ReplicaLink::Accumulating { held_from });
+    replica.state = ReplicaState::WaitSnapshotEnd;
+    replica.sync_offset = offset;
+}

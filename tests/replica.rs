@@ -1,0 +1,317 @@
+//! Tessera as the replica of a real redis-server 7.0 master (issue 17, slice 2): REPLICAOF
+//! and `replicaof`, the handshake, the master's snapshot (diskless `$EOF:` and disk
+//! `$<len>`), the stream applied as the master's, acknowledgements (WAIT on the master
+//! counts Tessera), a partial resync after the link is cut, the replica's own log (a
+//! restart loads the master's dataset), a read-only replica's refusals, REPLICAOF NO ONE,
+//! and ROLE / INFO compared with a Redis replica's.
+
+mod common;
+
+use common::raw_client::{Conn, V};
+use common::replication::*;
+use common::{RedisOracle, info_field, run, start_server, temp_dir};
+use std::time::Duration;
+
+/// A redis-server master (`--repl-diskless-sync` as given, no delay before a sync) and
+/// its directory.
+fn redis_master(diskless: bool) -> (RedisOracle, tempfile::TempDir) {
+    let binary = common::side_by_side::require_redis();
+    let dir = temp_dir();
+    let master = RedisOracle::start_with(
+        &binary,
+        dir.path(),
+        &[
+            "--appendonly",
+            "no",
+            "--enable-debug-command",
+            "yes",
+            "--repl-diskless-sync",
+            if diskless { "yes" } else { "no" },
+            "--repl-diskless-sync-delay",
+            "0",
+        ],
+    );
+    (master, dir)
+}
+
+/// Tessera's link to its master is up.
+fn wait_link_up(replica: &mut redis::Connection) {
+    wait_until("the link to the master", Duration::from_secs(60), || {
+        field(&info(replica, "replication"), "master_link_status").as_deref() == Some("up")
+    });
+}
+
+/// The dataset a Redis master replicates to Tessera, through a full sync (diskless or
+/// not), the stream, a cut link (a partial resync), and into Tessera's own log.
+#[test]
+fn tessera_replicates_a_redis_master_into_its_own_log() {
+    for diskless in [true, false] {
+        let (master, _master_dir) = redis_master(diskless);
+        let mut source = master.connection();
+        common::dataset::populate(&mut source, 0);
+        populate_more(&mut source);
+
+        let dir = temp_dir();
+        let mut tessera = start_server(dir.path(), &["--enable-debug-command", "yes"]);
+        let mut replica = tessera.connection();
+        // The log's last record is in database 2: the new file after the master's
+        // snapshot must still say which database its first record is for.
+        run(&mut replica, &["SELECT", "2"]);
+        run(&mut replica, &["SET", "local-only", "1"]);
+        run(&mut replica, &["SELECT", "0"]);
+        let port = master.port.to_string();
+        assert_eq!(
+            run(&mut replica, &["REPLICAOF", "127.0.0.1", &port]),
+            redis::Value::Okay
+        );
+        wait_link_up(&mut replica);
+        run(&mut source, &["SELECT", "2"]);
+        run(&mut source, &["SET", "first-after-sync", "in db 2"]);
+        run(&mut source, &["SELECT", "0"]);
+        write_load(&mut source, "stream", 60);
+        assert_same_dataset(&mut source, &mut replica);
+        let gone: redis::Value = redis::cmd("EXISTS")
+            .arg("local-only")
+            .query(&mut replica)
+            .unwrap();
+        assert_eq!(
+            gone,
+            redis::Value::Int(0),
+            "a full sync replaces the dataset"
+        );
+        // The master counts Tessera's acknowledgements.
+        assert_eq!(
+            run(&mut source, &["WAIT", "1", "5000"]),
+            redis::Value::Int(1)
+        );
+
+        // Cut the link: Tessera continues from the master's backlog.
+        assert_eq!(
+            run(&mut replica, &["CLIENT", "KILL", "TYPE", "master"]),
+            redis::Value::Int(1)
+        );
+        write_load(&mut source, "after-kill", 20);
+        wait_until("a partial resync", Duration::from_secs(30), || {
+            info_field(&mut source, "sync_partial_ok").as_deref() == Some("1")
+        });
+        wait_link_up(&mut replica);
+        assert_same_dataset(&mut source, &mut replica);
+        assert!(
+            tessera
+                .log()
+                .contains("Successful partial resynchronization with master"),
+            "{}",
+            tessera.log()
+        );
+
+        // Tessera's log holds what it replicated: a restart (as a master: REPLICAOF was
+        // not written to a config file) loads the master's dataset.
+        let expected = digest(&mut source);
+        tessera.shutdown();
+        let restarted = start_server(dir.path(), &["--enable-debug-command", "yes"]);
+        let mut conn = restarted.connection();
+        assert_eq!(digest(&mut conn), expected, "diskless: {diskless}");
+    }
+}
+
+/// A Tessera replica and a Redis replica of the same master answer alike: INFO's fields,
+/// ROLE, a read-only replica's refusals, REPLICAOF again, CLIENT LIST's master link; then
+/// REPLICAOF NO ONE promotes both with the same second replication ID and offset.
+#[test]
+fn a_tessera_replica_answers_as_a_redis_replica() {
+    let (master, _master_dir) = redis_master(true);
+    let mut source = master.connection();
+    run(&mut source, &["SET", "k", "v"]);
+    let ours_dir = temp_dir();
+    let ours = start_server(ours_dir.path(), &[]);
+    let mut tessera = ours.connection();
+    let port = master.port.to_string();
+    run(&mut tessera, &["REPLICAOF", "127.0.0.1", &port]);
+    let theirs = Replica::start(master.port);
+    let mut redis = theirs.connection();
+    wait_link_up(&mut tessera);
+    wait_link_up(&mut redis);
+    run(&mut source, &["SET", "k", "v2"]);
+    wait_caught_up(&mut source, &mut tessera);
+    wait_caught_up(&mut source, &mut redis);
+
+    let names = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|line| line.split_once(':').map(|(name, _)| name.to_string()))
+            .collect()
+    };
+    let ours_info = info(&mut tessera, "replication");
+    let theirs_info = info(&mut redis, "replication");
+    assert_eq!(
+        names(&ours_info),
+        names(&theirs_info),
+        "{ours_info}\n{theirs_info}"
+    );
+    for name in ["master_replid", "master_repl_offset", "slave_repl_offset"] {
+        assert_eq!(field(&ours_info, name), field(&theirs_info, name), "{name}");
+    }
+
+    let mut ours_raw = Conn::new(ours.port);
+    let mut theirs_raw = Conn::new(theirs.redis.port);
+    let lines = [
+        "ROLE",
+        "SET k mine",
+        "GET k",
+        "INCR counter",
+        "WAIT 1 0",
+        "EVAL #!lua\nreturn redis.call('SET','k','x') 0",
+        "EVAL return redis.call('GET','k') 0",
+        &format!("REPLICAOF 127.0.0.1 {port}"),
+        "REPLICAOF 127.0.0.1 notaport",
+        "PSYNC ? -1",
+    ];
+    let mut differences = Vec::new();
+    for line in lines {
+        let words: Vec<String> = match line.strip_prefix("EVAL ") {
+            Some(rest) => {
+                let (script, numkeys) = rest.rsplit_once(' ').unwrap();
+                vec!["EVAL".into(), script.into(), numkeys.into()]
+            }
+            None => line.split(' ').map(str::to_string).collect(),
+        };
+        if line.starts_with("PSYNC") {
+            // Redis serves replicas of a replica (a chain); Tessera does not yet.
+            let reply = ours_raw.cmd(&words.iter().map(String::as_str).collect::<Vec<_>>());
+            assert!(matches!(reply, V::Error(_)), "{reply:?}");
+            continue;
+        }
+        let words: Vec<&str> = words.iter().map(String::as_str).collect();
+        let a = ours_raw.cmd(&words);
+        let b = theirs_raw.cmd(&words);
+        if a != b {
+            differences.push(format!("{line}\n  tessera: {a:?}\n  redis:   {b:?}"));
+        }
+    }
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+    let links = ours_raw.cmd(&["CLIENT", "LIST", "TYPE", "master"]).text();
+    assert_eq!(links.lines().count(), 1, "{links}");
+    assert!(links.contains(" flags=M "), "{links}");
+
+    // Promotion: the history goes on under a new ID; the master's is the second one,
+    // valid up to the offset both processed.
+    assert_eq!(
+        ours_raw.cmd(&["REPLICAOF", "NO", "ONE"]),
+        V::Simple("OK".into())
+    );
+    assert_eq!(
+        theirs_raw.cmd(&["REPLICAOF", "NO", "ONE"]),
+        V::Simple("OK".into())
+    );
+    let ours_info = info(&mut tessera, "replication");
+    let theirs_info = info(&mut redis, "replication");
+    assert_eq!(field(&ours_info, "role").as_deref(), Some("master"));
+    for name in ["master_replid2", "second_repl_offset"] {
+        assert_eq!(field(&ours_info, name), field(&theirs_info, name), "{name}");
+    }
+    assert_ne!(
+        field(&ours_info, "master_replid"),
+        field(&ours_info, "master_replid2")
+    );
+    assert_eq!(
+        run(&mut tessera, &["SET", "k", "promoted"]),
+        redis::Value::Okay
+    );
+}
+
+/// `replicaof` in the configuration makes a replica from the start; REPLICAOF changes
+/// what CONFIG GET (and so CONFIG REWRITE) says.
+#[test]
+fn replicaof_in_the_configuration_starts_a_replica() {
+    let (master, _master_dir) = redis_master(false);
+    let mut source = master.connection();
+    run(&mut source, &["SET", "from-master", "yes"]);
+    let port = master.port.to_string();
+    let dir = temp_dir();
+    let tessera = start_server(
+        dir.path(),
+        &[
+            "--replicaof",
+            "127.0.0.1",
+            &port,
+            "--enable-debug-command",
+            "yes",
+        ],
+    );
+    let mut replica = tessera.connection();
+    wait_link_up(&mut replica);
+    assert_same_dataset(&mut source, &mut replica);
+    let configured = |conn: &mut redis::Connection| -> String {
+        let pair: Vec<String> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("replicaof")
+            .query(conn)
+            .unwrap();
+        pair[1].clone()
+    };
+    assert_eq!(configured(&mut replica), format!("127.0.0.1 {port}"));
+    run(&mut replica, &["REPLICAOF", "NO", "ONE"]);
+    assert_eq!(configured(&mut replica), "");
+}
+
+/// A master that wants a password (`masterauth`); and while the link is down, a replica
+/// with `replica-serve-stale-data no` answers MASTERDOWN but to `stale` commands.
+#[test]
+fn masterauth_and_stale_data() {
+    let binary = common::side_by_side::require_redis();
+    let master_dir = temp_dir();
+    let master = RedisOracle::start_with(
+        &binary,
+        master_dir.path(),
+        &[
+            "--requirepass",
+            "secret",
+            "--repl-diskless-sync-delay",
+            "0",
+            "--enable-debug-command",
+            "yes",
+        ],
+    );
+    let mut source = redis::Client::open(format!("redis://:secret@127.0.0.1:{}/", master.port))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    run(&mut source, &["SET", "guarded", "1"]);
+    let port = master.port.to_string();
+    let dir = temp_dir();
+    let tessera = start_server(
+        dir.path(),
+        &[
+            "--replicaof",
+            "127.0.0.1",
+            &port,
+            "--masterauth",
+            "secret",
+            "--replica-serve-stale-data",
+            "no",
+            "--enable-debug-command",
+            "yes",
+        ],
+    );
+    let mut replica = tessera.connection();
+    wait_link_up(&mut replica);
+    assert_same_dataset(&mut source, &mut replica);
+
+    // The master goes away: stale data is not served.
+    drop(source);
+    drop(master);
+    wait_until("the link to go down", Duration::from_secs(30), || {
+        field(&info(&mut replica, "replication"), "master_link_status").as_deref() == Some("down")
+    });
+    let mut raw = Conn::new(tessera.port);
+    assert_eq!(
+        raw.cmd(&["GET", "guarded"]),
+        V::Error(
+            "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."
+                .into()
+        )
+    );
+    assert!(matches!(
+        raw.cmd(&["INFO", "replication"]),
+        V::Bulk(Some(_))
+    ));
+}

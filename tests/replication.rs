@@ -1,0 +1,552 @@
+//! Tessera as the master of real redis-server 7.0 replicas (issue 17, slice 1): a full
+//! sync of every value type, the stream under a write load (strings, collections,
+//! expiries, transactions, scripts, functions, several databases), a partial resync
+//! after the link is cut, a replica that stops reading dropped with the master's memory
+//! bounded, WAIT, `min-replicas-to-write`, and the ROLE / INFO / CLIENT LIST fields
+//! compared with a Redis master's.
+
+mod common;
+
+use common::raw_client::{Conn, V};
+use common::replication::*;
+use common::{RedisOracle, info_field, run, temp_dir};
+use std::time::{Duration, Instant};
+
+/// The whole path of a replica: a full sync taken while writes go on (the snapshot is
+/// slowed), the stream under load, a cut link and a partial resync, equal datasets at
+/// each step.
+#[test]
+fn a_redis_replica_syncs_follows_and_resumes_partially() {
+    let dir = temp_dir();
+    // A slow snapshot: the load runs during the full sync, so the stream since the
+    // snapshot's point accumulates in the replica's output.
+    let master = start_master(dir.path(), &["--rdb-key-save-delay", "1000"]);
+    let mut conn = master.connection();
+    common::dataset::populate(&mut conn, 0);
+    populate_more(&mut conn);
+
+    let replica = Replica::start(master.port);
+    wait_until(
+        "the replica to wait for its snapshot",
+        Duration::from_secs(30),
+        || {
+            field(&info(&mut conn, "replication"), "slave0")
+                .is_some_and(|s| s.contains("state=wait_bgsave"))
+        },
+    );
+    write_load(&mut conn, "during-sync", 40);
+    // The load ran while the snapshot was written: what it wrote waited in the replica's
+    // output, behind the snapshot.
+    let slave0 = field(&info(&mut conn, "replication"), "slave0").unwrap();
+    assert!(!slave0.contains("state=online"), "{slave0}");
+    wait_online(&mut conn, 1);
+    let mut replica_conn = replica.connection();
+    assert_same_dataset(&mut conn, &mut replica_conn);
+    let log = replica.log();
+    assert!(
+        log.contains("Full resync from master"),
+        "replica log:\n{log}"
+    );
+    assert_eq!(info_field(&mut conn, "sync_full").as_deref(), Some("1"));
+
+    // The stream as it comes.
+    run(&mut conn, &["CONFIG", "SET", "rdb-key-save-delay", "0"]);
+    write_load(&mut conn, "online", 80);
+    assert_same_dataset(&mut conn, &mut replica_conn);
+
+    // Cut the link: Redis's replica reconnects and continues from the backlog.
+    let killed = run(&mut conn, &["CLIENT", "KILL", "TYPE", "replica"]);
+    assert_eq!(killed, redis::Value::Int(1));
+    write_load(&mut conn, "after-kill", 20);
+    wait_until("a partial resync", Duration::from_secs(30), || {
+        info_field(&mut conn, "sync_partial_ok").as_deref() == Some("1")
+    });
+    wait_online(&mut conn, 1);
+    assert_same_dataset(&mut conn, &mut replica_conn);
+    let log = replica.log();
+    assert!(
+        log.contains("Successful partial resynchronization with master"),
+        "replica log:\n{log}"
+    );
+    assert_eq!(info_field(&mut conn, "sync_full").as_deref(), Some("1"));
+    assert_eq!(
+        info_field(&mut conn, "sync_partial_err").as_deref(),
+        Some("0")
+    );
+    // No temporary snapshot left behind.
+    let leftovers: Vec<String> = common::dirs::file_names(dir.path())
+        .into_iter()
+        .filter(|name| name.starts_with("temp-"))
+        .collect();
+    assert!(leftovers.is_empty(), "left behind: {leftovers:?}");
+}
+
+/// A replica that stops reading (SIGSTOP) is dropped once its output passes the replica
+/// limit, the master's memory stays bounded meanwhile, and once it runs again it resyncs.
+#[test]
+fn a_replica_that_stops_reading_is_dropped_and_the_master_stays_bounded() {
+    let dir = temp_dir();
+    let master = start_master(
+        dir.path(),
+        &[
+            "--appendonly",
+            "no",
+            "--client-output-buffer-limit",
+            "replica 4mb 2mb 60",
+        ],
+    );
+    let mut conn = master.connection();
+    run(&mut conn, &["SET", "before", "1"]);
+    let replica = Replica::start(master.port);
+    wait_online(&mut conn, 1);
+    let used = |conn: &mut redis::Connection| -> u64 {
+        info_field(conn, "used_memory").unwrap().parse().unwrap()
+    };
+    let before = used(&mut conn);
+
+    replica.signal("STOP");
+    let value = "v".repeat(100_000);
+    let writes = 400; // 40 MB, far past what the socket buffers and the limit hold
+    let mut peak = 0;
+    for n in 0..writes {
+        run(&mut conn, &["SET", &format!("big:{n}"), &value]);
+        if n % 20 == 0 {
+            peak = peak.max(used(&mut conn));
+        }
+    }
+    wait_until(
+        "the stopped replica to be dropped",
+        Duration::from_secs(30),
+        || info_field(&mut conn, "connected_slaves").as_deref() == Some("0"),
+    );
+    let written = (writes * value.len()) as u64;
+    // The dataset grew by what was written; the stopped replica's output, which would
+    // have doubled that, held at most its limit (4 MB) and a turn's writes.
+    let grown = peak.saturating_sub(before);
+    assert!(
+        grown < written + written / 5 + 8 * 1024 * 1024,
+        "the master grew by {grown} bytes for {written} bytes written"
+    );
+    assert!(
+        master.log().contains("overcoming of output buffer limits"),
+        "master log:\n{}",
+        master.log()
+    );
+
+    // Running again, it finds its link gone and syncs anew (the backlog lost what it
+    // missed).
+    replica.signal("CONT");
+    wait_online(&mut conn, 1);
+    let mut replica_conn = replica.connection();
+    assert_same_dataset(&mut conn, &mut replica_conn);
+    assert_eq!(info_field(&mut conn, "sync_full").as_deref(), Some("2"));
+}
+
+/// WAIT counts the replicas that acknowledged the client's last write, asking them with
+/// GETACK; a replica that does not answer is not counted once the timeout passes.
+#[test]
+fn wait_counts_the_replicas_that_acknowledged() {
+    let dir = temp_dir();
+    let master = start_master(dir.path(), &[]);
+    let mut conn = master.connection();
+    let replica = Replica::start(master.port);
+    wait_online(&mut conn, 1);
+
+    run(&mut conn, &["SET", "k", "1"]);
+    let started = Instant::now();
+    assert_eq!(
+        run(&mut conn, &["WAIT", "1", "10000"]),
+        redis::Value::Int(1)
+    );
+    // Answered by the GETACK's reply, not the replica's once-a-second ACK alone.
+    assert!(started.elapsed() < Duration::from_secs(5));
+    // More replicas than there are: the timeout, with the count.
+    let started = Instant::now();
+    assert_eq!(run(&mut conn, &["WAIT", "2", "300"]), redis::Value::Int(1));
+    assert!(started.elapsed() >= Duration::from_millis(290));
+    assert_eq!(run(&mut conn, &["WAIT", "0", "0"]), redis::Value::Int(1));
+
+    // Inside a transaction WAIT does not block.
+    let mut pipe = redis::pipe();
+    pipe.atomic()
+        .cmd("SET")
+        .arg("k")
+        .arg("2")
+        .cmd("WAIT")
+        .arg(5)
+        .arg(0);
+    let replies: Vec<redis::Value> = pipe.query(&mut conn).unwrap();
+    assert!(matches!(
+        replies[1],
+        redis::Value::Int(0) | redis::Value::Int(1)
+    ));
+
+    // CLIENT UNBLOCK answers a WAIT as its timeout would, or with the UNBLOCKED error.
+    for (how, expected) in [
+        ("TIMEOUT", V::Int(1)),
+        (
+            "ERROR",
+            V::Error("UNBLOCKED client unblocked via CLIENT UNBLOCK".into()),
+        ),
+    ] {
+        let mut waiter = Conn::new(master.port);
+        let id = match waiter.cmd(&["CLIENT", "ID"]) {
+            V::Int(id) => id.to_string(),
+            other => panic!("{other:?}"),
+        };
+        waiter.send(&[b"WAIT", b"5", b"0"]);
+        wait_until("the WAIT to block", Duration::from_secs(10), || {
+            info_field(&mut conn, "blocked_clients").as_deref() == Some("1")
+        });
+        assert_eq!(
+            run(&mut conn, &["CLIENT", "UNBLOCK", &id, how]),
+            redis::Value::Int(1)
+        );
+        assert_eq!(waiter.read(), expected);
+    }
+
+    // A stopped replica acknowledges nothing.
+    replica.signal("STOP");
+    run(&mut conn, &["SET", "k", "3"]);
+    assert_eq!(run(&mut conn, &["WAIT", "1", "300"]), redis::Value::Int(0));
+    replica.signal("CONT");
+    assert_eq!(
+        run(&mut conn, &["WAIT", "1", "10000"]),
+        redis::Value::Int(1)
+    );
+    let mut replica_conn = replica.connection();
+    let value: String = redis::cmd("GET").arg("k").query(&mut replica_conn).unwrap();
+    assert_eq!(value, "3");
+
+    // PUBLISH reaches the replica's subscribers, as Redis sends it to its replicas; the
+    // master's log never has it.
+    let mut subscriber = Conn::new(replica.redis.port);
+    subscriber.cmd(&["SUBSCRIBE", "news"]);
+    assert_eq!(
+        run(&mut conn, &["PUBLISH", "news", "hello"]),
+        redis::Value::Int(0)
+    );
+    let message: Vec<String> = subscriber.read().items().iter().map(V::text).collect();
+    assert_eq!(message, ["message", "news", "hello"]);
+    let log = std::fs::read(master.last_incremental_file()).unwrap();
+    let log = String::from_utf8_lossy(&log);
+    assert!(log.contains("SET") && !log.contains("PUBLISH"), "{log}");
+}
+
+/// The fields a master shows (ROLE, INFO replication, CLIENT LIST's `S`), the shapes of
+/// Redis's, and `min-replicas-to-write` refusing writes with Redis's error, compared with
+/// a Redis master that has a Redis replica.
+#[test]
+fn role_info_and_write_quorum_answer_as_a_redis_master() {
+    let dir = temp_dir();
+    let master = start_master(dir.path(), &[]);
+    let binary = common::side_by_side::require_redis();
+    let redis_master = RedisOracle::start(&binary);
+    let ours = Replica::start(master.port);
+    let theirs = Replica::start(redis_master.port);
+    let mut tessera = master.connection();
+    let mut redis = redis_master.connection();
+    wait_online(&mut tessera, 1);
+    wait_online(&mut redis, 1);
+    run(&mut tessera, &["SET", "k", "v"]);
+    run(&mut redis, &["SET", "k", "v"]);
+    wait_caught_up(&mut tessera, &mut ours.connection());
+    wait_caught_up(&mut redis, &mut theirs.connection());
+
+    // INFO replication: the same fields in the same order.
+    let names = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|line| line.split_once(':').map(|(name, _)| name.to_string()))
+            .collect()
+    };
+    let ours_info = info(&mut tessera, "replication");
+    let theirs_info = info(&mut redis, "replication");
+    assert_eq!(
+        names(&ours_info),
+        names(&theirs_info),
+        "{ours_info}\n{theirs_info}"
+    );
+    let slave0 = field(&ours_info, "slave0").unwrap();
+    let replica_port = ours.redis.port;
+    assert!(
+        slave0.starts_with(&format!(
+            "ip=127.0.0.1,port={replica_port},state=online,offset="
+        )),
+        "{slave0}"
+    );
+    assert_eq!(
+        field(&ours_info, "repl_backlog_active").as_deref(),
+        Some("1")
+    );
+    assert_eq!(
+        field(&ours_info, "repl_backlog_first_byte_offset").as_deref(),
+        Some("1")
+    );
+    assert_eq!(
+        field(&ours_info, "repl_backlog_histlen"),
+        field(&ours_info, "master_repl_offset")
+    );
+
+    // ROLE: master, the offset, [ip, port, acknowledged offset] per online replica.
+    let mut ours_raw = Conn::new(master.port);
+    let mut theirs_raw = Conn::new(redis_master.port);
+    let shape = |role: V| -> Vec<String> {
+        let items = role.items();
+        let mut shape = vec![format!("{:?}", items[0])];
+        shape.push(matches!(items[1], V::Int(_)).to_string());
+        for replica in items[2].items() {
+            let fields = replica.items();
+            shape.push(format!("{} {}", fields.len(), fields[0].text()));
+            assert!(matches!(fields[1], V::Bulk(_)) && matches!(fields[2], V::Bulk(_)));
+        }
+        shape
+    };
+    assert_eq!(
+        shape(ours_raw.cmd(&["ROLE"])),
+        shape(theirs_raw.cmd(&["ROLE"]))
+    );
+    let role = ours_raw.cmd(&["ROLE"]).items();
+    assert_eq!(
+        role[2].items()[0].items()[1].text(),
+        replica_port.to_string()
+    );
+
+    // CLIENT LIST: the replica with flag S, and TYPE replica lists it alone.
+    let replicas = ours_raw.cmd(&["CLIENT", "LIST", "TYPE", "replica"]).text();
+    assert_eq!(replicas.lines().count(), 1, "{replicas}");
+    assert!(replicas.contains(" flags=S "), "{replicas}");
+    assert!(replicas.contains(" cmd=replconf "), "{replicas}");
+    assert_eq!(
+        info_field(&mut tessera, "connected_clients"),
+        info_field(&mut redis, "connected_clients")
+    );
+
+    // The replication commands' errors, and the write quorum's refusals.
+    let lines = [
+        "REPLCONF",
+        "REPLCONF a",
+        "REPLCONF foo bar",
+        "REPLCONF listening-port x",
+        "REPLCONF listening-port 1 capa eof capa psync2",
+        "REPLCONF rdb-only 2",
+        "REPLCONF rdb-filter-only foo",
+        "WAIT 1 x",
+        "WAIT x 0",
+        "WAIT 1 -1",
+        "PSYNC a b",
+        "PSYNC a b c failover",
+        "CONFIG SET min-replicas-to-write 2",
+        "SET k v2",
+        "MULTI",
+        "SET k v3",
+        "EXEC",
+        "EVAL return redis.call('SET','k','v4') 0",
+        "EVAL #!lua\nreturn redis.call('SET','k','v5') 0",
+        "GET k",
+        "CONFIG SET min-replicas-to-write 1",
+        "SET k v6",
+        "CONFIG SET min-replicas-to-write 0",
+    ];
+    let mut differences = Vec::new();
+    for line in lines {
+        let words = split_keeping_scripts(line);
+        let words: Vec<&str> = words.iter().map(String::as_str).collect();
+        let a = ours_raw.cmd(&words);
+        let b = theirs_raw.cmd(&words);
+        if a != b {
+            differences.push(format!("{line}\n  tessera: {a:?}\n  redis:   {b:?}"));
+        }
+    }
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+}
+
+/// A line's words, where EVAL's script (up to the numkeys word) is one word.
+fn split_keeping_scripts(line: &str) -> Vec<String> {
+    if let Some(rest) = line.strip_prefix("EVAL ") {
+        let (script, numkeys) = rest.rsplit_once(' ').unwrap();
+        return vec!["EVAL".into(), script.into(), numkeys.into()];
+    }
+    line.split(' ').map(str::to_string).collect()
+}
+
+/// redis-cli's replication modes: `--rdb` (SYNC with `rdb-only`: the snapshot, then the
+/// link closes), `--functions-rdb` (a filtered snapshot: the libraries, no keys) and
+/// `--replica` (an empty filtered snapshot, then the stream as it comes).
+#[test]
+fn redis_cli_takes_snapshots_and_follows_the_stream() {
+    let binary = common::side_by_side::require_redis();
+    let cli = binary.with_file_name("redis-cli");
+    let dir = temp_dir();
+    let master = start_master(dir.path(), &["--repl-ping-replica-period", "1"]);
+    let mut conn = master.connection();
+    common::dataset::populate(&mut conn, 0);
+    run(
+        &mut conn,
+        &[
+            "FUNCTION",
+            "LOAD",
+            "#!lua name=clilib\nredis.register_function('one', function() return 1 end)",
+        ],
+    );
+    let port = master.port.to_string();
+    let out = temp_dir();
+
+    let rdb = out.path().join("all.rdb");
+    let status = std::process::Command::new(&cli)
+        .args(["-p", &port, "--rdb", rdb.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{status:?}");
+    common::assert_redis_check_rdb_passes(&binary, &rdb);
+    // The snapshot is the dataset: a Redis started on it holds the same keys.
+    let loaded = RedisOracle::start_with(
+        &binary,
+        out.path(),
+        &["--dbfilename", "all.rdb", "--appendonly", "no"],
+    );
+    let mut loaded_conn = loaded.connection();
+    assert_eq!(
+        common::dataset::dataset(&mut loaded_conn),
+        common::dataset::dataset(&mut conn)
+    );
+
+    let functions = out.path().join("functions.rdb");
+    let status = std::process::Command::new(&cli)
+        .args(["-p", &port, "--functions-rdb", functions.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{status:?}");
+    let check = std::process::Command::new(binary.with_file_name("redis-check-rdb"))
+        .arg(&functions)
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&check.stdout);
+    assert!(
+        report.contains("RDB looks OK!") && report.contains("0 keys read"),
+        "{report}"
+    );
+
+    let mut follower = std::process::Command::new(&cli)
+        .args(["-p", &port, "--replica"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = follower.stdout.take().unwrap();
+    let (lines, received) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    wait_online(&mut conn, 1);
+    run(&mut conn, &["SET", "followed", "yes"]);
+    run(&mut conn, &["PUBLISH", "channel", "message"]);
+    let mut seen = Vec::new();
+    // The writes, and the keepalive PING every `repl-ping-replica-period`.
+    while !(seen.iter().any(|l: &String| l.contains("PUBLISH"))
+        && seen.iter().any(|l: &String| l.contains(r#""PING""#)))
+    {
+        match received.recv_timeout(Duration::from_secs(10)) {
+            Ok(line) => seen.push(line),
+            Err(_) => break,
+        }
+    }
+    let _ = follower.kill();
+    let _ = follower.wait();
+    let joined = seen.join("\n");
+    assert!(
+        joined.contains(r#""SET","followed","yes""#)
+            && joined.contains(r#""PUBLISH","channel","message""#)
+            && joined.contains(r#""PING""#),
+        "{joined}"
+    );
+}
+
+/// A full sync is a background job among the others: it waits for a running compaction,
+/// and BGSAVE / BGREWRITEAOF wait for it (Redis's replies for another job in progress).
+#[test]
+fn a_full_sync_takes_its_turn_among_background_jobs() {
+    let dir = temp_dir();
+    // Slow snapshots (about 2 s for the full sync's), so that each job is seen running.
+    let master = start_master(dir.path(), &["--rdb-key-save-delay", "1000"]);
+    let mut conn = master.connection();
+    common::dataset::populate(&mut conn, 0);
+    populate_more(&mut conn);
+    assert_eq!(
+        run(&mut conn, &["BGREWRITEAOF"]),
+        redis::Value::SimpleString("Background append only file rewriting started".into())
+    );
+    let replica = Replica::start(master.port);
+    wait_until(
+        "the replica to wait behind the compaction",
+        Duration::from_secs(30),
+        || {
+            field(&info(&mut conn, "replication"), "slave0")
+                .is_some_and(|s| s.contains("state=wait_bgsave"))
+        },
+    );
+    assert_eq!(
+        info_field(&mut conn, "aof_rewrite_in_progress").as_deref(),
+        Some("1")
+    );
+    // Once the compaction is done, the full sync's snapshot runs (slowly): the other
+    // jobs wait for it.
+    wait_until("the compaction to end", Duration::from_secs(60), || {
+        info_field(&mut conn, "aof_rewrite_in_progress").as_deref() == Some("0")
+    });
+    let mut raw = Conn::new(master.port);
+    assert_eq!(
+        raw.cmd(&["BGSAVE"]),
+        V::Error(
+            "ERR Another child process is active (AOF?): can't BGSAVE right now. Use BGSAVE SCHEDULE in order to schedule a BGSAVE whenever possible."
+                .into()
+        )
+    );
+    assert_eq!(
+        raw.cmd(&["BGREWRITEAOF"]),
+        V::Simple("Background append only file rewriting scheduled".into())
+    );
+    wait_online(&mut conn, 1);
+    run(&mut conn, &["CONFIG", "SET", "rdb-key-save-delay", "0"]);
+    common::wait_for_background_jobs(&mut conn);
+    assert_same_dataset(&mut conn, &mut replica.connection());
+}
+
+/// `repl-timeout`: a replica that stops acknowledging (SIGSTOP) is dropped; running again,
+/// it continues from the backlog.
+#[test]
+fn a_silent_replica_times_out_and_continues_when_it_comes_back() {
+    let dir = temp_dir();
+    let master = start_master(dir.path(), &["--repl-timeout", "2"]);
+    let mut conn = master.connection();
+    let replica = Replica::start(master.port);
+    wait_online(&mut conn, 1);
+    replica.signal("STOP");
+    run(&mut conn, &["SET", "while-stopped", "1"]);
+    wait_until(
+        "the silent replica to time out",
+        Duration::from_secs(20),
+        || info_field(&mut conn, "connected_slaves").as_deref() == Some("0"),
+    );
+    assert!(
+        master
+            .log()
+            .contains("Disconnecting timedout replica (streaming sync)"),
+        "master log:\n{}",
+        master.log()
+    );
+    replica.signal("CONT");
+    wait_until("a partial resync", Duration::from_secs(30), || {
+        info_field(&mut conn, "sync_partial_ok").as_deref() == Some("1")
+    });
+    wait_online(&mut conn, 1);
+    assert_same_dataset(&mut conn, &mut replica.connection());
+    assert_eq!(info_field(&mut conn, "sync_full").as_deref(), Some("1"));
+}
