@@ -6,7 +6,8 @@
 //! more family (`differential/scripting.rs`), SORT and SORT_RO another
 //! (`differential/sort.rs`), HyperLogLog another (GET of a sketch's bytes included:
 //! `differential/hyperloglog.rs`), bitmaps and LCS another (`differential/bitmaps.rs`),
-//! geo another (`differential/geo.rs`).
+//! geo another (`differential/geo.rs`), streams' entry commands another
+//! (`differential/streams.rs`).
 //! The stream runs twice: over RESP2, and with
 //! other seeds over RESP3, where every reply's type must be Redis's too.
 //!
@@ -53,6 +54,8 @@ mod scripting;
 mod sets;
 #[path = "differential/sort.rs"]
 mod sort;
+#[path = "differential/streams.rs"]
+mod streams;
 #[path = "differential/strings_keys.rs"]
 mod strings_keys;
 #[path = "differential/transactions.rs"]
@@ -352,6 +355,9 @@ impl Gen {
         }
         if self.chance(0.06) {
             return self.bitmap_step();
+        }
+        if self.chance(0.08) {
+            return self.stream_step();
         }
         match self.rng.random_range(0..100) {
             0..12 => self.list_step(),
