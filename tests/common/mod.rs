@@ -12,6 +12,7 @@ pub mod model;
 pub mod raw_client;
 pub mod side_by_side;
 pub mod skip;
+pub mod stream_dump;
 
 // Not every test binary uses every helper.
 #[allow(unused_imports)]
