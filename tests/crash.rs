@@ -326,7 +326,7 @@ fn random_power_loss_under_load_with_back_to_back_compactions() {
             "{context}: too few writes"
         );
         if run_for > 200 {
-            for kind in ["k", "h", "s", "l", "z"] {
+            for kind in ["k", "h", "s", "l", "z", "x"] {
                 assert!(
                     model.acked_of_kind(kind) > 0,
                     "{context}: no {kind} keys written"

@@ -6,7 +6,8 @@
 //! more family (`differential/scripting.rs`), SORT and SORT_RO another
 //! (`differential/sort.rs`), HyperLogLog another (GET of a sketch's bytes included:
 //! `differential/hyperloglog.rs`), bitmaps and LCS another (`differential/bitmaps.rs`),
-//! geo another (`differential/geo.rs`), stream consumer groups another
+//! geo another (`differential/geo.rs`), streams' entry commands another
+//! (`differential/streams.rs`), stream consumer groups another
 //! (`differential/stream_groups.rs`), replication's commands on masters without replicas
 //! another (`differential/replication.rs`).
 //! The stream runs twice: over RESP2, and with
@@ -59,6 +60,8 @@ mod sets;
 mod sort;
 #[path = "differential/stream_groups.rs"]
 mod stream_groups;
+#[path = "differential/streams.rs"]
+mod streams;
 #[path = "differential/strings_keys.rs"]
 mod strings_keys;
 #[path = "differential/transactions.rs"]
@@ -364,6 +367,9 @@ impl Gen {
         }
         if self.chance(0.06) {
             return self.stream_group_step();
+        }
+        if self.chance(0.08) {
+            return self.stream_step();
         }
         match self.rng.random_range(0..100) {
             0..12 => self.list_step(),

@@ -495,6 +495,13 @@ impl Stream {
         (self.length > 0).then_some(self.first_id)
     }
 
+    /// The last live entry's ID (Redis's `streamLastValidID`); `None` when empty.
+    pub fn last_entry_id(&self) -> Option<StreamId> {
+        self.range(StreamId::MIN, StreamId::MAX, true)
+            .next()
+            .map(|entry| entry.id)
+    }
+
     /// The first ID as recorded (0-0 when empty): what RDB stores, XINFO's
     /// `recorded-first-entry-id`.
     pub fn recorded_first_id(&self) -> StreamId {

@@ -1,4 +1,5 @@
-//! A dataset with every value type Tessera has, in compact and table encodings, over a
+//! A dataset with every value type Tessera has, in compact and table encodings (streams
+//! of one node and of many, with deleted entries, trimmed, emptied), over a
 //! few databases (`populate`), and its canonical text per key (`dataset`): type, TTL
 //! presence and contents in an order-independent form, read back with a real client
 //! from either server.
@@ -57,6 +58,7 @@ pub fn dataset(conn: &mut redis::Connection) -> BTreeMap<(i64, String), String> 
                     members.join(",")
                 }
                 "zset" => items(run(conn, &["ZRANGE", &key, "0", "-1", "WITHSCORES"])).join(","),
+                "stream" => super::stream_dump::state(conn, &key),
                 other => panic!("unexpected type {other}"),
             };
             all.insert((db, key), format!("{kind} ({ttl}): {contents}"));
@@ -131,6 +133,7 @@ pub fn populate(conn: &mut redis::Connection, round: usize) {
             ],
         );
         populate_lists_and_zsets(conn, round);
+        populate_streams(conn, round);
     }
     run(conn, &["SELECT", "0"]);
 }
@@ -197,4 +200,68 @@ fn populate_lists_and_zsets(conn: &mut redis::Connection, round: usize) {
             &bigz,
         ],
     );
+}
+
+/// Streams: a small one, one of many nodes (900 entries, fields shared or not) with
+/// entries deleted and trimmed both ways, one whose last ID, entries added and max
+/// deleted ID XSETID set, and one emptied by XDEL (a stream may be empty). IDs are
+/// explicit, so both servers hold the same.
+fn populate_streams(conn: &mut redis::Connection, round: usize) {
+    let small = format!("stream:{round}");
+    run(conn, &["XADD", &small, "1-1", "a", "1", "b", "-70000"]);
+    run(conn, &["XADD", &small, "1-2", "a", "x", "b", ""]);
+    run(conn, &["XADD", &small, "5-*", "other", &"z".repeat(100)]);
+    let big = format!("big-stream:{round}");
+    let mut pipe = redis::pipe();
+    for i in 0..900u64 {
+        let id = format!("{}-{}", 1000 + i / 3, i % 3);
+        let value = format!("{i}:{}", "v".repeat((i % 40) as usize));
+        if i % 7 == 0 {
+            pipe.cmd("XADD")
+                .arg(&big)
+                .arg(&id)
+                .arg("odd")
+                .arg(&value)
+                .ignore();
+        } else {
+            pipe.cmd("XADD")
+                .arg(&big)
+                .arg(&id)
+                .arg("field")
+                .arg(&value)
+                .arg("n")
+                .arg(i)
+                .ignore();
+        }
+    }
+    let _: () = pipe.query(conn).unwrap();
+    run(
+        conn,
+        &["XDEL", &big, "1000-0", "1010-1", "1100-2", "1250-0"],
+    );
+    run(conn, &["XTRIM", &big, "MAXLEN", "~", "850"]);
+    run(conn, &["XTRIM", &big, "MINID", "1030-1"]);
+    run(
+        conn,
+        &["XADD", &big, "MAXLEN", "880", "2000-0", "late", "1"],
+    );
+    let set = format!("set-id-stream:{round}");
+    run(conn, &["XADD", &set, "3-0", "f", "v"]);
+    run(conn, &["XADD", &set, "4-0", "f", "w"]);
+    run(conn, &["XDEL", &set, "4-0"]);
+    run(
+        conn,
+        &[
+            "XSETID",
+            &set,
+            "9-9",
+            "ENTRIESADDED",
+            "40",
+            "MAXDELETEDID",
+            "8-0",
+        ],
+    );
+    let emptied = format!("empty-stream:{round}");
+    run(conn, &["XADD", &emptied, "7-7", "f", "v"]);
+    run(conn, &["XDEL", &emptied, "7-7"]);
 }

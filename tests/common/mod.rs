@@ -13,6 +13,7 @@ pub mod raw_client;
 pub mod replication;
 pub mod side_by_side;
 pub mod skip;
+pub mod stream_dump;
 
 // Not every test binary uses every helper.
 #[allow(unused_imports)]

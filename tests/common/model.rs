@@ -19,6 +19,9 @@ pub enum Op {
     List(Vec<Vec<u8>>),
     /// Member to (integer) score.
     Scores(BTreeMap<Vec<u8>, i64>),
+    /// A stream's entries (ID, field, value); empty is a stream with no entries, which a
+    /// stream may be.
+    Stream(Vec<(String, Vec<u8>, Vec<u8>)>),
     Del,
 }
 
@@ -31,6 +34,11 @@ impl Op {
             Op::Members(m) => format!("set of {} members", m.len()),
             Op::List(l) => format!("list of {} elements", l.len()),
             Op::Scores(z) => format!("sorted set of {} members", z.len()),
+            Op::Stream(x) => format!(
+                "stream of {} entries (last {:?})",
+                x.len(),
+                x.last().map(|(id, _, _)| id)
+            ),
             Op::Del => "DEL".into(),
         }
     }
@@ -61,6 +69,24 @@ fn read_state(conn: &mut redis::Connection, key: &str) -> Op {
                 .query(conn)
                 .unwrap();
             Op::Scores(pairs.into_iter().collect())
+        }
+        "stream" => {
+            let entries: Vec<(String, Vec<(Vec<u8>, Vec<u8>)>)> = redis::cmd("XRANGE")
+                .arg(key)
+                .arg("-")
+                .arg("+")
+                .query(conn)
+                .unwrap();
+            Op::Stream(
+                entries
+                    .into_iter()
+                    .map(|(id, mut fields)| {
+                        assert_eq!(fields.len(), 1, "{key}: one field per entry written");
+                        let (field, value) = fields.pop().unwrap();
+                        (id, field, value)
+                    })
+                    .collect(),
+            )
         }
         other => panic!("{key}: unexpected type {other}"),
     }
@@ -108,7 +134,8 @@ impl Model {
     }
 
     /// Keys with an acknowledged write whose name says they are of `kind` ("k" strings,
-    /// "h" hashes, "s" sets, "l" lists, "z" sorted sets): the load did reach every type.
+    /// "h" hashes, "s" sets, "l" lists, "z" sorted sets, "x" streams): the load did reach
+    /// every type.
     pub fn acked_of_kind(&self, kind: &str) -> usize {
         self.keys
             .iter()
@@ -232,7 +259,8 @@ end)";
 /// One client's write load: SET (some with a far expiry, values of many sizes, some long
 /// and compressible; some through a script or a function), APPEND, SETBIT and DEL on its
 /// string keys, HINCRBY/HDEL on its hashes, SADD/SREM on its sets, RPUSH/LPOP on its
-/// lists and ZINCRBY/ZREM on its sorted sets,
+/// lists, ZINCRBY/ZREM on its sorted sets and XADD (some with an exact MAXLEN
+/// trim)/XDEL/XTRIM MINID on its streams,
 /// in database `db`, until `stop` or the first error (an unanswered request counts as
 /// attempted, not acknowledged). `acked` counts its writes acknowledged so far.
 pub fn write_load(
@@ -268,8 +296,8 @@ pub fn write_load(
         let choice = rng.random_range(0..100u32);
         if choice >= 70 {
             // Collections of this client's, changed one element at a time: hashes,
-            // sets, lists and sorted sets.
-            let kind = ["h", "s", "l", "z"][((choice - 70) / 8) as usize];
+            // sets, lists, sorted sets and streams.
+            let kind = ["h", "s", "l", "z", "x"][((choice - 70) / 6) as usize];
             let key = format!("c{client}:{kind}{}", rng.random_range(0..10u32));
             let last = model
                 .keys
@@ -345,6 +373,60 @@ pub fn write_load(
                         Op::Del
                     } else {
                         Op::List(items)
+                    };
+                    (op, command)
+                }
+                "x" => {
+                    let existed = matches!(last, Some(Op::Stream(_)));
+                    let mut entries = match last {
+                        Some(Op::Stream(entries)) => entries,
+                        _ => Vec::new(),
+                    };
+                    // IDs rise with the client's op count: every XADD is accepted.
+                    let id = format!("{}-1", n + 1);
+                    let command = match (remove, rng.random_range(0..3u32)) {
+                        (true, 0) if !entries.is_empty() => {
+                            let first = entries.remove(0).0;
+                            let mut command = redis::cmd("XDEL");
+                            command.arg(&key).arg(first);
+                            command
+                        }
+                        (true, _) => {
+                            // Entries below a recent ID go (exactly, the `=` form).
+                            let min = format!("{}-0", n.saturating_sub(rng.random_range(1..60)));
+                            let parse = |id: &str| -> (u64, u64) {
+                                let (ms, seq) = id.split_once('-').unwrap();
+                                (ms.parse().unwrap(), seq.parse().unwrap())
+                            };
+                            let bound = parse(&min);
+                            entries.retain(|(id, _, _)| parse(id) >= bound);
+                            let mut command = redis::cmd("XTRIM");
+                            command.arg(&key).arg("MINID").arg("=").arg(min);
+                            command
+                        }
+                        (false, cap) => {
+                            let mut command = redis::cmd("XADD");
+                            command.arg(&key);
+                            entries.push((
+                                id.clone(),
+                                element.clone(),
+                                format!("v{n}").into_bytes(),
+                            ));
+                            if cap == 0 {
+                                command.arg("MAXLEN").arg(8);
+                                let excess = entries.len().saturating_sub(8);
+                                entries.drain(..excess);
+                            }
+                            command.arg(&id).arg(&element).arg(format!("v{n}"));
+                            command
+                        }
+                    };
+                    // A stream stays, empty or not, once made (XTRIM and XDEL on a missing
+                    // key make nothing).
+                    let op = if existed || !remove {
+                        Op::Stream(entries)
+                    } else {
+                        Op::Del
                     };
                     (op, command)
                 }

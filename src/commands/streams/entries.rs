@@ -423,11 +423,7 @@ pub(super) fn xsetid(ctx: &mut Ctx, args: &Args) -> Action {
         Err(AlreadyReplied) => return Action::None,
     };
     if !stream.is_empty() {
-        let top = stream
-            .range(StreamId::MIN, StreamId::MAX, true)
-            .next()
-            .map(|entry| entry.id);
-        if top.is_some_and(|top| id < top) {
+        if stream.last_entry_id().is_some_and(|top| id < top) {
             ctx.out
                 .error("ERR The ID specified in XSETID is smaller than the target stream top item");
             return Action::None;

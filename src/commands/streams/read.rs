@@ -180,7 +180,9 @@ pub(super) fn xread(ctx: &mut Ctx, args: &Args) -> Action {
         let Ok(Some(stream)) = stream_at(ctx, key) else {
             continue;
         };
-        if stream.last_id() > id {
+        // Served at once only if an entry is there to give (the last ID may be above
+        // every entry: deleted ones, XSETID).
+        if stream.last_entry_id().is_some_and(|last| last > id) {
             served.push((key, entries_after(stream, id, parsed.count)));
         }
     }
