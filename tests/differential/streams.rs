@@ -93,8 +93,8 @@ impl Gen {
     fn stream_fields(&mut self, args: &mut Vec<Vec<u8>>) {
         let pairs = self.rng.random_range(1..=3);
         let same = self.chance(0.6);
-        for i in 0..pairs {
-            let field = if same { FIELDS[i] } else { self.pick(FIELDS) };
+        for &in_order in &FIELDS[..pairs] {
+            let field = if same { in_order } else { self.pick(FIELDS) };
             args.push(field.as_bytes().to_vec());
             args.push(self.value());
         }
