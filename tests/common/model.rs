@@ -44,6 +44,9 @@ impl Op {
     }
 }
 
+/// An entry's fields and values as XRANGE gives them.
+type Fields = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// The state of `key` as the server has it (an absent key is `Del`).
 fn read_state(conn: &mut redis::Connection, key: &str) -> Op {
     let kind: String = redis::cmd("TYPE").arg(key).query(conn).unwrap();
@@ -71,7 +74,7 @@ fn read_state(conn: &mut redis::Connection, key: &str) -> Op {
             Op::Scores(pairs.into_iter().collect())
         }
         "stream" => {
-            let entries: Vec<(String, Vec<(Vec<u8>, Vec<u8>)>)> = redis::cmd("XRANGE")
+            let entries: Vec<(String, Fields)> = redis::cmd("XRANGE")
                 .arg(key)
                 .arg("-")
                 .arg("+")
