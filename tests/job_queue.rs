@@ -1,17 +1,15 @@
-//! Real job queues end to end: RQ (`tests/python/job_queue.py`), Celery with a Redis
-//! broker and result backend (`tests/python/celery_queue.py`) and BullMQ, Node.js's
-//! (`tests/node/bullmq_queue.js`: Lua scripts, a stream of job events read with XREAD
-//! BLOCK), their workers in separate processes, jobs enqueued, processed and their
-//! results read back; then, mid-run, the
-//! server killed -9 and restarted on the same directory and port under `appendfsync
-//! always`: no acknowledged job is lost, and every one finishes with its correct result.
+//! Real job queues end to end: RQ (`tests/python/job_queue.py`: results kept in a stream,
+//! `rq:results:<id>`, with XADD in the worker's transactions, XREVRANGE, XREAD BLOCK),
+//! Celery with a Redis broker and result backend (`tests/python/celery_queue.py`) and
+//! BullMQ, Node.js's (`tests/node/bullmq_queue.js`: Lua scripts, a stream of job events
+//! read with XREAD BLOCK), their workers in separate processes, jobs enqueued, processed
+//! and their results read back; then, mid-run, the server killed -9 and restarted on the
+//! same directory and port under `appendfsync always`: no acknowledged job is lost, and
+//! every one finishes with its correct result.
 //!
 //! A script asks for the kill with a line on its stdout; this test kills the server,
-//! restarts it and answers with a line on the script's stdin. The same runs against
-//! redis-server show that the scripts themselves are sound. Against Tessera, Celery runs;
-//! RQ (since 1.12) keeps every job's results in a stream (`rq:results:<id>`: XADD in the
-//! worker's transactions, XREVRANGE, XREAD BLOCK, XLEN), so its run against Tessera comes
-//! with streams; until then only its run against redis-server keeps the script honest.
+//! restarts it and answers with a line on the script's stdin. Each runs against Tessera
+//! and against redis-server, which shows that the scripts themselves are sound.
 //!
 //! Fails, never skips, when python3, RQ, Celery, node or BullMQ is missing: `scripts/test`
 //! installs them from `tests/python/requirements.txt` and `tests/node/package-lock.json`.
@@ -255,6 +253,14 @@ fn run_job_queue(script_path: &str, server: &mut dyn Restartable) {
         "{name} passed in {:.1} s:\n{output}",
         started.elapsed().as_secs_f64()
     );
+}
+
+/// RQ (`tests/python/job_queue.py`, results in a stream), against Tessera.
+#[test]
+fn rq_job_queue_loses_no_acknowledged_job_across_kill9() {
+    let dir = temp_dir();
+    let mut server = Tessera::start(dir.path(), None);
+    run_job_queue(RQ, &mut server);
 }
 
 /// The same run against redis-server: the script and its assertions hold where the
