@@ -31,10 +31,13 @@ use super::session::{Client, Sessions};
 use crate::commands::ReplyShows;
 use crate::replication::full_sync::{self, Transfer};
 use crate::replication::master::{Attach, ReplicaState};
+use crate::replication::sync_pipe::{PipeStorage, SyncPipe};
 use crate::replication::{self, Replication};
 use crate::snapshot::{JobOutcome, SnapshotError, SnapshotJob};
 use std::io::{ErrorKind, Write};
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
 
 /// What of a replica's output may go to its socket, by where its sync is.
 pub(super) enum ReplicaLink {
@@ -69,6 +72,9 @@ impl ReplicaLink {
 pub(super) struct FullSync {
     pub job: SnapshotJob,
     pub path: PathBuf,
+    /// A diskless sync's pipe (its replicas read it as it is written); None for a
+    /// disk-based one.
+    pub pipe: Option<Arc<SyncPipe>>,
     /// The stream offset at the snapshot's point (what `+FULLRESYNC` said).
     pub offset: i64,
 }
@@ -282,11 +288,16 @@ impl Server {
             .replicas
             .in_state(ReplicaState::WaitSnapshotStart);
         if waiting.is_empty() {
+            self.jobs.diskless_wait_since = None;
             return;
         }
         if let Some(sync) = &self.jobs.full_sync {
-            let offset = sync.offset;
-            self.share_snapshot(&waiting, offset, &mut current);
+            // A diskless sync's bytes went to its replicas' sockets only: a replica that
+            // comes later waits for the next one (Redis waits for the next BGSAVE).
+            if sync.pipe.is_none() {
+                let offset = sync.offset;
+                self.share_snapshot(&waiting, offset, &mut current);
+            }
             return;
         }
         if self.jobs.running() {
@@ -295,6 +306,28 @@ impl Server {
             );
             return;
         }
+        // Diskless when configured and every waiting replica reads the `$EOF:` framing;
+        // else disk-based for all of them, as Redis.
+        let config = &self.engine.state.config.replication;
+        let replicas = &self.engine.state.replication.replicas;
+        let diskless = config.diskless_sync
+            && waiting
+                .iter()
+                .all(|&id| replicas.get(id).is_some_and(|r| r.announced.capa_eof));
+        if diskless {
+            let since = *self
+                .jobs
+                .diskless_wait_since
+                .get_or_insert_with(Instant::now);
+            let enough = config.diskless_sync_max_replicas > 0
+                && waiting.len() as u64 >= config.diskless_sync_max_replicas;
+            let waited = since.elapsed().as_secs() >= config.diskless_sync_delay_seconds;
+            if !enough && !waited {
+                // The cron starts it once the delay has passed.
+                return;
+            }
+        }
+        self.jobs.diskless_wait_since = None;
         // The snapshot's point: every record so far is in the stream before it, and the
         // stream after it starts with a SELECT.
         self.take_effects();
@@ -307,8 +340,21 @@ impl Server {
             std::process::id(),
             FULL_SYNCS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         ));
+        let pipe = diskless.then(|| {
+            let waker = self.waker.clone();
+            SyncPipe::new(
+                waiting.len(),
+                Box::new(move || {
+                    let _ = waker.wake();
+                }),
+            )
+        });
+        let storage: Arc<dyn crate::storage::Storage> = match &pipe {
+            Some(pipe) => Arc::new(PipeStorage { pipe: pipe.clone() }),
+            None => self.storage.clone(),
+        };
         let spec = crate::snapshot::JobSpec {
-            storage: self.storage.clone(),
+            storage,
             part_paths: vec![path.clone()],
             options: crate::rdb::RdbWriterOptions {
                 compression: config.rdbcompression,
@@ -323,18 +369,43 @@ impl Server {
             pacing: self.jobs.pacing(config.rdb_save_incremental_fsync),
             notify: self.waker_notify(),
         };
-        tracing::info!("Starting BGSAVE for SYNC with target: disk");
+        tracing::info!(
+            "Starting BGSAVE for SYNC with target: {}",
+            if diskless { "replicas sockets" } else { "disk" }
+        );
         match SnapshotJob::start(&mut self.engine.keyspace, spec) {
             Ok(job) => {
-                self.jobs.full_sync = Some(FullSync { job, path, offset });
+                self.jobs.full_sync = Some(FullSync {
+                    job,
+                    path,
+                    pipe: pipe.clone(),
+                    offset,
+                });
                 self.engine.state.replication.full_sync_in_progress = true;
-                for id in waiting {
+                let mark = full_sync::eof_mark();
+                for (reader, id) in waiting.into_iter().enumerate() {
                     self.with_replica(id, &mut current, |client, replica, _| {
                         begin_accumulating(client, replica, &replid, offset, &[]);
+                        if let Some(pipe) = &pipe {
+                            // Its socket takes the snapshot as the pipe fills, the stream
+                            // since the snapshot's point held behind it.
+                            client.conn.replica = Some(ReplicaLink::Sending {
+                                held_from: client.output.len(),
+                                transfer: Box::new(Transfer::from_pipe(
+                                    pipe.clone(),
+                                    reader,
+                                    mark.clone(),
+                                )),
+                            });
+                            replica.state = ReplicaState::SendingSnapshot;
+                        }
                     });
                 }
             }
             Err(error) => {
+                if let Some(pipe) = &pipe {
+                    pipe.fail();
+                }
                 tracing::warn!("BGSAVE for replication failed: {error}");
                 for id in waiting {
                     self.with_replica(id, &mut current, |client, _, _| {
@@ -344,6 +415,27 @@ impl Server {
                         client.conn.close_after_reply = true;
                     });
                 }
+            }
+        }
+    }
+
+    /// Sends what the diskless sync's pipe holds to the replicas reading it (the writer's
+    /// thread wakes the loop when it adds bytes; a socket that is full waits for its
+    /// writable event as any other).
+    pub(super) fn flush_diskless_replicas(&mut self) {
+        let replication = &self.engine.state.replication;
+        let tokens: Vec<usize> = replication
+            .replicas
+            .in_state(ReplicaState::SendingSnapshot)
+            .into_iter()
+            .filter_map(|id| self.clients.token_of(id))
+            .collect();
+        for token in tokens {
+            let diskless = self.clients.get(&token).is_some_and(|client| {
+                matches!(&client.conn.replica, Some(ReplicaLink::Sending { transfer, .. }) if transfer.is_diskless())
+            });
+            if diskless {
+                self.flush_replica(token);
             }
         }
     }
@@ -420,6 +512,30 @@ impl Server {
         sync: FullSync,
         outcome: Result<JobOutcome, SnapshotError>,
     ) {
+        if let Some(pipe) = &sync.pipe {
+            // The replicas read the pipe: they get its end (or fail on their next read).
+            match &outcome {
+                Ok(outcome) => {
+                    tracing::info!(
+                        "Diskless rdb transfer, done reading from pipe, {} replicas still up ({} keys, {} bytes)",
+                        self.engine
+                            .state
+                            .replication
+                            .replicas
+                            .in_state(ReplicaState::SendingSnapshot)
+                            .len(),
+                        outcome.keys,
+                        outcome.part_bytes.iter().sum::<u64>()
+                    );
+                    pipe.finish();
+                }
+                Err(error) => {
+                    tracing::warn!("Diskless SYNC failed: {error}");
+                    pipe.fail();
+                }
+            }
+            return;
+        }
         let replicas = &self.engine.state.replication.replicas;
         let waiting = replicas.in_state(ReplicaState::WaitSnapshotEnd);
         match outcome {
@@ -681,6 +797,10 @@ impl Server {
         replication
             .replicas
             .refresh_good(config.write_quorum(), now);
+        // A diskless sync held back by `repl-diskless-sync-delay` starts once it passed.
+        if !self.jobs.running() && replication.replicas.any_in(ReplicaState::WaitSnapshotStart) {
+            self.start_full_sync(None);
+        }
     }
 }
 
