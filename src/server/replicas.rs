@@ -51,6 +51,10 @@ pub(super) enum ReplicaLink {
         held_from: usize,
         transfer: Box<Transfer>,
     },
+    /// A diskless snapshot went out: the output from `held_from` on waits for the
+    /// replica's first REPLCONF ACK. A replica reading up to the `$EOF:` mark cannot tell
+    /// the mark from stream bytes read with it, so Redis starts the stream on that ACK.
+    AwaitingAck { held_from: usize },
     /// The stream goes out as it comes.
     Online,
 }
@@ -59,9 +63,9 @@ impl ReplicaLink {
     /// How much of the output may be sent now.
     fn sendable(&self, output_len: usize) -> usize {
         match self {
-            ReplicaLink::Accumulating { held_from } | ReplicaLink::Sending { held_from, .. } => {
-                *held_from
-            }
+            ReplicaLink::Accumulating { held_from }
+            | ReplicaLink::Sending { held_from, .. }
+            | ReplicaLink::AwaitingAck { held_from } => *held_from,
             ReplicaLink::WaitingForSnapshot | ReplicaLink::Online => output_len,
         }
     }
@@ -397,7 +401,7 @@ impl Server {
                                     mark.clone(),
                                 )),
                             });
-                            replica.state = ReplicaState::SendingSnapshot;
+                            replica.state = ReplicaState::StreamingSnapshot;
                         }
                     });
                 }
@@ -426,7 +430,7 @@ impl Server {
         let replication = &self.engine.state.replication;
         let tokens: Vec<usize> = replication
             .replicas
-            .in_state(ReplicaState::SendingSnapshot)
+            .in_state(ReplicaState::StreamingSnapshot)
             .into_iter()
             .filter_map(|id| self.clients.token_of(id))
             .collect();
@@ -522,7 +526,7 @@ impl Server {
                             .state
                             .replication
                             .replicas
-                            .in_state(ReplicaState::SendingSnapshot)
+                            .in_state(ReplicaState::StreamingSnapshot)
                             .len(),
                         outcome.keys,
                         outcome.part_bytes.iter().sum::<u64>()
@@ -624,7 +628,22 @@ impl Server {
                     break;
                 }
             }
-            let ReplicaLink::Sending { transfer, .. } = link else {
+            if let ReplicaLink::AwaitingAck { .. } = link {
+                let acknowledged = replication
+                    .replicas
+                    .get(client.state.id)
+                    .is_some_and(|replica| replica.acknowledged_since_sync);
+                if !acknowledged {
+                    break;
+                }
+                conn.replica = Some(ReplicaLink::Online);
+                continue; // the held stream goes out now
+            }
+            let ReplicaLink::Sending {
+                transfer,
+                held_from,
+            } = link
+            else {
                 break;
             };
             let mut blocked = false;
@@ -655,9 +674,17 @@ impl Server {
             if failed || blocked {
                 break;
             }
-            conn.replica = Some(ReplicaLink::Online);
             came_online = true;
-            // Round again: the held stream goes out now.
+            if transfer.is_diskless() {
+                let held_from = *held_from;
+                conn.replica = Some(ReplicaLink::AwaitingAck { held_from });
+                if let Some(replica) = replication.replicas.get_mut(client.state.id) {
+                    replica.acknowledged_since_sync = false;
+                }
+            } else {
+                conn.replica = Some(ReplicaLink::Online);
+            }
+            // Round again: the held stream goes out now (or on the ACK).
         }
         let id = client.state.id;
         if came_online && let Some(replica) = replication.replicas.get_mut(id) {
