@@ -550,3 +550,128 @@ fn a_silent_replica_times_out_and_continues_when_it_comes_back() {
     assert_same_dataset(&mut conn, &mut replica.connection());
     assert_eq!(info_field(&mut conn, "sync_full").as_deref(), Some("1"));
 }
+
+/// Diskless syncs (`repl-diskless-sync yes`, the default): two redis-server replicas that
+/// ask within `repl-diskless-sync-delay` are served by one capture streamed to their
+/// sockets with the `$EOF:` framing, no file is written, and the stream follows.
+#[test]
+fn a_diskless_sync_serves_two_replicas_from_one_capture() {
+    let dir = temp_dir();
+    let master = start_master(dir.path(), &["--repl-diskless-sync-delay", "2"]);
+    let mut conn = master.connection();
+    common::dataset::populate(&mut conn, 0);
+    populate_more(&mut conn);
+
+    let first = Replica::start(master.port);
+    let second = Replica::start(master.port);
+    wait_online(&mut conn, 2);
+    let log = master.log();
+    assert_eq!(
+        log.matches("Starting BGSAVE for SYNC with target: replicas sockets")
+            .count(),
+        1,
+        "master log:\n{log}"
+    );
+    assert!(!log.contains("target: disk"), "master log:\n{log}");
+    assert_eq!(info_field(&mut conn, "sync_full").as_deref(), Some("2"));
+    for replica in [&first, &second] {
+        let replica_log = replica.log();
+        assert!(
+            replica_log.contains("receiving streamed RDB from master with EOF"),
+            "replica log:\n{replica_log}"
+        );
+        assert_same_dataset(&mut conn, &mut replica.connection());
+    }
+    // The stream after the snapshot, once each replica acknowledged it.
+    write_load(&mut conn, "after-diskless", 30);
+    for replica in [&first, &second] {
+        assert_same_dataset(&mut conn, &mut replica.connection());
+    }
+    let leftovers: Vec<String> = common::dirs::file_names(dir.path())
+        .into_iter()
+        .filter(|name| name.starts_with("temp-") || name.ends_with(".rdb"))
+        .collect();
+    assert!(leftovers.is_empty(), "files written: {leftovers:?}");
+}
+
+/// The framing a replica gets by what it announced: `$EOF:<40 bytes>`, the snapshot and
+/// the mark again with `capa eof`; `$<length>` (a disk-based sync, as Redis) without.
+#[test]
+fn a_replica_without_capa_eof_gets_a_disk_based_sync() {
+    use std::io::Write;
+    let dir = temp_dir();
+    let master = start_master(dir.path(), &[]);
+    let mut conn = master.connection();
+    run(&mut conn, &["SET", "k", "v"]);
+    let snapshot_of = |capas: &[&str]| -> Vec<u8> {
+        let mut stream = master.raw();
+        for capa in capas {
+            let reply = common::raw_exchange(
+                &mut stream,
+                &common::encode_command(&[b"REPLCONF", b"capa", capa.as_bytes()]),
+                Duration::from_secs(5),
+            );
+            assert_eq!(reply, b"+OK\r\n");
+        }
+        stream
+            .write_all(&common::encode_command(&[b"PSYNC", b"?", b"-1"]))
+            .unwrap();
+        let (bytes, _) = common::read_bytes(&mut stream, usize::MAX, Duration::from_secs(3));
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(text.starts_with("+FULLRESYNC "), "{text}");
+        let end = bytes.windows(2).position(|w| w == b"\r\n").unwrap() + 2;
+        bytes[end..].to_vec()
+    };
+
+    let diskless = snapshot_of(&["eof", "psync2"]);
+    assert!(diskless.starts_with(b"$EOF:"), "{diskless:?}");
+    let mark = &diskless[5..45];
+    assert_eq!(&diskless[45..47], b"\r\n");
+    assert!(diskless.ends_with(mark), "the snapshot ends with its mark");
+    let rdb = &diskless[47..diskless.len() - 40];
+    assert!(rdb.starts_with(b"REDIS0010"), "{rdb:?}");
+
+    let disk = snapshot_of(&["psync2"]);
+    let header_end = disk.windows(2).position(|w| w == b"\r\n").unwrap();
+    let length: usize = std::str::from_utf8(&disk[1..header_end])
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(disk.len(), header_end + 2 + length, "{disk:?}");
+    assert!(disk[header_end + 2..].starts_with(b"REDIS0010"));
+    assert!(master.log().contains("target: disk"));
+}
+
+/// A Tessera replica of a Tessera master reads the diskless snapshot (`$EOF:`) and the
+/// stream after it.
+#[test]
+fn a_tessera_replica_syncs_diskless_from_a_tessera_master() {
+    let dir = temp_dir();
+    let master = start_master(dir.path(), &[]);
+    let mut conn = master.connection();
+    common::dataset::populate(&mut conn, 0);
+    populate_more(&mut conn);
+    let replica_dir = temp_dir();
+    let port = master.port.to_string();
+    let replica = common::start_server(
+        replica_dir.path(),
+        &[
+            "--replicaof",
+            "127.0.0.1",
+            &port,
+            "--enable-debug-command",
+            "yes",
+        ],
+    );
+    let mut replica_conn = replica.connection();
+    wait_online(&mut conn, 1);
+    assert_same_dataset(&mut conn, &mut replica_conn);
+    let log = replica.log();
+    assert!(
+        log.contains("receiving streamed RDB from master with EOF"),
+        "replica log:\n{log}"
+    );
+    assert!(master.log().contains("target: replicas sockets"));
+    write_load(&mut conn, "after-diskless", 30);
+    assert_same_dataset(&mut conn, &mut replica_conn);
+}
