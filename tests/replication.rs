@@ -675,3 +675,64 @@ fn a_tessera_replica_syncs_diskless_from_a_tessera_master() {
     write_load(&mut conn, "after-diskless", 30);
     assert_same_dataset(&mut conn, &mut replica_conn);
 }
+
+/// `repl-diskless-sync-max-replicas` starts the sync as soon as that many replicas wait
+/// (long before the delay), and a replica that stops reading during a diskless sync
+/// (SIGSTOP) holds the other back only until `repl-timeout` drops it.
+#[test]
+fn a_stalled_replica_is_dropped_from_a_diskless_sync_after_the_timeout() {
+    let dir = temp_dir();
+    let master = start_master(
+        dir.path(),
+        &[
+            "--repl-diskless-sync-delay",
+            "600",
+            "--repl-diskless-sync-max-replicas",
+            "2",
+            "--repl-timeout",
+            "2",
+        ],
+    );
+    let mut conn = master.connection();
+    // More than the pipe and two sockets' buffers hold, in bytes that do not compress.
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut pipeline = redis::pipe();
+    for n in 0..80 {
+        let value: Vec<u8> = (0..512 * 1024)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect();
+        pipeline.set(format!("big:{n}"), value).ignore();
+    }
+    pipeline.query::<()>(&mut conn).unwrap();
+
+    let stalled = Replica::start(master.port);
+    wait_until(
+        "the first replica to wait for its sync",
+        Duration::from_secs(30),
+        || {
+            field(&info(&mut conn, "replication"), "slave0")
+                .is_some_and(|s| s.contains("state=wait_bgsave"))
+        },
+    );
+    stalled.signal("STOP");
+    let reader = Replica::start(master.port);
+    wait_online(&mut conn, 1);
+    assert_same_dataset(&mut conn, &mut reader.connection());
+    let log = master.log();
+    assert!(
+        log.contains("Disconnecting timedout replica (full sync)"),
+        "master log:\n{log}"
+    );
+    assert_eq!(
+        log.matches("Starting BGSAVE for SYNC with target: replicas sockets")
+            .count(),
+        1,
+        "master log:\n{log}"
+    );
+    stalled.signal("CONT");
+}

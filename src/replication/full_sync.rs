@@ -108,6 +108,9 @@ pub struct Transfer {
     chunk: Vec<u8>,
     /// Bytes of `chunk` handed to the socket.
     chunk_sent: usize,
+    /// When the socket last took bytes (a diskless replica that takes none for
+    /// `repl-timeout` is dropped, as Redis drops one during its full sync).
+    pub last_progress: std::time::Instant,
 }
 
 impl Transfer {
@@ -143,6 +146,7 @@ impl Transfer {
             sent: 0,
             chunk: Vec::new(),
             chunk_sent: 0,
+            last_progress: std::time::Instant::now(),
         }
     }
 
@@ -154,6 +158,7 @@ impl Transfer {
             sent: 0,
             chunk: Vec::new(),
             chunk_sent: 0,
+            last_progress: std::time::Instant::now(),
         }
     }
 
@@ -173,6 +178,12 @@ impl Transfer {
             } => *ended && *mark_sent == mark.len(),
             _ => self.sent == self.preamble.len() as u64 + self.size,
         }
+    }
+
+    /// Since when the socket has taken nothing of bytes this transfer holds (None when it
+    /// holds none: a diskless replica waiting for the pipe is not the one stalled).
+    pub fn stalled_since(&self) -> Option<std::time::Instant> {
+        (self.chunk_sent < self.chunk.len()).then_some(self.last_progress)
     }
 
     /// Whether the snapshot goes out with the `$EOF:` framing (a diskless sync).
@@ -247,6 +258,8 @@ impl Transfer {
                 self.chunk.clear();
                 self.chunk.extend_from_slice(&bytes);
                 self.chunk_sent = 0;
+                // Its stall, if any, counts from when it had bytes to send.
+                self.last_progress = std::time::Instant::now();
             }
             Read::Empty => {}
             Read::End => *ended = true,
@@ -256,6 +269,7 @@ impl Transfer {
 
     /// `n` bytes of what `pending` returned went to the socket.
     pub fn advance(&mut self, n: usize) {
+        self.last_progress = std::time::Instant::now();
         let preamble = self.preamble.len() as u64;
         if self.sent < preamble {
             debug_assert!(self.sent + n as u64 <= preamble);

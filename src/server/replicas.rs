@@ -737,9 +737,14 @@ impl Server {
         replication.replicas.refresh_good(quorum, now);
         // A snapshot nobody waits for any more is dropped (Redis kills its child then,
         // when no save points are set; here the snapshot was for replicas only).
-        let still_waited = replication.replicas.any_in(ReplicaState::WaitSnapshotEnd);
+        let still_waited = replication.replicas.any_in(ReplicaState::WaitSnapshotEnd)
+            || replication.replicas.any_in(ReplicaState::StreamingSnapshot);
         if !still_waited && let Some(mut sync) = self.jobs.full_sync.take() {
             tracing::info!("no replica waits for the full sync's snapshot any more: stopping it");
+            // A diskless sync's writer may be waiting for room in the pipe: release it.
+            if let Some(pipe) = &sync.pipe {
+                pipe.fail();
+            }
             sync.job.cancel_and_wait(&mut self.engine.keyspace);
             self.engine.keyspace.forget_snapshot();
             self.start_scheduled_jobs();
@@ -784,6 +789,22 @@ impl Server {
                         .map_or(0, |link| link.sendable(client.output.len()));
                     if conn.output_sent == sendable {
                         let _ = conn.stream.write(b"\n");
+                    }
+                }
+                ReplicaState::StreamingSnapshot => {
+                    // The writer waits for the slowest replica: one whose socket takes
+                    // nothing for `repl-timeout` holds the others back no longer.
+                    let stalled = matches!(
+                        &client.conn.replica,
+                        Some(ReplicaLink::Sending { transfer, .. })
+                            if transfer.stalled_since().is_some_and(|since| since.elapsed().as_secs() > config.timeout_seconds)
+                    );
+                    if stalled {
+                        tracing::warn!(
+                            "Disconnecting timedout replica (full sync): {}",
+                            replica.name()
+                        );
+                        timed_out.push(token);
                     }
                 }
                 ReplicaState::Online
