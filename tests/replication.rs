@@ -1,5 +1,5 @@
-//! Tessera as the master of real redis-server 7.0 replicas (issue 17, slice 1): a full
-//! sync of every value type, the stream under a write load (strings, collections,
+//! Tessera as the master of real redis-server 7.0 replicas (issue 17, slices 1 and 3a): a
+//! full sync of every value type (diskless, and disk-based by `capa eof`), the stream under a write load (strings, collections,
 //! expiries, transactions, scripts, functions, several databases), a partial resync
 //! after the link is cut, a replica that stops reading dropped with the master's memory
 //! bounded, WAIT, `min-replicas-to-write`, and the ROLE / INFO / CLIENT LIST fields

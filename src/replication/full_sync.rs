@@ -8,7 +8,9 @@
 //! can later ask to continue with PSYNC. Keys already expired stay in it (as in Redis's):
 //! the master sends their DEL in the stream, and a write of the stream may refer to one.
 //!
-//! Disk-based, as Redis with `repl-diskless-sync no`: the snapshot is written to a
+//! Diskless (`repl-diskless-sync yes`, `sync_pipe`): the snapshot goes from the writer's
+//! thread through a pipe to each replica's transfer, framed `$EOF:<mark>\r\n`, the bytes,
+//! the mark. Disk-based, as Redis with `repl-diskless-sync no`: the snapshot is written to a
 //! temporary file in `dir`, then sent to each replica that waited for it as
 //! `$<length>\r\n<bytes>` (`Transfer`). Every replica that asks while one is being
 //! written shares it (Redis attaches a replica to a BGSAVE in progress). The file is

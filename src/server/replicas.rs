@@ -14,6 +14,11 @@
 //!   snapshot: started now (its point is the stream's offset now), or shared with one
 //!   being written, or after another background job. From `+FULLRESYNC` on, the
 //!   stream accumulates in the replica's output, held behind the snapshot.
+//! - **Diskless.** With `repl-diskless-sync` and replicas that read `$EOF:`, the sync
+//!   waits `repl-diskless-sync-delay` (or for `-max-replicas`) for more replicas, then
+//!   each gets the snapshot from the writer's pipe as it is written (the writer's wake
+//!   flushes them), the stream after it on its first ACK. A replica whose socket takes
+//!   nothing for `repl-timeout` is dropped.
 //! - **The transfer.** When the snapshot is written, each waiting replica gets the file
 //!   (`$<len>\r\n` and its bytes) as its socket takes them, then the held stream; then it
 //!   is online. The file is removed once every transfer has it open.
