@@ -1,5 +1,5 @@
-//! Tessera as the master of real redis-server 7.0 replicas (issue 17, slice 1): a full
-//! sync of every value type, the stream under a write load (strings, collections,
+//! Tessera as the master of real redis-server 7.0 replicas (issue 17, slices 1 and 3a): a
+//! full sync of every value type (diskless, and disk-based by `capa eof`), the stream under a write load (strings, collections,
 //! expiries, transactions, scripts, functions, several databases), a partial resync
 //! after the link is cut, a replica that stops reading dropped with the master's memory
 //! bounded, WAIT, `min-replicas-to-write`, and the ROLE / INFO / CLIENT LIST fields
@@ -549,4 +549,190 @@ fn a_silent_replica_times_out_and_continues_when_it_comes_back() {
     wait_online(&mut conn, 1);
     assert_same_dataset(&mut conn, &mut replica.connection());
     assert_eq!(info_field(&mut conn, "sync_full").as_deref(), Some("1"));
+}
+
+/// Diskless syncs (`repl-diskless-sync yes`, the default): two redis-server replicas that
+/// ask within `repl-diskless-sync-delay` are served by one capture streamed to their
+/// sockets with the `$EOF:` framing, no file is written, and the stream follows.
+#[test]
+fn a_diskless_sync_serves_two_replicas_from_one_capture() {
+    let dir = temp_dir();
+    let master = start_master(dir.path(), &["--repl-diskless-sync-delay", "2"]);
+    let mut conn = master.connection();
+    common::dataset::populate(&mut conn, 0);
+    populate_more(&mut conn);
+
+    let first = Replica::start(master.port);
+    let second = Replica::start(master.port);
+    wait_online(&mut conn, 2);
+    let log = master.log();
+    assert_eq!(
+        log.matches("Starting BGSAVE for SYNC with target: replicas sockets")
+            .count(),
+        1,
+        "master log:\n{log}"
+    );
+    assert!(!log.contains("target: disk"), "master log:\n{log}");
+    assert_eq!(info_field(&mut conn, "sync_full").as_deref(), Some("2"));
+    for replica in [&first, &second] {
+        let replica_log = replica.log();
+        assert!(
+            replica_log.contains("receiving streamed RDB from master with EOF"),
+            "replica log:\n{replica_log}"
+        );
+        assert_same_dataset(&mut conn, &mut replica.connection());
+    }
+    // The stream after the snapshot, once each replica acknowledged it.
+    write_load(&mut conn, "after-diskless", 30);
+    for replica in [&first, &second] {
+        assert_same_dataset(&mut conn, &mut replica.connection());
+    }
+    let leftovers: Vec<String> = common::dirs::file_names(dir.path())
+        .into_iter()
+        .filter(|name| name.starts_with("temp-") || name.ends_with(".rdb"))
+        .collect();
+    assert!(leftovers.is_empty(), "files written: {leftovers:?}");
+}
+
+/// The framing a replica gets by what it announced: `$EOF:<40 bytes>`, the snapshot and
+/// the mark again with `capa eof`; `$<length>` (a disk-based sync, as Redis) without.
+#[test]
+fn a_replica_without_capa_eof_gets_a_disk_based_sync() {
+    use std::io::Write;
+    let dir = temp_dir();
+    let master = start_master(dir.path(), &[]);
+    let mut conn = master.connection();
+    run(&mut conn, &["SET", "k", "v"]);
+    let snapshot_of = |capas: &[&str]| -> Vec<u8> {
+        let mut stream = master.raw();
+        for capa in capas {
+            let reply = common::raw_exchange(
+                &mut stream,
+                &common::encode_command(&[b"REPLCONF", b"capa", capa.as_bytes()]),
+                Duration::from_secs(5),
+            );
+            assert_eq!(reply, b"+OK\r\n");
+        }
+        stream
+            .write_all(&common::encode_command(&[b"PSYNC", b"?", b"-1"]))
+            .unwrap();
+        let (bytes, _) = common::read_bytes(&mut stream, usize::MAX, Duration::from_secs(3));
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(text.starts_with("+FULLRESYNC "), "{text}");
+        let end = bytes.windows(2).position(|w| w == b"\r\n").unwrap() + 2;
+        bytes[end..].to_vec()
+    };
+
+    let diskless = snapshot_of(&["eof", "psync2"]);
+    assert!(diskless.starts_with(b"$EOF:"), "{diskless:?}");
+    let mark = &diskless[5..45];
+    assert_eq!(&diskless[45..47], b"\r\n");
+    assert!(diskless.ends_with(mark), "the snapshot ends with its mark");
+    let rdb = &diskless[47..diskless.len() - 40];
+    assert!(rdb.starts_with(b"REDIS0010"), "{rdb:?}");
+
+    let disk = snapshot_of(&["psync2"]);
+    let header_end = disk.windows(2).position(|w| w == b"\r\n").unwrap();
+    let length: usize = std::str::from_utf8(&disk[1..header_end])
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(disk.len(), header_end + 2 + length, "{disk:?}");
+    assert!(disk[header_end + 2..].starts_with(b"REDIS0010"));
+    assert!(master.log().contains("target: disk"));
+}
+
+/// A Tessera replica of a Tessera master reads the diskless snapshot (`$EOF:`) and the
+/// stream after it.
+#[test]
+fn a_tessera_replica_syncs_diskless_from_a_tessera_master() {
+    let dir = temp_dir();
+    let master = start_master(dir.path(), &[]);
+    let mut conn = master.connection();
+    common::dataset::populate(&mut conn, 0);
+    populate_more(&mut conn);
+    let replica_dir = temp_dir();
+    let port = master.port.to_string();
+    let replica = common::start_server(
+        replica_dir.path(),
+        &[
+            "--replicaof",
+            "127.0.0.1",
+            &port,
+            "--enable-debug-command",
+            "yes",
+        ],
+    );
+    let mut replica_conn = replica.connection();
+    wait_online(&mut conn, 1);
+    assert_same_dataset(&mut conn, &mut replica_conn);
+    let log = replica.log();
+    assert!(
+        log.contains("receiving streamed RDB from master with EOF"),
+        "replica log:\n{log}"
+    );
+    assert!(master.log().contains("target: replicas sockets"));
+    write_load(&mut conn, "after-diskless", 30);
+    assert_same_dataset(&mut conn, &mut replica_conn);
+}
+
+/// `repl-diskless-sync-max-replicas` starts the sync as soon as that many replicas wait
+/// (long before the delay), and a replica that stops reading during a diskless sync
+/// (SIGSTOP) holds the other back only until `repl-timeout` drops it.
+#[test]
+fn a_stalled_replica_is_dropped_from_a_diskless_sync_after_the_timeout() {
+    let dir = temp_dir();
+    let master = start_master(
+        dir.path(),
+        &[
+            "--repl-diskless-sync-delay",
+            "600",
+            "--repl-diskless-sync-max-replicas",
+            "2",
+            "--repl-timeout",
+            "2",
+        ],
+    );
+    let mut conn = master.connection();
+    // More than the pipe and two sockets' buffers hold, in bytes that do not compress.
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut pipeline = redis::pipe();
+    for n in 0..80 {
+        let value: Vec<u8> = (0..512 * 1024)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect();
+        pipeline.set(format!("big:{n}"), value).ignore();
+    }
+    pipeline.query::<()>(&mut conn).unwrap();
+
+    let stalled = Replica::start(master.port);
+    wait_until(
+        "the first replica to wait for its sync",
+        Duration::from_secs(30),
+        || {
+            field(&info(&mut conn, "replication"), "slave0")
+                .is_some_and(|s| s.contains("state=wait_bgsave"))
+        },
+    );
+    stalled.signal("STOP");
+    let reader = Replica::start(master.port);
+    wait_online(&mut conn, 1);
+    assert_same_dataset(&mut conn, &mut reader.connection());
+    let log = master.log();
+    assert!(
+        log.contains("Disconnecting timedout replica (full sync)"),
+        "master log:\n{log}"
+    );
+    assert_eq!(
+        log.matches("Starting BGSAVE for SYNC with target: replicas sockets")
+            .count(),
+        1,
+        "master log:\n{log}"
+    );
+    stalled.signal("CONT");
 }

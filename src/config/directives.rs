@@ -624,6 +624,26 @@ pub static DIRECTIVES: &[Directive] = &[
         |c| yes_no(c.replication.disable_tcp_nodelay),
         |c, a| c.replication.disable_tcp_nodelay = parse_bool(a)?
     ),
+    directive!(
+        "repl-diskless-sync",
+        true,
+        |c| yes_no(c.replication.diskless_sync),
+        |c, a| c.replication.diskless_sync = parse_bool(a)?
+    ),
+    directive!(
+        "repl-diskless-sync-delay",
+        true,
+        |c| c.replication.diskless_sync_delay_seconds.to_string(),
+        |c, a| c.replication.diskless_sync_delay_seconds =
+            parse_int_in(a, 0, i32::MAX as i64)? as u64
+    ),
+    directive!(
+        "repl-diskless-sync-max-replicas",
+        true,
+        |c| c.replication.diskless_sync_max_replicas.to_string(),
+        |c, a| c.replication.diskless_sync_max_replicas =
+            parse_int_in(a, 0, i32::MAX as i64)? as u64
+    ),
     // Replication (a replica's side).
     directive!(
         "replica-read-only",

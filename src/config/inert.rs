@@ -487,8 +487,8 @@ pub static INERT_DIRECTIVES: &[Directive] = &[
     // Replication. A replica reads `replicaof`, `masteruser`, `masterauth`,
     // `replica-announce-ip`, `replica-announce-port`, `replica-priority` and
     // `replica-announced` through `Config::replicaof` / `directive_value` (kept here for
-    // their Redis syntax, read only now and then); the others are inert (diskless syncs
-    // and loads, lazy flushes). The directives acted on per command are `directives`.
+    // their Redis syntax, read only now and then); the others are inert (diskless loads,
+    // lazy flushes). The directives acted on per command are `directives`.
     inert!("replicaof", Kind::ReplicaOf, "")
         .alias("slaveof")
         .immutable(),
@@ -501,9 +501,6 @@ pub static INERT_DIRECTIVES: &[Directive] = &[
     inert!("replica-priority", int(0, INT_MAX), "100").alias("slave-priority"),
     inert!("replica-announce-ip", NULLABLE, "").alias("slave-announce-ip"),
     inert!("replica-announce-port", int(0, 65535), "0").alias("slave-announce-port"),
-    inert!("repl-diskless-sync", BOOL, "yes"),
-    inert!("repl-diskless-sync-delay", int(0, INT_MAX), "5"),
-    inert!("repl-diskless-sync-max-replicas", int(0, INT_MAX), "0"),
     inert!("repl-diskless-load", Kind::Enum(DISKLESS_LOAD), "disabled"),
     inert!(
         "propagation-error-behavior",

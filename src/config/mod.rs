@@ -288,6 +288,15 @@ pub struct ReplicationConfig {
     /// `repl-disable-tcp-nodelay`: replicas' sockets send without TCP_NODELAY after their
     /// sync (fewer, larger packets; more delay).
     pub disable_tcp_nodelay: bool,
+    /// `repl-diskless-sync`: a full sync's snapshot goes straight to the replicas'
+    /// sockets (`$EOF:` framing) rather than through a file.
+    pub diskless_sync: bool,
+    /// `repl-diskless-sync-delay`: seconds a diskless sync waits for more replicas to
+    /// join its capture.
+    pub diskless_sync_delay_seconds: u64,
+    /// `repl-diskless-sync-max-replicas`: a diskless sync starts before its delay once
+    /// this many replicas wait (0: no such limit).
+    pub diskless_sync_max_replicas: u64,
     /// `replica-read-only`: a replica refuses its clients' writes.
     pub replica_read_only: bool,
     /// `replica-serve-stale-data`: a replica whose master link is down still answers.
@@ -304,6 +313,9 @@ impl Default for ReplicationConfig {
             min_replicas_to_write: 0,
             min_replicas_max_lag_seconds: 10,
             disable_tcp_nodelay: false,
+            diskless_sync: true,
+            diskless_sync_delay_seconds: 5,
+            diskless_sync_max_replicas: 0,
             replica_read_only: true,
             replica_serve_stale_data: true,
         }

@@ -8,7 +8,9 @@
 //! can later ask to continue with PSYNC. Keys already expired stay in it (as in Redis's):
 //! the master sends their DEL in the stream, and a write of the stream may refer to one.
 //!
-//! Disk-based, as Redis with `repl-diskless-sync no`: the snapshot is written to a
+//! Diskless (`repl-diskless-sync yes`, `sync_pipe`): the snapshot goes from the writer's
+//! thread through a pipe to each replica's transfer, framed `$EOF:<mark>\r\n`, the bytes,
+//! the mark. Disk-based, as Redis with `repl-diskless-sync no`: the snapshot is written to a
 //! temporary file in `dir`, then sent to each replica that waited for it as
 //! `$<length>\r\n<bytes>` (`Transfer`). Every replica that asks while one is being
 //! written shares it (Redis attaches a replica to a BGSAVE in progress). The file is
@@ -16,6 +18,7 @@
 //! rdb-filter-only`: no keys, the function libraries or nothing — `redis-cli --replica`,
 //! `--functions-rdb`) is made in memory at once (`filtered_snapshot`).
 
+use super::sync_pipe::{Read, SyncPipe};
 use crate::storage::{Storage, StorageFile};
 use bytes::Bytes;
 use std::io;
@@ -81,6 +84,16 @@ pub fn continue_line(replid: &str, psync2: bool) -> Vec<u8> {
 
 /// Where a transfer's snapshot comes from.
 enum Source {
+    /// A diskless sync's pipe, read at this reader's position; `ended` once it said End.
+    Pipe {
+        pipe: std::sync::Arc<SyncPipe>,
+        reader: usize,
+        ended: bool,
+        /// The mark that closes the snapshot (what the preamble announced).
+        mark: Vec<u8>,
+        /// Bytes of the closing mark sent.
+        mark_sent: usize,
+    },
     /// The snapshot file (each replica has its own handle).
     File(Box<dyn StorageFile>),
     /// A filtered snapshot, made in memory at once: no keys, perhaps the libraries.
@@ -97,6 +110,9 @@ pub struct Transfer {
     chunk: Vec<u8>,
     /// Bytes of `chunk` handed to the socket.
     chunk_sent: usize,
+    /// When the socket last took bytes (a diskless replica that takes none for
+    /// `repl-timeout` is dropped, as Redis drops one during its full sync).
+    pub last_progress: std::time::Instant,
 }
 
 impl Transfer {
@@ -114,6 +130,28 @@ impl Transfer {
         Transfer::of(Source::Memory(snapshot), size)
     }
 
+    /// Reader `reader` of a diskless sync's pipe, framed with `$EOF:<mark>` (40 bytes).
+    pub fn from_pipe(pipe: std::sync::Arc<SyncPipe>, reader: usize, mark: Vec<u8>) -> Transfer {
+        let mut preamble = b"$EOF:".to_vec();
+        preamble.extend_from_slice(&mark);
+        preamble.extend_from_slice(b"\r\n");
+        Transfer {
+            source: Source::Pipe {
+                pipe,
+                reader,
+                ended: false,
+                mark,
+                mark_sent: 0,
+            },
+            size: 0,
+            preamble,
+            sent: 0,
+            chunk: Vec::new(),
+            chunk_sent: 0,
+            last_progress: std::time::Instant::now(),
+        }
+    }
+
     fn of(source: Source, size: u64) -> Transfer {
         Transfer {
             source,
@@ -122,6 +160,7 @@ impl Transfer {
             sent: 0,
             chunk: Vec::new(),
             chunk_sent: 0,
+            last_progress: std::time::Instant::now(),
         }
     }
 
@@ -132,7 +171,26 @@ impl Transfer {
 
     /// Everything went out.
     pub fn is_done(&self) -> bool {
-        self.sent == self.preamble.len() as u64 + self.size
+        match &self.source {
+            Source::Pipe {
+                ended,
+                mark,
+                mark_sent,
+                ..
+            } => *ended && *mark_sent == mark.len(),
+            _ => self.sent == self.preamble.len() as u64 + self.size,
+        }
+    }
+
+    /// Since when the socket has taken nothing of bytes this transfer holds (None when it
+    /// holds none: a diskless replica waiting for the pipe is not the one stalled).
+    pub fn stalled_since(&self) -> Option<std::time::Instant> {
+        (self.chunk_sent < self.chunk.len()).then_some(self.last_progress)
+    }
+
+    /// Whether the snapshot goes out with the `$EOF:` framing (a diskless sync).
+    pub fn is_diskless(&self) -> bool {
+        matches!(self.source, Source::Pipe { .. })
     }
 
     /// The next bytes to send; empty when done. Reads the file a chunk at a time.
@@ -143,6 +201,18 @@ impl Transfer {
         }
         if self.is_done() {
             return Ok(&[]);
+        }
+        if matches!(self.source, Source::Pipe { .. }) {
+            self.fill_from_pipe()?;
+            return Ok(match &self.source {
+                Source::Pipe {
+                    ended: true,
+                    mark,
+                    mark_sent,
+                    ..
+                } => &mark[*mark_sent..],
+                _ => &self.chunk[self.chunk_sent..],
+            });
         }
         if let Source::Memory(snapshot) = &self.source {
             return Ok(&snapshot[(self.sent - preamble) as usize..]);
@@ -170,17 +240,77 @@ impl Transfer {
         Ok(&self.chunk[self.chunk_sent..])
     }
 
+    /// A pipe's transfer whose piece went out takes the next one, or learns the end.
+    fn fill_from_pipe(&mut self) -> io::Result<()> {
+        let Source::Pipe {
+            pipe,
+            reader,
+            ended,
+            ..
+        } = &mut self.source
+        else {
+            return Ok(());
+        };
+        if *ended || self.chunk_sent < self.chunk.len() {
+            return Ok(());
+        }
+        // A copy of the piece: the pipe may free it once every reader passed it.
+        match pipe.read(*reader)? {
+            Read::Bytes(bytes) => {
+                self.chunk.clear();
+                self.chunk.extend_from_slice(&bytes);
+                self.chunk_sent = 0;
+                // Its stall, if any, counts from when it had bytes to send.
+                self.last_progress = std::time::Instant::now();
+            }
+            Read::Empty => {}
+            Read::End => *ended = true,
+        }
+        Ok(())
+    }
+
     /// `n` bytes of what `pending` returned went to the socket.
     pub fn advance(&mut self, n: usize) {
+        self.last_progress = std::time::Instant::now();
         let preamble = self.preamble.len() as u64;
         if self.sent < preamble {
             debug_assert!(self.sent + n as u64 <= preamble);
+        } else if let Source::Pipe {
+            pipe,
+            reader,
+            ended,
+            mark_sent,
+            ..
+        } = &mut self.source
+        {
+            if *ended {
+                *mark_sent += n;
+            } else {
+                self.chunk_sent += n;
+                pipe.advance(*reader, n);
+            }
         } else if matches!(self.source, Source::File(_)) {
             self.chunk_sent += n;
             debug_assert!(self.chunk_sent <= self.chunk.len());
         }
         self.sent += n as u64;
     }
+}
+
+impl Drop for Transfer {
+    fn drop(&mut self) {
+        // A replica done or dropped no longer holds the pipe's writer back.
+        if let Source::Pipe { pipe, reader, .. } = &self.source {
+            pipe.detach(*reader);
+        }
+    }
+}
+
+/// A diskless sync's mark: 40 random bytes that end the snapshot (Redis's
+/// `CONFIG_RUN_ID_SIZE` of hexadecimal characters, as Redis sends; the replica reads
+/// until it sees them).
+pub fn eof_mark() -> Vec<u8> {
+    super::ids::random_id().into_bytes()
 }
 
 #[cfg(test)]

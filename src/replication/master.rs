@@ -22,6 +22,10 @@ pub enum ReplicaState {
     WaitSnapshotEnd,
     /// The snapshot file goes out, then the accumulated stream.
     SendingSnapshot,
+    /// A diskless sync: the snapshot goes to its socket as it is written, the stream
+    /// since the snapshot's point held behind it. INFO calls it `wait_bgsave`, as Redis
+    /// does until its child has written the whole snapshot.
+    StreamingSnapshot,
     /// Receives the stream as it is written.
     Online,
 }
@@ -30,7 +34,9 @@ impl ReplicaState {
     /// INFO's `state=` (Redis's `replstateToString`).
     pub fn info_name(self) -> &'static str {
         match self {
-            ReplicaState::WaitSnapshotStart | ReplicaState::WaitSnapshotEnd => "wait_bgsave",
+            ReplicaState::WaitSnapshotStart
+            | ReplicaState::WaitSnapshotEnd
+            | ReplicaState::StreamingSnapshot => "wait_bgsave",
             ReplicaState::SendingSnapshot => "send_bulk",
             ReplicaState::Online => "online",
         }
@@ -78,6 +84,8 @@ pub struct Replica {
     pub pre_psync: bool,
     /// The offset its snapshot was taken at (what `+FULLRESYNC` told it).
     pub sync_offset: i64,
+    /// It sent REPLCONF ACK since its diskless snapshot ended: the stream may follow.
+    pub acknowledged_since_sync: bool,
 }
 
 impl Replica {
@@ -91,6 +99,7 @@ impl Replica {
             ack_time: crate::clock::unix_seconds(),
             pre_psync,
             sync_offset: 0,
+            acknowledged_since_sync: false,
         }
     }
 
@@ -188,6 +197,7 @@ impl Replicas {
         if let Some(replica) = self.get_mut(client_id) {
             replica.ack_offset = replica.ack_offset.max(offset);
             replica.ack_time = now_seconds;
+            replica.acknowledged_since_sync = true;
         }
     }
 

@@ -23,6 +23,7 @@ pub mod full_sync;
 pub mod ids;
 pub mod master;
 pub mod replica;
+pub mod sync_pipe;
 pub mod wait;
 
 use backlog::Backlog;

@@ -30,6 +30,9 @@ pub(super) struct Jobs {
     pub compaction: Option<Compaction>,
     pub background_save: Option<BackgroundSave>,
     pub full_sync: Option<super::replicas::FullSync>,
+    /// Since when replicas wait for a diskless sync that `repl-diskless-sync-delay` holds
+    /// back (so that more can join its capture).
+    pub diskless_wait_since: Option<Instant>,
     /// `aof-rewrite-max-rate`, shared by every job's writers; the cron keeps it in step
     /// with the configuration, so a CONFIG SET applies to a running job.
     pub rate: Arc<RateLimit>,
@@ -87,6 +90,10 @@ impl Jobs {
         }
         if let Some(mut sync) = self.full_sync.take() {
             tracing::info!("there is a full sync's snapshot in progress: stopping it");
+            // Its writer may be waiting for room in the pipe: release it.
+            if let Some(pipe) = &sync.pipe {
+                pipe.fail();
+            }
             sync.job.cancel_and_wait(keyspace);
         }
     }
@@ -140,11 +147,16 @@ impl Server {
         if let Some(sync) = &mut self.jobs.full_sync {
             sync.job
                 .step(&mut self.engine.keyspace, CAPTURE_SLOTS_PER_TURN);
+            let diskless = sync.pipe.is_some();
             if let Some(outcome) = sync.job.take_outcome() {
                 let sync = self.jobs.full_sync.take().expect("checked");
                 self.engine.keyspace.forget_snapshot();
                 self.finish_full_sync(sync, outcome);
                 self.start_scheduled_jobs();
+            }
+            if diskless {
+                // The writer's thread woke the loop: the pipe has bytes for the replicas.
+                self.flush_diskless_replicas();
             }
         }
         self.engine.state.replication.full_sync_in_progress = self.jobs.full_sync.is_some();

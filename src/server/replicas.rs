@@ -14,6 +14,11 @@
 //!   snapshot: started now (its point is the stream's offset now), or shared with one
 //!   being written, or after another background job. From `+FULLRESYNC` on, the
 //!   stream accumulates in the replica's output, held behind the snapshot.
+//! - **Diskless.** With `repl-diskless-sync` and replicas that read `$EOF:`, the sync
+//!   waits `repl-diskless-sync-delay` (or for `-max-replicas`) for more replicas, then
+//!   each gets the snapshot from the writer's pipe as it is written (the writer's wake
+//!   flushes them), the stream after it on its first ACK. A replica whose socket takes
+//!   nothing for `repl-timeout` is dropped.
 //! - **The transfer.** When the snapshot is written, each waiting replica gets the file
 //!   (`$<len>\r\n` and its bytes) as its socket takes them, then the held stream; then it
 //!   is online. The file is removed once every transfer has it open.
@@ -31,10 +36,13 @@ use super::session::{Client, Sessions};
 use crate::commands::ReplyShows;
 use crate::replication::full_sync::{self, Transfer};
 use crate::replication::master::{Attach, ReplicaState};
+use crate::replication::sync_pipe::{PipeStorage, SyncPipe};
 use crate::replication::{self, Replication};
 use crate::snapshot::{JobOutcome, SnapshotError, SnapshotJob};
 use std::io::{ErrorKind, Write};
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
 
 /// What of a replica's output may go to its socket, by where its sync is.
 pub(super) enum ReplicaLink {
@@ -48,6 +56,10 @@ pub(super) enum ReplicaLink {
         held_from: usize,
         transfer: Box<Transfer>,
     },
+    /// A diskless snapshot went out: the output from `held_from` on waits for the
+    /// replica's first REPLCONF ACK. A replica reading up to the `$EOF:` mark cannot tell
+    /// the mark from stream bytes read with it, so Redis starts the stream on that ACK.
+    AwaitingAck { held_from: usize },
     /// The stream goes out as it comes.
     Online,
 }
@@ -56,9 +68,9 @@ impl ReplicaLink {
     /// How much of the output may be sent now.
     fn sendable(&self, output_len: usize) -> usize {
         match self {
-            ReplicaLink::Accumulating { held_from } | ReplicaLink::Sending { held_from, .. } => {
-                *held_from
-            }
+            ReplicaLink::Accumulating { held_from }
+            | ReplicaLink::Sending { held_from, .. }
+            | ReplicaLink::AwaitingAck { held_from } => *held_from,
             ReplicaLink::WaitingForSnapshot | ReplicaLink::Online => output_len,
         }
     }
@@ -69,6 +81,9 @@ impl ReplicaLink {
 pub(super) struct FullSync {
     pub job: SnapshotJob,
     pub path: PathBuf,
+    /// A diskless sync's pipe (its replicas read it as it is written); None for a
+    /// disk-based one.
+    pub pipe: Option<Arc<SyncPipe>>,
     /// The stream offset at the snapshot's point (what `+FULLRESYNC` said).
     pub offset: i64,
 }
@@ -282,11 +297,16 @@ impl Server {
             .replicas
             .in_state(ReplicaState::WaitSnapshotStart);
         if waiting.is_empty() {
+            self.jobs.diskless_wait_since = None;
             return;
         }
         if let Some(sync) = &self.jobs.full_sync {
-            let offset = sync.offset;
-            self.share_snapshot(&waiting, offset, &mut current);
+            // A diskless sync's bytes went to its replicas' sockets only: a replica that
+            // comes later waits for the next one (Redis waits for the next BGSAVE).
+            if sync.pipe.is_none() {
+                let offset = sync.offset;
+                self.share_snapshot(&waiting, offset, &mut current);
+            }
             return;
         }
         if self.jobs.running() {
@@ -295,6 +315,28 @@ impl Server {
             );
             return;
         }
+        // Diskless when configured and every waiting replica reads the `$EOF:` framing;
+        // else disk-based for all of them, as Redis.
+        let config = &self.engine.state.config.replication;
+        let replicas = &self.engine.state.replication.replicas;
+        let diskless = config.diskless_sync
+            && waiting
+                .iter()
+                .all(|&id| replicas.get(id).is_some_and(|r| r.announced.capa_eof));
+        if diskless {
+            let since = *self
+                .jobs
+                .diskless_wait_since
+                .get_or_insert_with(Instant::now);
+            let enough = config.diskless_sync_max_replicas > 0
+                && waiting.len() as u64 >= config.diskless_sync_max_replicas;
+            let waited = since.elapsed().as_secs() >= config.diskless_sync_delay_seconds;
+            if !enough && !waited {
+                // The cron starts it once the delay has passed.
+                return;
+            }
+        }
+        self.jobs.diskless_wait_since = None;
         // The snapshot's point: every record so far is in the stream before it, and the
         // stream after it starts with a SELECT.
         self.take_effects();
@@ -307,8 +349,21 @@ impl Server {
             std::process::id(),
             FULL_SYNCS.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         ));
+        let pipe = diskless.then(|| {
+            let waker = self.waker.clone();
+            SyncPipe::new(
+                waiting.len(),
+                Box::new(move || {
+                    let _ = waker.wake();
+                }),
+            )
+        });
+        let storage: Arc<dyn crate::storage::Storage> = match &pipe {
+            Some(pipe) => Arc::new(PipeStorage { pipe: pipe.clone() }),
+            None => self.storage.clone(),
+        };
         let spec = crate::snapshot::JobSpec {
-            storage: self.storage.clone(),
+            storage,
             part_paths: vec![path.clone()],
             options: crate::rdb::RdbWriterOptions {
                 compression: config.rdbcompression,
@@ -323,18 +378,43 @@ impl Server {
             pacing: self.jobs.pacing(config.rdb_save_incremental_fsync),
             notify: self.waker_notify(),
         };
-        tracing::info!("Starting BGSAVE for SYNC with target: disk");
+        tracing::info!(
+            "Starting BGSAVE for SYNC with target: {}",
+            if diskless { "replicas sockets" } else { "disk" }
+        );
         match SnapshotJob::start(&mut self.engine.keyspace, spec) {
             Ok(job) => {
-                self.jobs.full_sync = Some(FullSync { job, path, offset });
+                self.jobs.full_sync = Some(FullSync {
+                    job,
+                    path,
+                    pipe: pipe.clone(),
+                    offset,
+                });
                 self.engine.state.replication.full_sync_in_progress = true;
-                for id in waiting {
+                let mark = full_sync::eof_mark();
+                for (reader, id) in waiting.into_iter().enumerate() {
                     self.with_replica(id, &mut current, |client, replica, _| {
                         begin_accumulating(client, replica, &replid, offset, &[]);
+                        if let Some(pipe) = &pipe {
+                            // Its socket takes the snapshot as the pipe fills, the stream
+                            // since the snapshot's point held behind it.
+                            client.conn.replica = Some(ReplicaLink::Sending {
+                                held_from: client.output.len(),
+                                transfer: Box::new(Transfer::from_pipe(
+                                    pipe.clone(),
+                                    reader,
+                                    mark.clone(),
+                                )),
+                            });
+                            replica.state = ReplicaState::StreamingSnapshot;
+                        }
                     });
                 }
             }
             Err(error) => {
+                if let Some(pipe) = &pipe {
+                    pipe.fail();
+                }
                 tracing::warn!("BGSAVE for replication failed: {error}");
                 for id in waiting {
                     self.with_replica(id, &mut current, |client, _, _| {
@@ -344,6 +424,27 @@ impl Server {
                         client.conn.close_after_reply = true;
                     });
                 }
+            }
+        }
+    }
+
+    /// Sends what the diskless sync's pipe holds to the replicas reading it (the writer's
+    /// thread wakes the loop when it adds bytes; a socket that is full waits for its
+    /// writable event as any other).
+    pub(super) fn flush_diskless_replicas(&mut self) {
+        let replication = &self.engine.state.replication;
+        let tokens: Vec<usize> = replication
+            .replicas
+            .in_state(ReplicaState::StreamingSnapshot)
+            .into_iter()
+            .filter_map(|id| self.clients.token_of(id))
+            .collect();
+        for token in tokens {
+            let diskless = self.clients.get(&token).is_some_and(|client| {
+                matches!(&client.conn.replica, Some(ReplicaLink::Sending { transfer, .. }) if transfer.is_diskless())
+            });
+            if diskless {
+                self.flush_replica(token);
             }
         }
     }
@@ -420,6 +521,30 @@ impl Server {
         sync: FullSync,
         outcome: Result<JobOutcome, SnapshotError>,
     ) {
+        if let Some(pipe) = &sync.pipe {
+            // The replicas read the pipe: they get its end (or fail on their next read).
+            match &outcome {
+                Ok(outcome) => {
+                    tracing::info!(
+                        "Diskless rdb transfer, done reading from pipe, {} replicas still up ({} keys, {} bytes)",
+                        self.engine
+                            .state
+                            .replication
+                            .replicas
+                            .in_state(ReplicaState::StreamingSnapshot)
+                            .len(),
+                        outcome.keys,
+                        outcome.part_bytes.iter().sum::<u64>()
+                    );
+                    pipe.finish();
+                }
+                Err(error) => {
+                    tracing::warn!("Diskless SYNC failed: {error}");
+                    pipe.fail();
+                }
+            }
+            return;
+        }
         let replicas = &self.engine.state.replication.replicas;
         let waiting = replicas.in_state(ReplicaState::WaitSnapshotEnd);
         match outcome {
@@ -508,7 +633,22 @@ impl Server {
                     break;
                 }
             }
-            let ReplicaLink::Sending { transfer, .. } = link else {
+            if let ReplicaLink::AwaitingAck { .. } = link {
+                let acknowledged = replication
+                    .replicas
+                    .get(client.state.id)
+                    .is_some_and(|replica| replica.acknowledged_since_sync);
+                if !acknowledged {
+                    break;
+                }
+                conn.replica = Some(ReplicaLink::Online);
+                continue; // the held stream goes out now
+            }
+            let ReplicaLink::Sending {
+                transfer,
+                held_from,
+            } = link
+            else {
                 break;
             };
             let mut blocked = false;
@@ -539,9 +679,17 @@ impl Server {
             if failed || blocked {
                 break;
             }
-            conn.replica = Some(ReplicaLink::Online);
             came_online = true;
-            // Round again: the held stream goes out now.
+            if transfer.is_diskless() {
+                let held_from = *held_from;
+                conn.replica = Some(ReplicaLink::AwaitingAck { held_from });
+                if let Some(replica) = replication.replicas.get_mut(client.state.id) {
+                    replica.acknowledged_since_sync = false;
+                }
+            } else {
+                conn.replica = Some(ReplicaLink::Online);
+            }
+            // Round again: the held stream goes out now (or on the ACK).
         }
         let id = client.state.id;
         if came_online && let Some(replica) = replication.replicas.get_mut(id) {
@@ -594,9 +742,14 @@ impl Server {
         replication.replicas.refresh_good(quorum, now);
         // A snapshot nobody waits for any more is dropped (Redis kills its child then,
         // when no save points are set; here the snapshot was for replicas only).
-        let still_waited = replication.replicas.any_in(ReplicaState::WaitSnapshotEnd);
+        let still_waited = replication.replicas.any_in(ReplicaState::WaitSnapshotEnd)
+            || replication.replicas.any_in(ReplicaState::StreamingSnapshot);
         if !still_waited && let Some(mut sync) = self.jobs.full_sync.take() {
             tracing::info!("no replica waits for the full sync's snapshot any more: stopping it");
+            // A diskless sync's writer may be waiting for room in the pipe: release it.
+            if let Some(pipe) = &sync.pipe {
+                pipe.fail();
+            }
             sync.job.cancel_and_wait(&mut self.engine.keyspace);
             self.engine.keyspace.forget_snapshot();
             self.start_scheduled_jobs();
@@ -643,6 +796,22 @@ impl Server {
                         let _ = conn.stream.write(b"\n");
                     }
                 }
+                ReplicaState::StreamingSnapshot => {
+                    // The writer waits for the slowest replica: one whose socket takes
+                    // nothing for `repl-timeout` holds the others back no longer.
+                    let stalled = matches!(
+                        &client.conn.replica,
+                        Some(ReplicaLink::Sending { transfer, .. })
+                            if transfer.stalled_since().is_some_and(|since| since.elapsed().as_secs() > config.timeout_seconds)
+                    );
+                    if stalled {
+                        tracing::warn!(
+                            "Disconnecting timedout replica (full sync): {}",
+                            replica.name()
+                        );
+                        timed_out.push(token);
+                    }
+                }
                 ReplicaState::Online
                     if !replica.pre_psync
                         && now - replica.ack_time > config.timeout_seconds as i64 =>
@@ -681,6 +850,10 @@ impl Server {
         replication
             .replicas
             .refresh_good(config.write_quorum(), now);
+        // A diskless sync held back by `repl-diskless-sync-delay` starts once it passed.
+        if !self.jobs.running() && replication.replicas.any_in(ReplicaState::WaitSnapshotStart) {
+            self.start_full_sync(None);
+        }
     }
 }
 

@@ -62,8 +62,15 @@ impl Replica {
     }
 }
 
+/// A Tessera master; its full syncs are diskless (the default) and start at once
+/// (`repl-diskless-sync-delay 0`) unless `args` say otherwise.
 pub fn start_master(dir: &Path, args: &[&str]) -> TestServer {
-    let mut all = vec!["--enable-debug-command", "yes"];
+    let mut all = vec![
+        "--enable-debug-command",
+        "yes",
+        "--repl-diskless-sync-delay",
+        "0",
+    ];
     all.extend_from_slice(args);
     start_server(dir, &all)
 }
