@@ -6,10 +6,9 @@
 //!
 //! A script asks for the kill with a line on its stdout; this test kills the server,
 //! restarts it and answers with a line on the script's stdin. The same runs against
-//! redis-server show that the scripts themselves are sound. Against Tessera, Celery runs;
-//! RQ (since 1.12) keeps every job's results in a stream (`rq:results:<id>`: XADD in the
-//! worker's transactions, XREVRANGE, XREAD BLOCK, XLEN), so its run against Tessera comes
-//! with streams; until then only its run against redis-server keeps the script honest.
+//! redis-server show that the scripts themselves are sound. Both run against Tessera: RQ
+//! (since 1.12) keeps every job's results in a stream (`rq:results:<id>`: XADD with a
+//! MAXLEN trim in the worker's transactions, XREVRANGE, XREAD BLOCK, XLEN).
 //!
 //! Fails, never skips, when python3, RQ or Celery is missing: `scripts/test` installs them
 //! from `tests/python/requirements.txt`.
@@ -247,6 +246,14 @@ fn run_job_queue(script_path: &str, server: &mut dyn Restartable) {
         "{name}.py passed in {:.1} s:\n{output}",
         started.elapsed().as_secs_f64()
     );
+}
+
+/// RQ (`tests/python/job_queue.py`) against Tessera: its results live in streams.
+#[test]
+fn rq_job_queue_loses_no_acknowledged_job_across_kill9() {
+    let dir = temp_dir();
+    let mut server = Tessera::start(dir.path(), None);
+    run_job_queue(RQ, &mut server);
 }
 
 /// The same run against redis-server: the script and its assertions hold where the
