@@ -817,7 +817,7 @@ mod tests {
 
     #[test]
     fn other_value_types_are_typed_errors() {
-        for value_type in [9u8, 10, 12, 13, 14, 19] {
+        for value_type in [9u8, 10, 12, 13, 14] {
             let error = load_all(&hand_made(10, &[value_type, 0x01, b'k', 0x00])).unwrap_err();
             assert!(matches!(error, RdbError::UnsupportedType(t) if t == value_type));
             assert_eq!(
