@@ -401,17 +401,7 @@ fn read_history(ctx: &mut Ctx, key: &[u8], request: &Request, start: StreamId) -
 /// The reply of a read that served these streams: per stream its key and its entries (a
 /// map in RESP3).
 fn reply_streams(ctx: &mut Ctx, served: &[(&[u8], Vec<Delivered>)]) {
-    let resp3 = ctx.client.resp3;
-    if resp3 {
-        ctx.out.map(served.len());
-    } else {
-        ctx.out.array(served.len());
-    }
-    for (key, delivered) in served {
-        if !resp3 {
-            ctx.out.array(2);
-        }
-        ctx.out.bulk(key);
+    crate::commands::streams::reply_per_stream(ctx, served, |ctx, delivered| {
         ctx.out.array(delivered.len());
         for item in delivered {
             match item {
@@ -423,7 +413,7 @@ fn reply_streams(ctx: &mut Ctx, served: &[(&[u8], Vec<Delivered>)]) {
                 }
             }
         }
-    }
+    });
 }
 
 /// The stream at `key`, known to be there, for changing.

@@ -176,6 +176,28 @@ pub(crate) fn reply_entries(ctx: &mut Ctx, entries: &[StreamEntry]) {
     }
 }
 
+/// The reply of a read (XREAD, XREADGROUP): per stream served, its key and then what
+/// `entries` writes of it; an array of pairs in RESP2, a map in RESP3.
+pub(crate) fn reply_per_stream<T>(
+    ctx: &mut Ctx,
+    served: &[(&[u8], T)],
+    mut entries: impl FnMut(&mut Ctx, &T),
+) {
+    let resp3 = ctx.out.resp3;
+    if resp3 {
+        ctx.out.map(served.len());
+    } else {
+        ctx.out.array(served.len());
+    }
+    for (key, served_entries) in served {
+        if !resp3 {
+            ctx.out.array(2);
+        }
+        ctx.out.bulk(key);
+        entries(ctx, served_entries);
+    }
+}
+
 /// An ID as an argument for the log.
 pub(crate) fn id_text(id: StreamId) -> Vec<u8> {
     id.to_string().into_bytes()

@@ -124,19 +124,7 @@ fn entries_after(stream: &Stream, after: StreamId, count: usize) -> Vec<StreamEn
 
 /// The reply: for each stream served, its key and its entries (a map in RESP3).
 fn reply(ctx: &mut Ctx, served: &[(&[u8], Vec<StreamEntry>)]) {
-    let resp3 = ctx.out.resp3;
-    if resp3 {
-        ctx.out.map(served.len());
-    } else {
-        ctx.out.array(served.len());
-    }
-    for (key, entries) in served {
-        if !resp3 {
-            ctx.out.array(2);
-        }
-        ctx.out.bulk(key);
-        reply_entries(ctx, entries);
-    }
+    super::reply_per_stream(ctx, served, |ctx, entries| reply_entries(ctx, entries));
 }
 
 pub(super) fn xread(ctx: &mut Ctx, args: &Args) -> Action {
