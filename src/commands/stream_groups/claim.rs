@@ -193,13 +193,7 @@ pub(super) fn xclaim(ctx: &mut Ctx, args: &Args) -> Action {
         let Some(entry) = entry else {
             // Not in the stream: a pending entry for it goes (and is logged as it was).
             if let Some(gone) = group.remove_pending(id) {
-                records.push(ClaimRecord {
-                    consumer: gone.owner().to_vec(),
-                    id,
-                    delivery_time_ms: gone.delivery_time_ms(),
-                    delivery_count: gone.delivery_count(),
-                    last_id: group.last_id(),
-                });
+                records.push(ClaimRecord::of(id, &gone, group.last_id()));
                 position_moved = false;
             }
             continue;
@@ -222,13 +216,7 @@ pub(super) fn xclaim(ctx: &mut Ctx, args: &Args) -> Action {
         }
         group.claim(id, consumer, delivery_time, count_rule);
         let after = group.pending_entry(id).expect("just claimed");
-        records.push(ClaimRecord {
-            consumer: consumer.to_vec(),
-            id,
-            delivery_time_ms: after.delivery_time_ms(),
-            delivery_count: after.delivery_count(),
-            last_id: group.last_id(),
-        });
+        records.push(ClaimRecord::of(id, after, group.last_id()));
         position_moved = false;
         claimed.push(if justid {
             Claimed::Id(id)
@@ -372,13 +360,7 @@ pub(super) fn xautoclaim(ctx: &mut Ctx, args: &Args) -> Action {
     for (id, found, idle_enough) in examined {
         let Some(entry) = found else {
             let gone = group.remove_pending(id).expect("pending");
-            records.push(ClaimRecord {
-                consumer: gone.owner().to_vec(),
-                id,
-                delivery_time_ms: gone.delivery_time_ms(),
-                delivery_count: gone.delivery_count(),
-                last_id: group.last_id(),
-            });
+            records.push(ClaimRecord::of(id, &gone, group.last_id()));
             deleted.push(id);
             continue;
         };
@@ -391,13 +373,7 @@ pub(super) fn xautoclaim(ctx: &mut Ctx, args: &Args) -> Action {
         }
         group.claim(id, consumer, now, count_rule);
         let after = group.pending_entry(id).expect("just claimed");
-        records.push(ClaimRecord {
-            consumer: consumer.to_vec(),
-            id,
-            delivery_time_ms: after.delivery_time_ms(),
-            delivery_count: after.delivery_count(),
-            last_id: group.last_id(),
-        });
+        records.push(ClaimRecord::of(id, after, group.last_id()));
         claimed.push(if justid {
             Claimed::Id(id)
         } else {

@@ -164,6 +164,24 @@ pub(crate) struct ClaimRecord {
     pub last_id: StreamId,
 }
 
+impl ClaimRecord {
+    /// The record that redoes `id`'s pending entry as it stands: its owner, delivery time
+    /// and count, with the group's last ID.
+    pub(crate) fn of(
+        id: StreamId,
+        pending: &crate::types::stream_groups::Pending,
+        last_id: StreamId,
+    ) -> ClaimRecord {
+        ClaimRecord {
+            consumer: pending.owner().to_vec(),
+            id,
+            delivery_time_ms: pending.delivery_time_ms(),
+            delivery_count: pending.delivery_count(),
+            last_id,
+        }
+    }
+}
+
 /// Logs `record` for `key`'s group `group`.
 pub(crate) fn propagate_claim(ctx: &mut Ctx, key: &[u8], group: &[u8], record: &ClaimRecord) {
     let id = id_text(record.id);

@@ -9,9 +9,7 @@
 
 use super::{ClaimRecord, INVALID_ID, c_text, id_arg, position, reply_entry, reply_id};
 use crate::commands::blocking::{BlockMode, Blocked};
-use crate::commands::{
-    Action, Args, Ctx, EventClass, NOT_INTEGER, SYNTAX_ERROR, eq_ignore_case, lossy,
-};
+use crate::commands::{Action, Args, Ctx, EventClass, NOT_INTEGER, SYNTAX_ERROR, eq_ignore_case};
 use crate::keyspace::Value;
 use crate::types::Stream;
 use crate::types::stream::StreamEntry;
@@ -49,11 +47,7 @@ fn parse<'a>(ctx: &mut Ctx, args: &'a Args<'a>) -> Option<Request<'a>> {
         let more = args.len() - i - 1;
         let option = args[i];
         if eq_ignore_case(option, "block") && more > 0 {
-            if ctx.in_script {
-                ctx.out.error(&format!(
-                    "ERR {} command is not allowed with BLOCK option from scripts",
-                    lossy(args[0])
-                ));
+            if crate::commands::streams::refuse_block_in_script(ctx, args[0]) {
                 return None;
             }
             i += 1;
@@ -376,13 +370,7 @@ fn read_history(ctx: &mut Ctx, key: &[u8], request: &Request, start: StreamId) -
             Some(entry) => {
                 group.redeliver(id, now);
                 let pending = group.pending_entry(id).expect("the consumer's own");
-                records.push(ClaimRecord {
-                    consumer: request.consumer.to_vec(),
-                    id,
-                    delivery_time_ms: pending.delivery_time_ms(),
-                    delivery_count: pending.delivery_count(),
-                    last_id: group.last_id(),
-                });
+                records.push(ClaimRecord::of(id, pending, group.last_id()));
                 delivered.push(Delivered::Entry(entry));
             }
             None => delivered.push(Delivered::Gone(id)),

@@ -198,6 +198,18 @@ pub(crate) fn reply_per_stream<T>(
     }
 }
 
+/// XREAD's and XREADGROUP's BLOCK inside a script: Redis's error, replied (true) or
+/// nothing to say (false).
+pub(crate) fn refuse_block_in_script(ctx: &mut Ctx, command: &[u8]) -> bool {
+    if ctx.in_script {
+        ctx.out.error(&format!(
+            "ERR {} command is not allowed with BLOCK option from scripts",
+            super::lossy(command)
+        ));
+    }
+    ctx.in_script
+}
+
 /// An ID as an argument for the log.
 pub(crate) fn id_text(id: StreamId) -> Vec<u8> {
     id.to_string().into_bytes()

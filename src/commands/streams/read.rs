@@ -13,7 +13,7 @@
 
 use super::{reply_entries, strict_id};
 use crate::commands::blocking::{BlockMode, Blocked};
-use crate::commands::{Action, Args, Ctx, SYNTAX_ERROR, eq_ignore_case, int_arg, lossy};
+use crate::commands::{Action, Args, Ctx, SYNTAX_ERROR, eq_ignore_case, int_arg};
 use crate::keyspace::Value;
 use crate::types::Stream;
 use crate::types::stream::StreamEntry;
@@ -40,11 +40,7 @@ fn parse(ctx: &mut Ctx, args: &Args) -> Option<ReadArgs> {
         let more = args.len() - 1 - i;
         let option = args[i];
         if eq_ignore_case(option, "block") && more > 0 {
-            if ctx.in_script {
-                ctx.out.error(&format!(
-                    "ERR {} command is not allowed with BLOCK option from scripts",
-                    lossy(args[0])
-                ));
+            if super::refuse_block_in_script(ctx, args[0]) {
                 return None;
             }
             i += 1;
