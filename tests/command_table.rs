@@ -295,3 +295,53 @@ fn module_load_is_refused_even_when_allowed() {
     );
     assert_eq!(conn.cmd(&["MODULE", "LIST"]), V::Array(vec![]));
 }
+
+/// A container's subcommand that Redis's table flags `write` / `denyoom` (XGROUP CREATE,
+/// FUNCTION LOAD…) is checked as a write, whatever its container's row says: refused
+/// with `-OOM` over `maxmemory` (inside MULTI too), and from a read-only script.
+#[test]
+fn writing_subcommands_are_checked_as_writes() {
+    let (server, redis, _dir) = both();
+    let (mut ours, mut theirs) = connections(&server, &redis, false);
+    let library = "#!lua name=lib\nredis.register_function('f', function() return 1 end)";
+    let scripts = [
+        "return redis.call('xgroup', 'create', 's', 'g3', '$')",
+        "return redis.call('xgroup', 'createconsumer', 's', 'g', 'c')",
+        "return redis.call('xinfo', 'groups', 's')",
+    ];
+    let mut found = Vec::new();
+    {
+        let mut both_say = |args: &[&str]| {
+            let (a, b) = (ours.cmd(args), theirs.cmd(args));
+            if a != b {
+                found.push(format!("{args:?}\n  tessera: {a:?}\n  redis:   {b:?}"));
+            }
+        };
+        both_say(&["XADD", "s", "1-1", "a", "1"]);
+        both_say(&["XGROUP", "CREATE", "s", "g", "$"]);
+        for script in scripts {
+            both_say(&["EVAL_RO", script, "0"]);
+        }
+        both_say(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+        both_say(&["CONFIG", "SET", "maxmemory", "1"]);
+        for line in [
+            "XGROUP CREATE s g2 $",
+            "xgroup createconsumer s g c",
+            "XGROUP SETID s g 0",
+            "XGROUP DELCONSUMER s g c",
+            "XINFO GROUPS s",
+            "FUNCTION FLUSH",
+            "MULTI",
+            "XGROUP CREATE s g4 $",
+            "EXEC",
+        ] {
+            both_say(&words(line));
+        }
+        both_say(&["FUNCTION", "LOAD", library]);
+        both_say(&["FUNCTION", "RESTORE", "x"]);
+        both_say(&["CONFIG", "SET", "maxmemory", "0"]);
+        both_say(&["FUNCTION", "LOAD", library]);
+        both_say(&["XGROUP", "DESTROY", "s", "g"]);
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}

@@ -199,6 +199,7 @@ pub enum Job {
     BackgroundSave,
 }
 
+#[derive(Clone)]
 pub struct CommandSpec {
     pub name: &'static str,
     /// Redis's arity: N means exactly N words (name included), -N means at least N.
@@ -922,7 +923,44 @@ pub fn key_positions(spec: &CommandSpec, argc: usize) -> impl Iterator<Item = us
 pub struct Registry {
     /// Each command with its id in Redis's command table (`crate::acl::table`), which
     /// indexes its statistics (`crate::command_stats`).
-    by_name: hashbrown::HashMap<Vec<u8>, (CommandSpec, Option<usize>)>,
+    by_name: hashbrown::HashMap<Vec<u8>, Registered>,
+}
+
+struct Registered {
+    spec: CommandSpec,
+    id: Option<usize>,
+    /// A container's subcommands that write where its own row does not say so (XGROUP
+    /// CREATE, FUNCTION LOAD…), by lowercase name: the container's row with the
+    /// subcommand's `write` and `denyoom` added, so that every check made on a spec
+    /// (read-only replica, MISCONF, `-OOM`, CLIENT PAUSE WRITE, read-only scripts, a
+    /// transaction's writes) sees the subcommand as Redis's table flags it.
+    writing_subcommands: Vec<(String, CommandSpec)>,
+}
+
+/// The subcommands of `id`'s row that add `write` or `denyoom` to `container`'s flags.
+fn writing_subcommands(container: &CommandSpec, id: usize) -> Vec<(String, CommandSpec)> {
+    let table = crate::acl::table::table();
+    let mut found = Vec::new();
+    for &sub in &table.commands[id].subcommands {
+        let sub = &table.commands[sub];
+        let added = flags::NAMES
+            .iter()
+            .filter(|(bit, name)| {
+                bit & (flags::WRITE | flags::DENYOOM) != 0 && sub.flags.iter().any(|f| f == name)
+            })
+            .fold(0, |bits, (bit, _)| bits | bit)
+            & !container.flags;
+        if added == 0 {
+            continue;
+        }
+        let name = sub.full_name.split_once('|').map_or("", |(_, name)| name);
+        let derived = CommandSpec {
+            flags: container.flags | added,
+            ..container.clone()
+        };
+        found.push((name.to_string(), derived));
+    }
+    found
 }
 
 impl Registry {
@@ -933,10 +971,32 @@ impl Registry {
             let id = acl_table
                 .lookup(spec.name.as_bytes())
                 .map(|command| command.id);
-            let previous = by_name.insert(spec.name.as_bytes().to_vec(), (spec, id));
+            let writing_subcommands = id.map_or_else(Vec::new, |id| writing_subcommands(&spec, id));
+            let registered = Registered {
+                spec,
+                id,
+                writing_subcommands,
+            };
+            let previous = by_name.insert(registered.spec.name.as_bytes().to_vec(), registered);
             assert!(previous.is_none(), "command registered twice");
         }
         Registry { by_name }
+    }
+
+    /// The command a request runs, as the checks before it must see it: for a
+    /// subcommand that writes where its container's row does not say so, the container's
+    /// row with the subcommand's flags (`Registered::writing_subcommands`); otherwise
+    /// `get_with_id`'s.
+    pub fn resolve(&self, argv: &[&[u8]]) -> Option<(&CommandSpec, Option<usize>)> {
+        let registered = self.registered(argv.first()?)?;
+        let derived = argv.get(1).and_then(|sub| {
+            registered
+                .writing_subcommands
+                .iter()
+                .find(|(name, _)| name.as_bytes().eq_ignore_ascii_case(sub))
+        });
+        let spec = derived.map_or(&registered.spec, |(_, spec)| spec);
+        Some((spec, registered.id))
     }
 
     /// Case-insensitive lookup without allocating for ordinary command names.
@@ -946,6 +1006,10 @@ impl Registry {
 
     /// The command and its id in Redis's table (None for a command Redis lacks).
     pub fn get_with_id(&self, name: &[u8]) -> Option<(&CommandSpec, Option<usize>)> {
+        self.registered(name).map(|r| (&r.spec, r.id))
+    }
+
+    fn registered(&self, name: &[u8]) -> Option<&Registered> {
         let mut lower = [0u8; 32];
         if name.len() > lower.len() {
             return None;
@@ -953,13 +1017,11 @@ impl Registry {
         for (dst, src) in lower.iter_mut().zip(name) {
             *dst = src.to_ascii_lowercase();
         }
-        self.by_name
-            .get(&lower[..name.len()])
-            .map(|(spec, id)| (spec, *id))
+        self.by_name.get(&lower[..name.len()])
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &CommandSpec> {
-        self.by_name.values().map(|(spec, _)| spec)
+        self.by_name.values().map(|r| &r.spec)
     }
 
     pub fn len(&self) -> usize {

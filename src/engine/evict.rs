@@ -255,8 +255,8 @@ pub fn exec_denied(server: &crate::commands::ServerState, queued: &[Vec<Vec<u8>>
     queued.iter().any(|command| {
         let argv: Vec<&[u8]> = command.iter().map(Vec::as_slice).collect();
         registry
-            .get(argv[0])
-            .is_some_and(|spec| denies_memory(&server.scripting, spec, &argv))
+            .resolve(&argv)
+            .is_some_and(|(spec, _)| denies_memory(&server.scripting, spec, &argv))
     })
 }
 

@@ -521,7 +521,7 @@ impl Engine {
     ) -> Outcome {
         let argv = request.argv;
         assert!(!argv.is_empty(), "an empty request reaches no command");
-        let (spec, top_id) = match self.registry.get_with_id(argv[0]) {
+        let (spec, top_id) = match self.registry.resolve(argv) {
             Some(found) => found,
             None => {
                 let refusal = match mode {

@@ -34,8 +34,8 @@ impl Engine {
                 || multi.queued.iter().any(|queued| {
                     let argv: Vec<&[u8]> = queued.iter().map(Vec::as_slice).collect();
                     self.registry
-                        .get(&queued[0])
-                        .is_some_and(|spec| self.command_may_replicate(spec, &argv))
+                        .resolve(&argv)
+                        .is_some_and(|(spec, _)| self.command_may_replicate(spec, &argv))
                 });
         }
         self.command_may_replicate(spec, argv)

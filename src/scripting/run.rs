@@ -708,8 +708,8 @@ unsafe fn run_command(state: *mut ffi::lua_State, run: &mut RunContext<'_>) -> R
             })
             .collect();
         let writes = global_registry()
-            .get(argv[0])
-            .is_some_and(|spec| spec.has(flags::WRITE));
+            .resolve(&argv)
+            .is_some_and(|(spec, _)| spec.has(flags::WRITE));
         run.reply.clear();
         let mode = Mode::Script(run.mode.clone());
         let outcome = run.engine.execute(
