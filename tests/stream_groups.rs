@@ -375,8 +375,9 @@ fn blocked_readers_of_one_group_share_what_arrives() {
     );
 }
 
-/// Redis changes groups without `signalModifiedKey`: a WATCH on the stream survives every
-/// group command (but XGROUP CREATE MKSTREAM's new key), inside the watching client's own
+/// Redis changes groups (and XSETID the stream's last ID) without `signalModifiedKey`: a
+/// WATCH on the stream survives every group command (but XGROUP CREATE MKSTREAM's new
+/// key) and XSETID, inside the watching client's own
 /// session or another's.
 #[test]
 fn group_commands_leave_watch_as_redis_does() {
@@ -394,6 +395,7 @@ fn group_commands_leave_watch_as_redis_does() {
         "XGROUP DESTROY s g",
         "XGROUP CREATE s g2 0",
         "XGROUP CREATE new g 0 MKSTREAM",
+        "XSETID s 9-1",
         "XADD s 3-1 a b",
     ];
     for change in changes {

@@ -444,6 +444,8 @@ pub(super) fn xsetid(ctx: &mut Ctx, args: &Args) -> Action {
     }
     ctx.out.ok();
     ctx.notify(EventClass::Stream, "xsetid", key);
-    ctx.propagate(args);
+    // Redis's XSETID calls no `signalModifiedKey`: WATCH, tracking and blocked readers
+    // are not told.
+    ctx.propagate_unsignalled(args);
     Action::None
 }
