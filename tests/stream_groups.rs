@@ -308,6 +308,10 @@ fn blocked_readers_are_served_and_told_as_redis_does() {
         &["SET s x"],
         &["XACK s g 1-1"],
         &[],
+        // Expired under the reader, by the active cycle: told at once, as for a DEL.
+        &["PEXPIRE s 20"],
+        // XSETID signals nothing: the reader times out.
+        &["XSETID s 9-1"],
         &[
             "MULTI",
             "DEL s",

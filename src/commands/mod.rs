@@ -565,6 +565,8 @@ impl<'a> Ctx<'a> {
         self.notify_in(db_index, EventClass::Expired, "expired", key);
         self.effects.record(db_index, &[b"DEL", key]);
         self.server.watches.touch(db_index, key, false);
+        // A client blocked in XREADGROUP on it is told (Redis's `signalDeletedKeyAsReady`).
+        self.server.blocked.signal(db_index, key);
         self.invalidate_tracked(key, None);
     }
 

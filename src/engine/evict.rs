@@ -505,6 +505,8 @@ impl Engine {
         );
         self.effects.record(db, &[b"DEL", key]);
         self.state.watches.touch(db, key, false);
+        // A client blocked in XREADGROUP on it is told (Redis's `signalDeletedKeyAsReady`).
+        self.state.blocked.signal(db, key);
         if self.state.tracking.watches_changes() {
             self.state
                 .tracking

@@ -58,6 +58,8 @@ impl Engine {
                         );
                         self.effects.record(db_index, &[b"DEL", &key]);
                         self.state.watches.touch(db_index, &key, false);
+                        // Served by the cron once the cycle is over (`Server::cron`).
+                        self.state.blocked.signal(db_index, &key);
                         if self.state.tracking.watches_changes() {
                             self.state.tracking.key_changed(
                                 &key,

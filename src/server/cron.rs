@@ -59,6 +59,9 @@ impl Server {
         self.engine.eviction_cron(&mut host);
         // Also when idle, so that a lowered tracking-table-max-keys takes effect.
         self.engine.limit_tracking_table(None, &mut host);
+        // Clients blocked on keys that expired or were evicted above (a stream's readers
+        // are told it is gone).
+        self.serve_blocked();
         // Jobs scheduled while nothing was running (BGREWRITEAOF inside EXEC).
         self.start_scheduled_jobs();
         self.automatic_jobs();
