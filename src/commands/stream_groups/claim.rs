@@ -11,7 +11,7 @@ use crate::commands::{Action, Args, Ctx, EventClass, SYNTAX_ERROR, eq_ignore_cas
 use crate::keyspace::Value;
 use crate::types::Stream;
 use crate::types::stream::StreamEntry;
-use crate::types::stream_groups::DeliveryCount;
+use crate::types::stream_groups::{DeliveryCount, Group};
 use crate::types::stream_id::StreamId;
 
 /// XAUTOCLAIM looks at up to COUNT times this many PEL entries.
@@ -54,6 +54,56 @@ fn integer(ctx: &mut Ctx, arg: &[u8], error: &str) -> Option<i64> {
 enum Claimed {
     Id(StreamId),
     Entry(StreamEntry),
+}
+
+/// What an XCLAIM or XAUTOCLAIM claims, as it goes: the consumer is seen (created if
+/// new) at the first claim only, as Redis's commands do.
+struct Claims<'a> {
+    consumer: &'a [u8],
+    justid: bool,
+    now_ms: i64,
+    consumer_seen: bool,
+    consumer_created: bool,
+    claimed: Vec<Claimed>,
+    records: Vec<ClaimRecord>,
+}
+
+impl<'a> Claims<'a> {
+    fn new(consumer: &'a [u8], justid: bool, now_ms: i64) -> Claims<'a> {
+        Claims {
+            consumer,
+            justid,
+            now_ms,
+            consumer_seen: false,
+            consumer_created: false,
+            claimed: Vec::new(),
+            records: Vec::new(),
+        }
+    }
+
+    /// Claims `entry` (at `id`) for the consumer, with its record for the log.
+    fn claim(
+        &mut self,
+        group: &mut Group,
+        id: StreamId,
+        entry: StreamEntry,
+        delivery_time_ms: i64,
+        count: DeliveryCount,
+    ) {
+        if !self.consumer_seen {
+            self.consumer_created = group.see_consumer(self.consumer, self.now_ms);
+            self.consumer_seen = true;
+        }
+        group.claim(id, self.consumer, delivery_time_ms, count);
+        let after = group.pending_entry(id).expect("just claimed");
+        self.records
+            .push(ClaimRecord::of(id, after, group.last_id()));
+        self.claimed.push(if self.justid {
+            Claimed::Id(id)
+        } else {
+            Claimed::Entry(entry)
+        });
+    }
 }
 
 fn reply_claimed(ctx: &mut Ctx, claimed: &[Claimed]) {
@@ -185,15 +235,14 @@ pub(super) fn xclaim(ctx: &mut Ctx, args: &Args) -> Action {
         .collect();
     let group = stream.groups.get_mut(name).expect("checked above");
     let mut position_moved = group.raise_last_id(last_id);
-    let mut claimed = Vec::new();
-    let mut records = Vec::new();
-    let mut consumer_seen = false;
-    let mut consumer_created = false;
+    let mut claims = Claims::new(consumer, justid, now);
     for (id, entry) in looked {
         let Some(entry) = entry else {
             // Not in the stream: a pending entry for it goes (and is logged as it was).
             if let Some(gone) = group.remove_pending(id) {
-                records.push(ClaimRecord::of(id, &gone, group.last_id()));
+                claims
+                    .records
+                    .push(ClaimRecord::of(id, &gone, group.last_id()));
                 position_moved = false;
             }
             continue;
@@ -210,27 +259,16 @@ pub(super) fn xclaim(ctx: &mut Ctx, args: &Args) -> Action {
                 continue;
             }
         }
-        if !consumer_seen {
-            consumer_created = group.see_consumer(consumer, now);
-            consumer_seen = true;
-        }
-        group.claim(id, consumer, delivery_time, count_rule);
-        let after = group.pending_entry(id).expect("just claimed");
-        records.push(ClaimRecord::of(id, after, group.last_id()));
+        claims.claim(group, id, entry, delivery_time, count_rule);
         position_moved = false;
-        claimed.push(if justid {
-            Claimed::Id(id)
-        } else {
-            Claimed::Entry(entry)
-        });
     }
     let position_now = (group.last_id(), group.entries_read());
 
-    if consumer_created {
+    if claims.consumer_created {
         ctx.notify(EventClass::Stream, "xgroup-createconsumer", key);
     }
-    reply_claimed(ctx, &claimed);
-    for record in &records {
+    reply_claimed(ctx, &claims.claimed);
+    for record in &claims.records {
         propagate_claim(ctx, key, name, record);
     }
     if position_moved {
@@ -352,46 +390,33 @@ pub(super) fn xautoclaim(ctx: &mut Ctx, args: &Args) -> Action {
     } else {
         DeliveryCount::Increment
     };
-    let mut claimed = Vec::new();
+    let mut claims = Claims::new(consumer, justid, now);
     let mut deleted = Vec::new();
-    let mut records = Vec::new();
-    let mut consumer_seen = false;
-    let mut consumer_created = false;
     for (id, found, idle_enough) in examined {
         let Some(entry) = found else {
             let gone = group.remove_pending(id).expect("pending");
-            records.push(ClaimRecord::of(id, &gone, group.last_id()));
+            claims
+                .records
+                .push(ClaimRecord::of(id, &gone, group.last_id()));
             deleted.push(id);
             continue;
         };
-        if !idle_enough {
-            continue;
+        if idle_enough {
+            claims.claim(group, id, entry, now, count_rule);
         }
-        if !consumer_seen {
-            consumer_created = group.see_consumer(consumer, now);
-            consumer_seen = true;
-        }
-        group.claim(id, consumer, now, count_rule);
-        let after = group.pending_entry(id).expect("just claimed");
-        records.push(ClaimRecord::of(id, after, group.last_id()));
-        claimed.push(if justid {
-            Claimed::Id(id)
-        } else {
-            Claimed::Entry(entry)
-        });
     }
 
-    if consumer_created {
+    if claims.consumer_created {
         ctx.notify(EventClass::Stream, "xgroup-createconsumer", key);
     }
     ctx.out.array(3);
     reply_id(ctx, cursor);
-    reply_claimed(ctx, &claimed);
+    reply_claimed(ctx, &claims.claimed);
     ctx.out.array(deleted.len());
     for id in deleted {
         reply_id(ctx, id);
     }
-    for record in &records {
+    for record in &claims.records {
         propagate_claim(ctx, key, name, record);
     }
     Action::None
