@@ -315,3 +315,33 @@ fn masterauth_and_stale_data() {
         V::Bulk(Some(_))
     ));
 }
+
+/// A master's transaction larger than the replica's `client-query-buffer-limit` (here a
+/// script's effects, which Redis sends as one MULTI … EXEC block) applies whole: the
+/// bound is for clients, not for the master (Redis bounds neither its master's query
+/// buffer nor its transactions).
+#[test]
+fn a_master_transaction_past_the_query_buffer_limit_applies_whole() {
+    let (master, _master_dir) = redis_master(true);
+    let mut source = master.connection();
+    let dir = temp_dir();
+    let tessera = start_server(
+        dir.path(),
+        &[
+            "--enable-debug-command",
+            "yes",
+            "--client-query-buffer-limit",
+            "1mb",
+        ],
+    );
+    let mut replica = tessera.connection();
+    let port = master.port.to_string();
+    run(&mut replica, &["REPLICAOF", "127.0.0.1", &port]);
+    wait_link_up(&mut replica);
+    // 300 keys of 8 KB in one script: 2.4 MB in one block.
+    let script = "for i = 1, 300 do redis.call('SET', 'k' .. i, string.rep('x', 8192)) end";
+    run(&mut source, &["EVAL", script, "0"]);
+    run(&mut source, &["SET", "after", "1"]);
+    wait_caught_up(&mut source, &mut replica);
+    assert_same_dataset(&mut source, &mut replica);
+}

@@ -294,6 +294,29 @@ fn a_transaction_is_logged_as_one_block_and_replayed_whole() {
     assert_eq!(ok(&mut conn, &["GET", "single"]), bulk("c"));
 }
 
+/// A logged block larger than `client-query-buffer-limit` (a script's effects are not
+/// bounded by it) replays whole: the bound is for clients' transactions, not the log's.
+#[test]
+fn a_block_larger_than_the_query_buffer_limit_replays_whole() {
+    let dir = temp_dir();
+    let limit = [
+        "--client-query-buffer-limit",
+        "1mb",
+        "--appendfsync",
+        "always",
+    ];
+    let mut server = start_server(dir.path(), &limit);
+    let mut conn = server.connection();
+    // 300 keys of 8 KB in one script: 2.4 MB of effects in one MULTI … EXEC block.
+    let script = "for i = 1, 300 do redis.call('SET', 'k' .. i, string.rep('x', 8192)) end";
+    ok(&mut conn, &["EVAL", script, "0"]);
+    server.kill9();
+    let server = start_server(dir.path(), &limit);
+    let mut conn = server.connection();
+    assert_eq!(dbsize(&mut conn), 300);
+    assert_eq!(ok(&mut conn, &["STRLEN", "k300"]), Value::Int(8192));
+}
+
 #[test]
 fn a_block_cut_by_a_crash_is_dropped_whole_and_cut_off() {
     let dir = temp_dir();

@@ -571,7 +571,15 @@ impl Engine {
             }
         }
         if session.multi.is_some() && !transaction::runs_inside_multi(spec) {
-            return match transaction::queue(session, spec, argv, &self.state.config) {
+            // The bound protects the server from its clients; the log's own transactions
+            // and the master's are trusted, whatever their size (a script's effects can
+            // pass the limit; Redis bounds neither).
+            let limit = if mode == Mode::Client && !session.master_link {
+                self.state.config.query_buffer_bytes_max
+            } else {
+                usize::MAX
+            };
+            return match transaction::queue(session, spec, argv, limit) {
                 Ok(()) => {
                     ReplyWriter::new(reply, session.resp3).simple("QUEUED");
                     session.last_command = spec.name;

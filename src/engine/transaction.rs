@@ -7,7 +7,6 @@
 
 use super::{Engine, Host, Mode, Outcome, Refusal, Request};
 use crate::commands::{CommandSpec, SessionState, flags};
-use crate::config::Config;
 use crate::resp::ReplyWriter;
 use smallvec::SmallVec;
 
@@ -22,20 +21,21 @@ pub(super) fn runs_inside_multi(spec: &CommandSpec) -> bool {
     TRANSACTION_CONTROL.contains(&spec.name)
 }
 
-/// Queues a command inside MULTI. The queue is bounded like the query buffer: past
-/// that it is dropped at once and the transaction fails.
+/// Queues a command inside MULTI. The queue is bounded by `limit_bytes` (a client's:
+/// `client-query-buffer-limit`): past that it is dropped at once and the transaction
+/// fails.
 pub(super) fn queue(
     session: &mut SessionState,
     spec: &CommandSpec,
     argv: &[&[u8]],
-    config: &Config,
+    limit_bytes: usize,
 ) -> Result<(), Refusal> {
     let multi = session.multi.as_mut().expect("queueing inside MULTI");
     let bytes: usize = argv
         .iter()
         .map(|a| a.len() + QUEUED_ARGUMENT_OVERHEAD_BYTES)
         .sum();
-    if multi.bytes + bytes > config.query_buffer_bytes_max {
+    if multi.bytes.saturating_add(bytes) > limit_bytes {
         multi.queued = Vec::new();
         multi.failed = true;
         return Err(Refusal::TransactionTooLarge);
