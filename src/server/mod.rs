@@ -360,6 +360,18 @@ impl Server {
                     self.accept(token - FIRST_LISTENER);
                 } else if event.is_error() || (event.is_read_closed() && event.is_write_closed()) {
                     // The peer is gone both ways (reset or hang-up): nothing can be delivered.
+                    // But what a master sent before it died is still in the socket (a reset
+                    // keeps the bytes received) and is its stream: applied first, as Redis
+                    // reads them before it sees the error, or the writes its replicas
+                    // acknowledged would be missing here if this replica is promoted next.
+                    if self
+                        .clients
+                        .get(&token)
+                        .is_some_and(|c| c.state.master_link)
+                        && let Some(request) = self.read_and_execute(token, true)
+                    {
+                        shutdown = Some(request);
+                    }
                     self.close_client(token);
                 } else {
                     if event.is_readable() || event.is_read_closed() {

@@ -69,6 +69,8 @@ def main():
 
     started = time.monotonic()
     acknowledged = []
+    # How many replicas WAIT counted, per acknowledged write.
+    acknowledged_by = {}
     not_acknowledged = 0
     errors = {}
     kill_asked = False
@@ -100,6 +102,7 @@ def main():
             not_acknowledged += 1
             continue
         acknowledged.append(number)
+        acknowledged_by[number] = replicas
         if not kill_asked and len(acknowledged) >= BEFORE_KILL:
             say("kill the master now")
             kill_asked = True
@@ -129,7 +132,11 @@ def main():
         if check.get(f"w:{n}") != str(n) or n not in positions:
             missing.append(n)
     if missing:
-        fail(f"{len(missing)} acknowledged writes missing on the new master: {missing[:20]}")
+        counts = sorted({acknowledged_by[n] for n in missing})
+        fail(
+            f"{len(missing)} acknowledged writes missing on the new master: {missing[:20]} "
+            f"(WAIT counted {counts} replicas for them)"
+        )
     order = [positions[n] for n in acknowledged]
     if order != sorted(order):
         fail("the log holds the acknowledged writes out of order")
