@@ -14,10 +14,16 @@
 //! replicas' `replica-priority` chooses the promoted one: case A a Tessera replica, case
 //! B the redis-server one.
 //!
-//! Why `WAIT 1` is enough for the claim here: the master writes each write's stream to
-//! both replicas' sockets before it answers the client, and on the loopback interface
-//! bytes written are already in the receiver's socket, which a kill of the sender does
-//! not take back. A write one replica acknowledged is therefore in both replicas' input.
+//! Why `WAIT 1` is enough for the claim here, although the promoted replica is chosen by
+//! priority and not by offset: the master writes each write's stream to both replicas'
+//! sockets in the same turn, before WAIT can count an acknowledgement, and on the
+//! loopback interface bytes written are already in the receiver's socket, which a kill
+//! of the sender does not take back — not even the reset it sends when it dies with
+//! unread acknowledgements: the replica must apply what it received before it drops the
+//! link (`replica_applies_what_its_master_sent_before_a_reset`, which this test found).
+//! A write one replica acknowledged is therefore in both replicas' input. (Across a
+//! network that does not hold, and Sentinel's preference for the largest offset among
+//! equal priorities is what keeps such a write.)
 //!
 //! Fails, never skips, when python3 or redis-py is missing (`scripts/test` installs it
 //! from `tests/python/requirements.txt`); needs Redis (the sentinels, the Redis replica).
@@ -740,4 +746,56 @@ fn reset_case(start: impl FnOnce(u16) -> (u32, u16, Box<dyn std::any::Any>)) {
     assert_eq!(keys, WRITES, "the master's last writes before its reset");
     let offset = field(&info(&mut conn, "replication"), "slave_repl_offset");
     assert_eq!(offset, Some(stream_bytes.len().to_string()));
+}
+
+/// What Sentinel reads of a replica whose link is not up yet (it skips a replica whose
+/// link has been down too long), side by side with Redis: a replica from its
+/// configuration, and a master turned replica by REPLICAOF (Sentinel's conversion of a
+/// restarted old master), both stuck in the handshake with a master that never answers.
+#[test]
+fn replica_link_fields_before_the_first_sync_match_redis() {
+    let Some(binary) = require_redis_or_skip(WHOLE_TEST) else {
+        return;
+    };
+    // Accepts connections (the kernel does) and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_port = silent.local_addr().unwrap().port().to_string();
+    let tessera_dir = temp_dir();
+    let tessera = common::start_server(
+        tessera_dir.path(),
+        &["--replicaof", "127.0.0.1", &silent_port],
+    );
+    let redis = RedisOracle::start(&binary);
+    let mut redis_conn = redis.connection();
+    common::run(&mut redis_conn, &["REPLICAOF", "127.0.0.1", &silent_port]);
+    let mut tessera_conn = tessera.connection();
+    let fields = [
+        "role",
+        "master_link_status",
+        "master_last_io_seconds_ago",
+        "master_sync_in_progress",
+        "master_link_down_since_seconds",
+    ];
+    let compare = |tessera_conn: &mut redis::Connection, redis_conn: &mut redis::Connection| {
+        // Long enough for a time counted from the start to show.
+        std::thread::sleep(Duration::from_millis(2100));
+        let ours = info(tessera_conn, "replication");
+        let theirs = info(redis_conn, "replication");
+        for name in fields {
+            assert_eq!(
+                field(&ours, name),
+                field(&theirs, name),
+                "{name}\ntessera:\n{ours}\nredis:\n{theirs}"
+            );
+        }
+    };
+    compare(&mut tessera_conn, &mut redis_conn);
+    // A master turned replica.
+    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let other_port = other.local_addr().unwrap().port().to_string();
+    for conn in [&mut tessera_conn, &mut redis_conn] {
+        common::run(conn, &["REPLICAOF", "NO", "ONE"]);
+        common::run(conn, &["REPLICAOF", "127.0.0.1", &other_port]);
+    }
+    compare(&mut tessera_conn, &mut redis_conn);
 }

@@ -282,10 +282,11 @@ impl Server {
         state.dirty = 0;
         tracing::info!("ready to accept connections on port {}", state.tcp_port);
         if let Some((host, port)) = state.config.replicaof() {
-            // `replicaof` in the configuration: a replica from the start.
-            state.replication.master = Some(crate::replication::replica::MasterLink::new(
-                host, port, None,
-            ));
+            // `replicaof` in the configuration: a replica from the start, its link never
+            // up (INFO's `master_link_down_since_seconds` -1, as Redis).
+            let mut link = crate::replication::replica::MasterLink::new(host, port, None);
+            link.down_since = None;
+            state.replication.master = Some(link);
             self.master_changed();
         }
         Ok(())
