@@ -16,7 +16,8 @@
 //!
 //! Why `WAIT 1` is enough for the claim here, although the promoted replica is chosen by
 //! priority and not by offset: the master writes each write's stream to both replicas'
-//! sockets in the same turn, before WAIT can count an acknowledgement, and on the
+//! sockets in the same turn, before WAIT can count an acknowledgement (the load is small
+//! next to a socket's buffer, so neither socket is ever full), and on the
 //! loopback interface bytes written are already in the receiver's socket, which a kill
 //! of the sender does not take back — not even the reset it sends when it dies with
 //! unread acknowledgements: the replica must apply what it received before it drops the
