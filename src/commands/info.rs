@@ -502,7 +502,8 @@ fn info_replication(server: &super::ServerState, out: &mut String) {
             kv(out, "master_port", &link.port);
             let up = link.state == LinkState::Connected;
             kv(out, "master_link_status", &if up { "up" } else { "down" });
-            let last_io = if link.state == LinkState::Connect {
+            // Redis's -1 until the sync is done (no master client yet).
+            let last_io = if link.state != LinkState::Connected {
                 -1
             } else {
                 now - link.last_io

@@ -475,11 +475,19 @@ fn replicaof(ctx: &mut Ctx, args: &Args) -> Action {
         // Redis's `replicationCacheMasterUsingMyself`: this master's own history.
         None => Some((replication.ids.replid.clone(), replication.offset as i64)),
     };
-    replication.master = Some(crate::replication::replica::MasterLink::new(
-        host.clone(),
-        port,
-        history,
-    ));
+    // INFO's `master_link_down_since_seconds` (Sentinel skips a replica whose link is down
+    // too long): from when a connected link is dropped for the new master, kept from a
+    // link that was already down, and none (-1) for a master turning replica, as Redis.
+    let down_since = replication
+        .master
+        .as_ref()
+        .and_then(|link| match link.state {
+            crate::replication::replica::LinkState::Connected => Some(crate::clock::unix_seconds()),
+            _ => link.down_since,
+        });
+    let mut link = crate::replication::replica::MasterLink::new(host.clone(), port, history);
+    link.down_since = down_since;
+    replication.master = Some(link);
     ctx.server.config.set_replicaof(Some((&host, port)));
     tracing::info!("REPLICAOF {host}:{port} enabled (user request from '{who}')");
     ctx.server.replication.link_changed = true;

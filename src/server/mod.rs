@@ -282,10 +282,11 @@ impl Server {
         state.dirty = 0;
         tracing::info!("ready to accept connections on port {}", state.tcp_port);
         if let Some((host, port)) = state.config.replicaof() {
-            // `replicaof` in the configuration: a replica from the start.
-            state.replication.master = Some(crate::replication::replica::MasterLink::new(
-                host, port, None,
-            ));
+            // `replicaof` in the configuration: a replica from the start, its link never
+            // up (INFO's `master_link_down_since_seconds` -1, as Redis).
+            let mut link = crate::replication::replica::MasterLink::new(host, port, None);
+            link.down_since = None;
+            state.replication.master = Some(link);
             self.master_changed();
         }
         Ok(())
@@ -360,6 +361,18 @@ impl Server {
                     self.accept(token - FIRST_LISTENER);
                 } else if event.is_error() || (event.is_read_closed() && event.is_write_closed()) {
                     // The peer is gone both ways (reset or hang-up): nothing can be delivered.
+                    // But what a master sent before it died is still in the socket (a reset
+                    // keeps the bytes received) and is its stream: applied first, as Redis
+                    // reads them before it sees the error, or the writes its replicas
+                    // acknowledged would be missing here if this replica is promoted next.
+                    if self
+                        .clients
+                        .get(&token)
+                        .is_some_and(|c| c.state.master_link)
+                        && let Some(request) = self.read_and_execute(token, true)
+                    {
+                        shutdown = Some(request);
+                    }
                     self.close_client(token);
                 } else {
                     if event.is_readable() || event.is_read_closed() {
