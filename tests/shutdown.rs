@@ -340,3 +340,33 @@ fn termination_signals_wait_for_replicas_too() {
         replica.signal("CONT");
     }
 }
+
+/// A final snapshot that cannot be written (`dbfilename` is a directory): SHUTDOWN SAVE
+/// answers Redis's error and the server serves on; with FORCE it exits anyway.
+#[test]
+fn force_shuts_down_despite_a_failed_final_snapshot() {
+    let transcripts: Vec<Vec<String>> = [Kind::Tessera, Kind::Redis]
+        .into_iter()
+        .map(|kind| {
+            let mut master = Master::start(kind, &["--dbfilename", "blocked.rdb"]);
+            let mut conn = master.connection();
+            let dir: String = match common::run(&mut conn, &["CONFIG", "GET", "dir"]) {
+                redis::Value::Array(items) => redis::from_redis_value(items[1].clone()).unwrap(),
+                other => panic!("{other:?}"),
+            };
+            std::fs::create_dir(PathBuf::from(dir).join("blocked.rdb")).unwrap();
+            common::run(&mut conn, &["SET", "k", "v"]);
+            let mut client = Conn::new(master.port);
+            let mut transcript = vec![format!("{:?}", client.cmd(&["SHUTDOWN", "SAVE"]))];
+            transcript.push(format!("{:?}", client.cmd(&["GET", "k"])));
+            assert!(master.exit_status().is_none(), "{kind:?}");
+            client.send(&[b"SHUTDOWN", b"SAVE", b"FORCE"]);
+            let status = master.wait_exit(Duration::from_secs(30));
+            assert!(status.is_some_and(|s| s.success()), "{kind:?}: {status:?}");
+            transcript.push(format!("{:?}", client.read()));
+            transcript
+        })
+        .collect();
+    assert_eq!(transcripts[0], transcripts[1]);
+    assert!(transcripts[0][0].contains("Errors trying to SHUTDOWN"));
+}
