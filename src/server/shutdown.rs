@@ -15,6 +15,13 @@ use std::sync::atomic::Ordering;
 /// What a blocked SHUTDOWN client gets when the shutdown is aborted or fails (Redis's).
 const SHUTDOWN_FAILED: &str = "ERR Errors trying to SHUTDOWN. Check logs.";
 
+/// The command a SHUTDOWN client is blocked in: no key, no deadline, never run again.
+const SHUTDOWN_WAIT: &[u8] = b"shutdown";
+
+fn is_shutdown_wait(blocked: &Blocked) -> bool {
+    blocked.keys.is_empty() && blocked.command.first().is_some_and(|c| c == SHUTDOWN_WAIT)
+}
+
 impl Server {
     /// SHUTDOWN from a client: it stays blocked until the process exits or the shutdown
     /// is aborted or fails (as Redis's, even when there is nothing to wait for). SHUTDOWN
@@ -35,7 +42,7 @@ impl Server {
                     db: client.state.db,
                     keys: Vec::new(),
                     deadline_ms: None,
-                    command: vec![b"shutdown".to_vec()],
+                    command: vec![SHUTDOWN_WAIT.to_vec()],
                     replicas: None,
                 };
                 self.block(token, client, blocked);
@@ -85,7 +92,9 @@ impl Server {
             let Some(mut client) = self.clients.take(token) else {
                 continue;
             };
-            if client.conn.blocked.is_some() {
+            // Still in its SHUTDOWN (REPLICAOF may have unblocked it, and it may block
+            // on something else since).
+            if client.conn.blocked.as_ref().is_some_and(is_shutdown_wait) {
                 ReplyWriter::new(&mut client.output, client.state.resp3).error(SHUTDOWN_FAILED);
                 self.unblock(token, &mut client);
             }
