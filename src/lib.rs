@@ -42,6 +42,7 @@ pub mod replication;
 pub mod resp;
 pub mod scripting;
 pub mod server;
+pub mod shutdown;
 pub mod slowlog;
 pub mod snapshot;
 pub mod stats;

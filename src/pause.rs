@@ -1,5 +1,8 @@
 //! CLIENT PAUSE: whether clients' commands are held now, and which (Redis 7.0's
-//! `pauseClients` for the one purpose Tessera has, the CLIENT command).
+//! `pauseClients` for its purposes in a standalone server: the CLIENT command, and a
+//! shutdown waiting for lagging replicas, which holds writes until it ends or is aborted).
+//! Each purpose is lifted on its own (CLIENT UNPAUSE leaves a shutdown's pause); the
+//! pause in force is the stricter, as Redis's.
 //!
 //! A held command is not refused: the engine answers `Outcome::Postpone` and the event
 //! loop keeps the request (and everything the client sends after it, in its query buffer
@@ -29,6 +32,9 @@ pub struct Pause {
     released: bool,
     /// Clients held now (INFO's `blocked_clients` counts them, as Redis does).
     pub held_clients: usize,
+    /// A shutdown waiting for replicas holds writes (Redis's `PAUSE_DURING_SHUTDOWN`),
+    /// with no end of its own.
+    shutdown: bool,
 }
 
 impl Pause {
@@ -50,21 +56,38 @@ impl Pause {
         }
     }
 
-    /// The pause in force at `now_ms` (one that has run out is ended here).
+    /// A shutdown began waiting for replicas: writes are held until `unpause_shutdown`.
+    pub fn pause_for_shutdown(&mut self) {
+        self.shutdown = true;
+    }
+
+    /// The shutdown's wait was cancelled: its hold is lifted.
+    pub fn unpause_shutdown(&mut self) {
+        if std::mem::take(&mut self.shutdown) {
+            self.released = true;
+        }
+    }
+
+    /// The pause in force at `now_ms` (a CLIENT PAUSE that has run out is ended here).
     pub fn kind(&mut self, now_ms: i64) -> PauseKind {
         if self.kind != PauseKind::Off && self.end_ms < now_ms {
             self.unpause();
         }
-        self.kind
+        if self.shutdown {
+            self.kind.max(PauseKind::Write)
+        } else {
+            self.kind
+        }
     }
 
     /// Whether a pause is in force (without the clock: the engine's hot path asks this
     /// first, and only then reads the time).
     pub fn maybe_active(&self) -> bool {
-        self.kind != PauseKind::Off
+        self.kind != PauseKind::Off || self.shutdown
     }
 
-    /// When the pause runs out (for the event loop's poll timeout), if one is in force.
+    /// When CLIENT PAUSE runs out (for the event loop's poll timeout), if one is in force
+    /// (a shutdown's hold has no end of its own).
     pub fn end_ms(&self) -> Option<i64> {
         (self.kind != PauseKind::Off).then_some(self.end_ms)
     }
@@ -114,6 +137,24 @@ mod tests {
         assert_eq!(pause.kind(2_001), PauseKind::Off);
         assert!(pause.take_released());
         assert!(!pause.take_released());
+    }
+
+    #[test]
+    fn a_shutdown_s_hold_outlasts_client_unpause_and_is_lifted_on_its_own() {
+        let mut pause = Pause::default();
+        pause.pause_for_shutdown();
+        assert!(pause.maybe_active());
+        assert_eq!(pause.kind(0), PauseKind::Write);
+        assert_eq!(pause.end_ms(), None);
+        pause.pause(PauseKind::All, 1_000);
+        assert_eq!(pause.kind(500), PauseKind::All);
+        pause.unpause();
+        assert!(pause.take_released());
+        assert_eq!(pause.kind(600), PauseKind::Write);
+        pause.unpause_shutdown();
+        assert!(pause.take_released());
+        assert_eq!(pause.kind(700), PauseKind::Off);
+        assert!(!pause.maybe_active());
     }
 
     #[test]

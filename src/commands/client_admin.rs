@@ -292,8 +292,10 @@ pub fn unblock(ctx: &mut Ctx, args: &Args) -> Action {
         }
         _ => how,
     };
-    // The caller runs a command, so it is not blocked: only another can be unblocked.
+    // The caller runs a command, so it is not blocked: only another can be unblocked. A
+    // SHUTDOWN client waits for the shutdown's outcome (Redis 7.0 would crash here).
     let unblocked = match u64::try_from(id) {
+        Ok(id) if ctx.server.shutdown.clients.contains(&id) => None,
         Ok(id) if id != ctx.client.id => ctx.host.unblock_client(id, how),
         _ => None,
     };

@@ -281,6 +281,10 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
             kv(out, "configured_hz", &config.hz);
             kv(out, "executable", &server.executable);
             kv(out, "config_file", &server.config_file);
+            // Only while a shutdown waits for its replicas, as Redis.
+            if let Some(left) = server.shutdown.remaining_ms(crate::clock::unix_ms()) {
+                kv(out, "shutdown_in_milliseconds", &left);
+            }
         }
         "clients" => {
             out.push_str("# Clients\r\n");

@@ -124,8 +124,8 @@ pub enum Action {
     },
     /// Send the reply, then close (QUIT).
     Close,
-    /// SHUTDOWN (no reply unless it fails).
-    Shutdown(ShutdownSave),
+    /// SHUTDOWN (no reply unless it fails), or SHUTDOWN ABORT (its reply written).
+    Shutdown(crate::shutdown::ShutdownCall),
     /// BGREWRITEAOF / BGSAVE: start the job now (the reply is written).
     StartJob(Job),
     /// A blocking command found nothing: park the client (no reply written).

@@ -8,6 +8,7 @@ use crate::command;
 use crate::config::{Directive, all_directives, find_directive};
 use crate::glob::glob_match;
 use crate::resp::ReplyWriter;
+use crate::shutdown::{ShutdownCall, ShutdownFlags};
 use serde_json::Value;
 
 pub fn commands() -> Vec<CommandSpec> {
@@ -111,16 +112,20 @@ fn lastsave(ctx: &mut Ctx, _args: &Args) -> Action {
     Action::None
 }
 
+/// SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]: the event loop blocks the client and
+/// runs the shutdown (`crate::shutdown`); ABORT cancels one that waits for replicas.
 fn shutdown(ctx: &mut Ctx, args: &Args) -> Action {
-    let (mut nosave, mut save, mut other_flag, mut abort) = (false, false, false, false);
+    let mut flags = ShutdownFlags::DEFAULT;
+    let (mut nosave, mut save, mut abort) = (false, false, false);
     for arg in &args[1..] {
         if eq_ignore_case(arg, "nosave") {
             nosave = true;
         } else if eq_ignore_case(arg, "save") {
             save = true;
-        } else if eq_ignore_case(arg, "now") || eq_ignore_case(arg, "force") {
-            // Tessera never waits for replicas: NOW and FORCE change nothing.
-            other_flag = true;
+        } else if eq_ignore_case(arg, "now") {
+            flags.now = true;
+        } else if eq_ignore_case(arg, "force") {
+            flags.force = true;
         } else if eq_ignore_case(arg, "abort") {
             abort = true;
         } else {
@@ -129,22 +134,26 @@ fn shutdown(ctx: &mut Ctx, args: &Args) -> Action {
         }
     }
     // Redis's illegal combinations: ABORT with any flag, SAVE with NOSAVE.
-    if (abort && (nosave || save || other_flag)) || (nosave && save) {
+    if (abort && (nosave || save || flags.now || flags.force)) || (nosave && save) {
         ctx.out.error(SYNTAX_ERROR);
         return Action::None;
     }
     if abort {
-        // A Tessera shutdown never waits, so there is never one in progress to abort.
-        ctx.out.error("ERR No shutdown in progress.");
-        return Action::None;
+        if !ctx.server.shutdown.is_waiting() {
+            ctx.out.error("ERR No shutdown in progress.");
+            return Action::None;
+        }
+        ctx.out.ok();
+        return Action::Shutdown(ShutdownCall::Abort);
     }
-    Action::Shutdown(if nosave {
+    flags.save = if nosave {
         ShutdownSave::NoSave
     } else if save {
         ShutdownSave::Save
     } else {
         ShutdownSave::AsConfigured
-    })
+    };
+    Action::Shutdown(ShutdownCall::Begin(flags))
 }
 
 /// SAVE: writes `dbfilename` in `dir` on the event loop, blocking it, as Redis's SAVE does.

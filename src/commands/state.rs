@@ -101,6 +101,8 @@ pub struct ServerState {
     pub eviction: crate::engine::evict::Eviction,
     /// CLIENT PAUSE.
     pub pause: crate::pause::Pause,
+    /// A shutdown in progress (SHUTDOWN ABORT cancels it, INFO shows its wait).
+    pub shutdown: crate::shutdown::Shutdown,
     /// The clients in MONITOR mode.
     pub monitors: crate::monitor::Monitors,
     /// Per-command and per-error counters (INFO commandstats, errorstats, latencystats).
@@ -149,6 +151,7 @@ impl ServerState {
             tracking: crate::tracking::Tracking::default(),
             eviction: crate::engine::evict::Eviction::new(),
             pause: Default::default(),
+            shutdown: Default::default(),
             monitors: Default::default(),
             commands: crate::command_stats::CommandStats::new(),
             slowlog: crate::slowlog::SlowLog::default(),

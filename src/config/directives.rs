@@ -395,6 +395,12 @@ pub static DIRECTIVES: &[Directive] = &[
         one(a)?.to_string())
     .written_as(Rewrite::QuotedUnlessEmpty),
     directive!(
+        "shutdown-timeout",
+        true,
+        |c| c.shutdown_timeout_seconds.to_string(),
+        |c, a| c.shutdown_timeout_seconds = parse_int_in(a, 0, i32::MAX as i64)? as u64
+    ),
+    directive!(
         "aof-rewrite-threads",
         true,
         |c| c.aof_rewrite_threads_setting.to_string(),

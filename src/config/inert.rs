@@ -4,7 +4,8 @@
 //! them with Redis's defaults; CONFIG SET checks a value as Redis does (its types, bounds
 //! and error texts) and keeps it; CONFIG REWRITE writes them as Redis would. Nothing else
 //! reads them, but for a few replication directives a replica's link reads when it
-//! connects (see the table).
+//! connects, and `shutdown-on-sigterm` / `shutdown-on-sigint`, read when the signal
+//! comes (see the table).
 //!
 //! Where accepting a value would claim something Tessera cannot do that Redis itself
 //! refuses in the same circumstances, the value is refused with Redis's words:
@@ -592,7 +593,7 @@ pub static INERT_DIRECTIVES: &[Directive] = &[
     inert!("crash-log-enabled", BOOL, "yes"),
     inert!("crash-memcheck-enabled", BOOL, "yes"),
     inert!("ignore-warnings", TEXT, ""),
-    inert!("shutdown-timeout", int(0, INT_MAX), "10"),
+    // Read through `directive_value` when the signal comes (`server::shutdown`).
     inert!(
         "shutdown-on-sigint",
         Kind::Flags(SHUTDOWN_ON_SIGNAL),

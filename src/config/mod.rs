@@ -131,6 +131,8 @@ pub struct Config {
     pub hz: u32,
     pub daemonize: bool,
     pub pidfile: String,
+    /// `shutdown-timeout`: seconds a shutdown waits for lagging replicas (0: no wait).
+    pub shutdown_timeout_seconds: u64,
     /// Writer threads (and snapshot parts) of a compaction; 0: one per CPU.
     pub aof_rewrite_threads_setting: usize,
     pub auto_aof_rewrite_percentage: u64,
@@ -478,6 +480,7 @@ impl Default for Config {
             hz: 10,
             daemonize: false,
             pidfile: String::new(),
+            shutdown_timeout_seconds: 10,
             aof_rewrite_threads_setting: 0,
             auto_aof_rewrite_percentage: 100,
             auto_aof_rewrite_min_size: 64 * 1024 * 1024,

@@ -124,8 +124,8 @@ pub enum Outcome {
     Refused(Refusal),
     /// Send the reply, then close the connection (QUIT).
     Close,
-    /// SHUTDOWN, with or without a final snapshot.
-    Shutdown(ShutdownSave),
+    /// SHUTDOWN (its options), or SHUTDOWN ABORT.
+    Shutdown(crate::shutdown::ShutdownCall),
     /// Start this background job now.
     StartJob(Job),
     /// Nothing to take yet: park the client until a key is ready or the deadline passes.
@@ -747,9 +747,15 @@ impl Engine {
                 self.script_tracked_keys = None;
                 match end {
                     crate::scripting::run::ScriptEnd::Done => Outcome::Done,
-                    crate::scripting::run::ScriptEnd::ShutdownNoSave => {
-                        Outcome::Shutdown(ShutdownSave::NoSave)
-                    }
+                    // The script was stopped with its effects dropped: the server
+                    // cannot go on serving, so it does not wait for replicas.
+                    crate::scripting::run::ScriptEnd::ShutdownNoSave => Outcome::Shutdown(
+                        crate::shutdown::ShutdownCall::Begin(crate::shutdown::ShutdownFlags {
+                            save: ShutdownSave::NoSave,
+                            now: true,
+                            force: false,
+                        }),
+                    ),
                 }
             }
             Action::ClientList {
@@ -770,7 +776,7 @@ impl Engine {
                 Outcome::Done
             }
             Action::Close => Outcome::Close,
-            Action::Shutdown(save) => Outcome::Shutdown(save),
+            Action::Shutdown(call) => Outcome::Shutdown(call),
             Action::StartJob(job) => Outcome::StartJob(job),
             Action::Block(blocked) => Outcome::Block(blocked),
             Action::Reload(reload) => Outcome::Reload(reload),

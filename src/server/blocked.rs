@@ -7,8 +7,8 @@
 //! engine in `Mode::ServeBlocked`; its reply goes out with the turn and the session's
 //! buffered input runs next (`run_resumed`).
 
+use super::Server;
 use super::session::Client;
-use super::{Server, ShutdownRequest};
 use crate::commands::blocking::Blocked;
 use crate::engine::{Mode, Outcome, Request};
 use crate::resp::ReplyWriter;
@@ -66,9 +66,7 @@ impl Server {
                     );
                     if !matches!(outcome, Outcome::Block(_)) {
                         self.unblock(token, &mut client);
-                        // A served blocking command asks for nothing more (no SHUTDOWN).
-                        let request = self.apply_outcome(token, &mut client, outcome);
-                        debug_assert!(request.is_none());
+                        self.apply_outcome(token, &mut client, outcome);
                     }
                     self.clients.put_back(token, client);
                 }
@@ -128,13 +126,9 @@ impl Server {
     }
 
     /// Runs the buffered input of clients unblocked this turn.
-    pub(super) fn run_resumed(&mut self) -> Option<ShutdownRequest> {
-        let mut shutdown = None;
+    pub(super) fn run_resumed(&mut self) {
         while let Some(token) = self.resumed.pop() {
-            if let Some(request) = self.process_input(token) {
-                shutdown = Some(request);
-            }
+            self.process_input(token);
         }
-        shutdown
     }
 }

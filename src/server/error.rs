@@ -20,6 +20,8 @@ pub enum ServerError {
     LogSync(crate::log::writer::LogError),
     /// The users could not be loaded (`user` lines, the aclfile): Redis's message.
     Acl(String),
+    /// A second SIGINT while a signal's shutdown was not over: exit at once, unclean.
+    Insisted,
 }
 
 impl fmt::Display for ServerError {
@@ -34,6 +36,7 @@ impl fmt::Display for ServerError {
             ServerError::LoadPanicked => f.write_str("the loading thread panicked"),
             ServerError::OpenLog(e) => write!(f, "can't open the append-only log: {e}"),
             ServerError::EventLoop(e) => write!(f, "event loop failed: {e}"),
+            ServerError::Insisted => f.write_str("You insist... exiting now."),
         }
     }
 }
@@ -49,7 +52,7 @@ impl Error for ServerError {
             ServerError::Listen(e) => e.source(),
             ServerError::Load(e) => e.source(),
             ServerError::FinalSnapshot(e) => e.source(),
-            ServerError::LoadPanicked | ServerError::Acl(_) => None,
+            ServerError::LoadPanicked | ServerError::Acl(_) | ServerError::Insisted => None,
         }
     }
 }

@@ -805,7 +805,7 @@ impl Server {
         self.touched.push(token);
         self.engine.state.connected_clients = self.clients.len();
         // The stream may have come with the snapshot's last bytes.
-        let _ = self.process_input(token);
+        self.process_input(token);
     }
 
     /// The master's session closed: keep the history and offset to continue (Redis's

@@ -24,13 +24,13 @@ mod postponed;
 mod reload;
 mod replicas;
 mod session;
+mod shutdown;
 
 use crate::commands::{LoadingStatus, SessionState};
 use crate::config::{Config, FsyncPolicy};
-use crate::engine::{Engine, ShutdownSave};
+use crate::engine::Engine;
 use crate::log::manifest::Manifest;
 use crate::log::{self, LogPaths, LogWriter};
-use crate::resp::ReplyWriter;
 use crate::storage::{RealStorage, Storage};
 pub use error::ServerError;
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -89,7 +89,9 @@ pub struct Server {
     held: Vec<usize>,
     /// Clients that produced output this turn.
     touched: Vec<usize>,
-    shutdown_flag: Arc<AtomicBool>,
+    /// Set by the SIGTERM and SIGINT handlers; the loop acts on them (`shutdown`).
+    sigterm_flag: Arc<AtomicBool>,
+    sigint_flag: Arc<AtomicBool>,
     expire_cursor: Vec<usize>,
     block_deadlines: blocked::Deadlines,
     /// Clients unblocked this turn whose buffered input still waits to be run.
@@ -104,13 +106,6 @@ pub struct Server {
     master_sync: Option<master_link::MasterSync>,
     abandoned_syncs: Vec<master_link::MasterSync>,
     pending_base: Option<master_link::PendingBase>,
-}
-
-/// A SHUTDOWN asked for by a client (`requester`) or a signal.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct ShutdownRequest {
-    save: ShutdownSave,
-    requester: Option<usize>,
 }
 
 /// The highest log batch whose replies may go out. Under `always`, fsynced. Otherwise,
@@ -168,9 +163,13 @@ impl Server {
                 .register(listener, Token(FIRST_LISTENER + index), Interest::READABLE)
                 .map_err(|e| ServerError::Setup("register listener", e))?;
         }
-        let shutdown_flag = Arc::new(AtomicBool::new(false));
-        for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-            signal_hook::flag::register(signal, shutdown_flag.clone())
+        let sigterm_flag = Arc::new(AtomicBool::new(false));
+        let sigint_flag = Arc::new(AtomicBool::new(false));
+        for (signal, flag) in [
+            (signal_hook::consts::SIGTERM, &sigterm_flag),
+            (signal_hook::consts::SIGINT, &sigint_flag),
+        ] {
+            signal_hook::flag::register(signal, flag.clone())
                 .map_err(|e| ServerError::Setup("install signal handler", e))?;
         }
         // The dataset loads on its own thread; meanwhile clients get -LOADING.
@@ -217,7 +216,8 @@ impl Server {
             deferred_reads: Vec::new(),
             held: Vec::new(),
             touched: Vec::new(),
-            shutdown_flag,
+            sigterm_flag,
+            sigint_flag,
             expire_cursor: vec![0; databases],
             block_deadlines: Default::default(),
             resumed: Vec::new(),
@@ -349,9 +349,8 @@ impl Server {
             {
                 return Err(ServerError::EventLoop(e));
             }
-            let mut shutdown: Option<ShutdownRequest> = None;
             if !self.deferred_reads.is_empty() && !self.log_backlogged() {
-                shutdown = self.read_deferred();
+                self.read_deferred();
             }
             for event in events.iter() {
                 let token = event.token().0;
@@ -369,9 +368,8 @@ impl Server {
                         .clients
                         .get(&token)
                         .is_some_and(|c| c.state.master_link)
-                        && let Some(request) = self.read_and_execute(token, true)
                     {
-                        shutdown = Some(request);
+                        self.read_and_execute(token, true);
                     }
                     self.close_client(token);
                 } else {
@@ -379,16 +377,13 @@ impl Server {
                         let until_eof = event.is_read_closed();
                         if self.log_backlogged() {
                             self.deferred_reads.push((token, until_eof));
-                        } else if let Some(request) = self.read_and_execute(token, until_eof) {
-                            shutdown = Some(request);
+                        } else {
+                            self.read_and_execute(token, until_eof);
                         }
                     }
                     if event.is_writable() {
                         self.touched.push(token);
                     }
-                }
-                if shutdown.is_some() {
-                    break;
                 }
             }
             // Acknowledgements read this turn may release clients parked by WAIT.
@@ -396,16 +391,8 @@ impl Server {
             if !self.block_deadlines.is_empty() {
                 self.expire_blocked();
             }
-            if shutdown.is_none()
-                && let Some(request) = self.resume_postponed()
-            {
-                shutdown = Some(request);
-            }
-            if shutdown.is_none()
-                && let Some(request) = self.run_resumed()
-            {
-                shutdown = Some(request);
-            }
+            self.resume_postponed();
+            self.run_resumed();
             self.background_snapshot_work();
             self.end_of_turn();
             if Instant::now() >= next_cron {
@@ -413,27 +400,9 @@ impl Server {
                 let hz = self.engine.state.config.hz as u64;
                 next_cron = Instant::now() + Duration::from_millis(1000 / hz);
             }
-            if self.shutdown_flag.swap(false, Ordering::Relaxed) {
-                tracing::info!("received a termination signal, shutting down");
-                shutdown = Some(ShutdownRequest {
-                    save: ShutdownSave::AsConfigured,
-                    requester: None,
-                });
-            }
-            if let Some(request) = shutdown {
-                match self.shutdown(request.save) {
-                    Ok(()) => return Ok(()),
-                    Err(e) => {
-                        tracing::warn!("SHUTDOWN failed, not exiting: {e}");
-                        if let Some(token) = request.requester
-                            && let Some(client) = self.clients.get_mut(&token)
-                        {
-                            ReplyWriter::new(&mut client.output, client.state.resp3)
-                                .error("ERR Errors trying to SHUTDOWN. Check logs.");
-                            self.touched.push(token);
-                        }
-                    }
-                }
+            self.take_signals()?;
+            if self.shutdown_if_ready() {
+                return Ok(());
             }
         }
     }
@@ -667,8 +636,8 @@ impl Server {
     }
 
     /// Reads the clients put aside while the log writer was behind, until it is behind
-    /// again. Returns a SHUTDOWN request, if one came.
-    fn read_deferred(&mut self) -> Option<ShutdownRequest> {
+    /// again.
+    fn read_deferred(&mut self) {
         let mut deferred = std::mem::take(&mut self.deferred_reads);
         deferred.sort_unstable();
         deferred.dedup_by(|later, earlier| {
@@ -680,56 +649,12 @@ impl Server {
         });
         let mut pending = deferred.into_iter();
         while let Some((token, until_eof)) = pending.next() {
-            if let Some(request) = self.read_and_execute(token, until_eof) {
-                self.deferred_reads.extend(pending);
-                return Some(request);
-            }
+            self.read_and_execute(token, until_eof);
             if self.log_backlogged() {
                 self.deferred_reads.extend(pending);
                 break;
             }
         }
-        None
-    }
-
-    /// Only SHUTDOWN SAVE writes `dbfilename`. (Redis also saves on a plain SHUTDOWN
-    /// when save points are configured; Tessera, whose log is on by default, does not.)
-    fn shutdown(&mut self, save: ShutdownSave) -> Result<(), ServerError> {
-        tracing::info!("user requested shutdown...");
-        self.end_of_turn();
-        // As Redis kills its rewrite or save child and removes its temp file: the job is
-        // stopped and waited for, so that its thread removes its files (unlisted parts, a
-        // BGSAVE's temp file in `dir`, which no start-up would remove) before the process
-        // exits. A writer notices the cancellation after the key or slot in hand.
-        self.jobs.cancel_all(&mut self.engine.keyspace);
-        self.abandon_master_sync();
-        if save == ShutdownSave::Save {
-            tracing::info!("saving the final RDB snapshot before exiting");
-            let config = &self.engine.state.config;
-            crate::snapshot::save(
-                &*self.storage,
-                &self.engine.keyspace,
-                &config.dir,
-                &config.dbfilename,
-                config.rdbcompression,
-                config.rdb_save_incremental_fsync,
-                &self.engine.state.scripting.library_codes(),
-            )
-            .map_err(ServerError::FinalSnapshot)?;
-        }
-        if let Some(writer) = &self.log_writer {
-            tracing::info!("flushing and syncing the append-only log");
-            // On failure the writer stays in place and keeps retrying; the server runs on.
-            writer.sync().map_err(ServerError::LogSync)?;
-        }
-        if !self.engine.state.config.pidfile.is_empty() {
-            let _ = std::fs::remove_file(&self.engine.state.config.pidfile);
-        }
-        if let Some(paths) = &self.log_paths {
-            tracing::info!("append-only log in {} is up to date", paths.dir.display());
-        }
-        tracing::info!("Tessera is now ready to exit, bye bye...");
-        Ok(())
     }
 }
 

@@ -4,8 +4,8 @@
 //! timeout, which bounds the loop's poll, or CLIENT UNPAUSE) each held request runs again
 //! through the engine, which may hold it again, and the client's input resumes.
 
+use super::Server;
 use super::session::Client;
-use super::{Server, ShutdownRequest};
 use crate::engine::{Outcome, Request};
 use smallvec::SmallVec;
 
@@ -38,35 +38,33 @@ impl Server {
 
     /// Runs the held requests again once the pause has ended or eased; then the clients'
     /// later input runs (`run_resumed`).
-    pub(super) fn resume_postponed(&mut self) -> Option<ShutdownRequest> {
+    pub(super) fn resume_postponed(&mut self) {
         if self.postponed.is_empty() {
-            return None;
+            return;
         }
         let pause = &mut self.engine.state.pause;
         pause.kind(crate::clock::unix_ms()); // ends a pause that has run out
         if !pause.take_released() {
-            return None;
+            return;
         }
-        let mut shutdown = None;
         for token in std::mem::take(&mut self.postponed) {
             let Some(mut client) = self.clients.take(token) else {
                 continue;
             };
-            if let Some(request) = self.run_postponed(token, &mut client) {
-                shutdown = Some(request);
-            }
+            self.run_postponed(token, &mut client);
             self.clients.put_back(token, client);
             if self.engine.state.blocked.has_ready() {
                 self.serve_blocked();
             }
         }
         self.engine.state.pause.held_clients = self.postponed.len();
-        shutdown
     }
 
     /// Runs `client`'s held request; it may be held again.
-    fn run_postponed(&mut self, token: usize, client: &mut Client) -> Option<ShutdownRequest> {
-        let held = client.conn.postponed.take()?;
+    fn run_postponed(&mut self, token: usize, client: &mut Client) {
+        let Some(held) = client.conn.postponed.take() else {
+            return;
+        };
         let argv: SmallVec<[&[u8]; 8]> = held.iter().map(Vec::as_slice).collect();
         let Client {
             conn,
@@ -80,10 +78,10 @@ impl Server {
         if matches!(outcome, Outcome::Postpone) {
             client.conn.postponed = Some(held);
             self.postponed.push(token);
-            return None;
+            return;
         }
         self.touched.push(token);
         self.resumed.push(token);
-        self.apply_outcome(token, client, outcome)
+        self.apply_outcome(token, client, outcome);
     }
 }

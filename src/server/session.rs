@@ -7,7 +7,7 @@
 //! the turn unless it must wait for the log (`Client::required_seq`). The state commands
 //! see (database, MULTI, WATCH) is the `SessionState` the engine borrows.
 
-use super::{ARGUMENTS_KEEP, INPUT_KEEP_BYTES, READ_PER_TURN_BYTES, Server, ShutdownRequest};
+use super::{ARGUMENTS_KEEP, INPUT_KEEP_BYTES, READ_PER_TURN_BYTES, Server};
 use crate::client_buffers::{BigArgument, BigArguments, OutputBreach};
 use crate::commands::blocking::Blocked;
 use crate::commands::{ClientKind, KillCandidate, ReplyShows, SessionState, UnblockReply, Victims};
@@ -563,14 +563,9 @@ impl Host for SessionsView<'_> {
 
 impl Server {
     /// Reads everything available and executes every complete command.
-    /// Returns a SHUTDOWN request if a client made one.
     /// `until_eof`: the peer has closed its side, so read until EOF rather than stopping
     /// at a short read (no further event would announce the EOF).
-    pub(super) fn read_and_execute(
-        &mut self,
-        token: usize,
-        until_eof: bool,
-    ) -> Option<ShutdownRequest> {
+    pub(super) fn read_and_execute(&mut self, token: usize, until_eof: bool) {
         let limit = match self.clients.get(&token) {
             // Redis exempts its master's link from `client-query-buffer-limit`.
             Some(client) if client.state.master_link => usize::MAX,
@@ -582,9 +577,11 @@ impl Server {
         let mut more_to_read = false;
         let mut read_now = 0usize;
         {
-            let client = self.clients.get_mut(&token)?;
+            let Some(client) = self.clients.get_mut(&token) else {
+                return;
+            };
             if client.conn.close_after_reply {
-                return None;
+                return;
             }
             let conn = &mut client.conn;
             loop {
@@ -629,7 +626,7 @@ impl Server {
             }
             conn.last_interaction = Instant::now();
         }
-        let shutdown = self.process_input(token);
+        self.process_input(token);
         if let Some(client) = self.clients.get(&token)
             && client.query_bytes() > limit
         {
@@ -655,7 +652,6 @@ impl Server {
         } else if more_to_read {
             self.deferred_reads.push((token, until_eof));
         }
-        shutdown
     }
 
     /// Runs one request of a client taken out of the table. The engine sees the other
@@ -703,13 +699,14 @@ impl Server {
         }
     }
 
-    /// Runs every complete request in the client's input, in order, until it blocks,
-    /// closes or asks for SHUTDOWN.
-    pub(super) fn process_input(&mut self, token: usize) -> Option<ShutdownRequest> {
+    /// Runs every complete request in the client's input, in order, until it blocks
+    /// (SHUTDOWN blocks it too) or closes.
+    pub(super) fn process_input(&mut self, token: usize) {
         let mut consumed_total = 0;
-        let mut shutdown = None;
         let mut produced_output = false;
-        let mut client = self.clients.take(token)?;
+        let Some(mut client) = self.clients.take(token) else {
+            return;
+        };
         let mut ranges = std::mem::take(&mut client.conn.arg_ranges);
         while !client.conn.close_after_reply
             && client.conn.blocked.is_none()
@@ -847,9 +844,7 @@ impl Server {
             if let Some((outcome, admitted)) = outcome {
                 self.note_admitted(admitted);
                 produced_output = true;
-                if let Some(request) = self.apply_outcome(token, &mut client, outcome) {
-                    shutdown = Some(request);
-                }
+                self.apply_outcome(token, &mut client, outcome);
             }
             if self.engine.state.blocked.has_ready() {
                 // Back in the table meanwhile, so that what the served commands publish
@@ -857,9 +852,6 @@ impl Server {
                 self.clients.put_back(token, client);
                 self.serve_blocked();
                 client = self.clients.take(token).expect("put back above");
-            }
-            if shutdown.is_some() {
-                break;
             }
         }
         if ranges.capacity() > ARGUMENTS_KEEP && ranges.len() < ARGUMENTS_KEEP {
@@ -875,32 +867,20 @@ impl Server {
         if produced_output {
             self.touched.push(token);
         }
-        shutdown
     }
 
     /// Does what the engine's outcome asks of the event loop, after the reply is written.
-    pub(super) fn apply_outcome(
-        &mut self,
-        token: usize,
-        client: &mut Client,
-        outcome: Outcome,
-    ) -> Option<ShutdownRequest> {
+    pub(super) fn apply_outcome(&mut self, token: usize, client: &mut Client, outcome: Outcome) {
         match outcome {
             Outcome::Done | Outcome::Refused(_) => {}
             Outcome::Close => client.conn.close_after_reply = true,
-            Outcome::Shutdown(save) => {
-                return Some(ShutdownRequest {
-                    save,
-                    requester: Some(token),
-                });
-            }
+            Outcome::Shutdown(call) => self.shutdown_command(token, client, call),
             Outcome::StartJob(job) => self.start_job(job),
             Outcome::Block(blocked) => self.block(token, client, blocked),
             Outcome::Postpone => self.postpone(token),
             Outcome::Reload(reload) => self.reload(client, reload),
             Outcome::Replicate(attach) => self.attach_replica(token, client, attach),
         }
-        None
     }
 }
 
