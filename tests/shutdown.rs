@@ -87,6 +87,20 @@ impl Master {
         std::fs::read_to_string(&self.log_path).unwrap_or_default()
     }
 
+    /// Waits for `text` in the log: Tessera's reaches its file through a relay thread,
+    /// which may lag under load (even past the process's exit).
+    fn wait_log(&self, text: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.log().contains(text) {
+            assert!(
+                Instant::now() < deadline,
+                "{text:?} not logged:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     fn signal(&mut self, signal: &str) {
         let pid = self.child().id().to_string();
         let status = std::process::Command::new("kill")
@@ -178,13 +192,7 @@ fn shutdown_waits_until_the_replica_has_every_write() {
             master.log()
         );
         assert_eq!(shutdown.read(), V::Closed, "{kind:?}");
-        assert!(
-            master
-                .log()
-                .contains("1 of 1 replicas are in sync when shutting down."),
-            "{kind:?}:\n{}",
-            master.log()
-        );
+        master.wait_log("1 of 1 replicas are in sync when shutting down.");
         let mut replica_conn = replica.connection();
         assert_eq!(digest(&mut replica_conn), expected, "{kind:?}");
     }
@@ -207,11 +215,8 @@ fn shutdown_gives_up_on_a_stopped_replica_after_the_timeout_and_now_does_not_wai
         assert!(status.is_some_and(|s| s.success()), "{kind:?}: {status:?}");
         assert!(waited >= Duration::from_secs(1), "{kind:?}: {waited:?}");
         assert_eq!(shutdown.read(), V::Closed, "{kind:?}");
-        let log = master.log();
-        assert!(
-            log.contains("Lagging replica") && log.contains("0 of 1 replicas are in sync"),
-            "{kind:?}:\n{log}"
-        );
+        master.wait_log("Lagging replica");
+        master.wait_log("0 of 1 replicas are in sync");
         replica.signal("CONT");
 
         let (mut master, replica) = master_with_replica(kind, &["--shutdown-timeout", "300"]);
@@ -275,11 +280,7 @@ fn shutdown_abort_cancels_the_wait_as_redis_does() {
             transcript.push(format!("{:?}", other.cmd(&["GET", "during"])));
             transcript.push(format!("{:?}", other.cmd(&["SET", "after", "3"])));
             assert!(master.exit_status().is_none(), "{kind:?}: exited");
-            assert!(
-                master.log().contains("Shutdown manually aborted."),
-                "{kind:?}:\n{}",
-                master.log()
-            );
+            master.wait_log("Shutdown manually aborted.");
             replica.signal("CONT");
             wait_caught_up(&mut conn, &mut replica.connection());
             transcript
@@ -320,10 +321,7 @@ fn termination_signals_wait_for_replicas_too() {
         master.signal("INT");
         let status = master.wait_exit(Duration::from_secs(30));
         assert!(status.is_some_and(|s| !s.success()), "{kind:?}: {status:?}");
-        assert!(
-            master.log().contains("You insist... exiting now."),
-            "{kind:?}"
-        );
+        master.wait_log("You insist... exiting now.");
         replica.signal("CONT");
 
         let (mut master, replica) = master_with_replica(kind, &["--shutdown-timeout", "300"]);
