@@ -1,5 +1,8 @@
 //! CLIENT PAUSE: whether clients' commands are held now, and which (Redis 7.0's
-//! `pauseClients` for the one purpose Tessera has, the CLIENT command).
+//! `pauseClients` for its two purposes in a standalone server: the CLIENT command, and a
+//! FAILOVER waiting for its target, which holds writes until it ends or is aborted).
+//! Each purpose is lifted on its own (CLIENT UNPAUSE leaves a failover's pause); the
+//! pause in force is the stricter of the two, as Redis's.
 //!
 //! A held command is not refused: the engine answers `Outcome::Postpone` and the event
 //! loop keeps the request (and everything the client sends after it, in its query buffer
@@ -29,6 +32,8 @@ pub struct Pause {
     released: bool,
     /// Clients held now (INFO's `blocked_clients` counts them, as Redis does).
     pub held_clients: usize,
+    /// A FAILOVER holds writes (Redis's `PAUSE_DURING_FAILOVER`), with no end of its own.
+    failover: bool,
 }
 
 impl Pause {
@@ -50,21 +55,38 @@ impl Pause {
         }
     }
 
-    /// The pause in force at `now_ms` (one that has run out is ended here).
+    /// FAILOVER began waiting for its target: writes are held until `unpause_failover`.
+    pub fn pause_for_failover(&mut self) {
+        self.failover = true;
+    }
+
+    /// The failover ended (done or aborted): its hold is lifted.
+    pub fn unpause_failover(&mut self) {
+        if std::mem::take(&mut self.failover) {
+            self.released = true;
+        }
+    }
+
+    /// The pause in force at `now_ms` (a CLIENT PAUSE that has run out is ended here).
     pub fn kind(&mut self, now_ms: i64) -> PauseKind {
         if self.kind != PauseKind::Off && self.end_ms < now_ms {
             self.unpause();
         }
-        self.kind
+        if self.failover {
+            self.kind.max(PauseKind::Write)
+        } else {
+            self.kind
+        }
     }
 
     /// Whether a pause is in force (without the clock: the engine's hot path asks this
     /// first, and only then reads the time).
     pub fn maybe_active(&self) -> bool {
-        self.kind != PauseKind::Off
+        self.kind != PauseKind::Off || self.failover
     }
 
-    /// When the pause runs out (for the event loop's poll timeout), if one is in force.
+    /// When CLIENT PAUSE runs out (for the event loop's poll timeout), if one is in force
+    /// (a failover's hold has no end of its own).
     pub fn end_ms(&self) -> Option<i64> {
         (self.kind != PauseKind::Off).then_some(self.end_ms)
     }
@@ -113,6 +135,26 @@ mod tests {
         assert!(!pause.take_released());
         assert_eq!(pause.kind(2_001), PauseKind::Off);
         assert!(pause.take_released());
+        assert!(!pause.take_released());
+    }
+
+    #[test]
+    fn a_failover_s_hold_outlasts_client_unpause_and_is_lifted_on_its_own() {
+        let mut pause = Pause::default();
+        pause.pause_for_failover();
+        assert!(pause.maybe_active());
+        assert_eq!(pause.kind(0), PauseKind::Write);
+        assert_eq!(pause.end_ms(), None);
+        pause.pause(PauseKind::All, 1_000);
+        assert_eq!(pause.kind(500), PauseKind::All);
+        pause.unpause();
+        assert!(pause.take_released());
+        assert_eq!(pause.kind(600), PauseKind::Write);
+        pause.unpause_failover();
+        assert!(pause.take_released());
+        assert_eq!(pause.kind(700), PauseKind::Off);
+        assert!(!pause.maybe_active());
+        pause.unpause_failover();
         assert!(!pause.take_released());
     }
 
