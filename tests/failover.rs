@@ -3,7 +3,8 @@
 //! and continues as its replica partially; writes held while it waits are refused as a
 //! replica's once it switched; TIMEOUT, ABORT and FORCE; the argument errors, the
 //! refusals during a failover and `master_failover_state` compared with a Redis master's;
-//! and a Tessera replica promoted by its Redis master's FAILOVER (`PSYNC … FAILOVER`).
+//! a Tessera replica promoted by its Redis master's FAILOVER (`PSYNC … FAILOVER`), and
+//! a failover between two Tessera instances.
 
 mod common;
 
@@ -401,4 +402,38 @@ fn a_tessera_replica_promotes_itself_on_its_redis_master_s_failover() {
     write_load(&mut conn, "after-failover", 20);
     wait_caught_up(&mut conn, &mut master_conn);
     assert_same_dataset(&mut conn, &mut master_conn);
+}
+
+/// Both sides Tessera: the master's PSYNC FAILOVER promotes its Tessera replica, which
+/// keeps no backlog of its master's stream and so serves the old master a full sync.
+#[test]
+fn a_tessera_master_fails_over_to_a_tessera_replica() {
+    let master_dir = temp_dir();
+    let master = start_master(master_dir.path(), &[]);
+    let mut master_conn = master.connection();
+    common::dataset::populate(&mut master_conn, 0);
+    populate_more(&mut master_conn);
+    let replica_dir = temp_dir();
+    let port = master.port.to_string();
+    let replica = start_master(replica_dir.path(), &["--replicaof", "127.0.0.1", &port]);
+    let mut replica_conn = replica.connection();
+    wait_online(&mut master_conn, 1);
+    wait_caught_up(&mut master_conn, &mut replica_conn);
+    run(&mut master_conn, &["SET", "last", "before-failover"]);
+    assert_eq!(run(&mut master_conn, &["FAILOVER"]), redis::Value::Okay);
+    wait_until(
+        "the replica to be a master",
+        Duration::from_secs(30),
+        || role(&mut replica_conn) == "master",
+    );
+    wait_replica_of(&mut master_conn, replica.port);
+    wait_state(&mut master_conn, "no-failover");
+    let last: Option<String> = redis::cmd("GET")
+        .arg("last")
+        .query(&mut replica_conn)
+        .unwrap();
+    assert_eq!(last.as_deref(), Some("before-failover"));
+    write_load(&mut replica_conn, "after-failover", 20);
+    wait_caught_up(&mut replica_conn, &mut master_conn);
+    assert_same_dataset(&mut replica_conn, &mut master_conn);
 }
