@@ -204,7 +204,8 @@ impl Failover {
         }
     }
 
-    /// How the log names the target (Redis prints `(null):0` before one is chosen).
+    /// How the log names the target: `host:port`, or `any replica` before one is chosen
+    /// (Redis's `abortFailover` lines).
     pub fn target_name(&self) -> String {
         match &self.target {
             Some(target) => format!("{}:{}", target.host, target.port),
