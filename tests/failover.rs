@@ -220,11 +220,17 @@ fn timeout_abort_and_force() {
     });
     assert_eq!(role(&mut conn), "master");
 
-    // ABORT.
+    // ABORT; CLIENT UNPAUSE does not lift the failover's hold (another purpose of the
+    // pause, as in Redis).
     assert_eq!(run(&mut conn, &["FAILOVER"]), redis::Value::Okay);
     writer.send(&[b"INCR", b"k"]);
+    assert_eq!(run(&mut conn, &["CLIENT", "UNPAUSE"]), redis::Value::Okay);
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(state(&mut conn), "waiting-for-sync");
+    assert_eq!(
+        common::info_field(&mut conn, "blocked_clients").as_deref(),
+        Some("1")
+    );
     assert_eq!(run(&mut conn, &["FAILOVER", "ABORT"]), redis::Value::Okay);
     assert_eq!(writer.read(), V::Int(3));
     assert_eq!(state(&mut conn), "no-failover");
