@@ -1,8 +1,9 @@
 //! CLIENT PAUSE: whether clients' commands are held now, and which (Redis 7.0's
-//! `pauseClients` for its purposes in a standalone server: the CLIENT command, and a
-//! shutdown waiting for lagging replicas, which holds writes until it ends or is aborted).
-//! Each purpose is lifted on its own (CLIENT UNPAUSE leaves a shutdown's pause); the
-//! pause in force is the stricter, as Redis's.
+//! `pauseClients` for its purposes in a standalone server: the CLIENT command, a
+//! shutdown waiting for lagging replicas and a FAILOVER waiting for its target, each of
+//! the last two holding writes until it ends or is aborted). Each purpose is lifted on
+//! its own (CLIENT UNPAUSE leaves a shutdown's or a failover's hold); the pause in force
+//! is the strictest, as Redis's.
 //!
 //! A held command is not refused: the engine answers `Outcome::Postpone` and the event
 //! loop keeps the request (and everything the client sends after it, in its query buffer
@@ -35,6 +36,8 @@ pub struct Pause {
     /// A shutdown waiting for replicas holds writes (Redis's `PAUSE_DURING_SHUTDOWN`),
     /// with no end of its own.
     shutdown: bool,
+    /// A FAILOVER holds writes (Redis's `PAUSE_DURING_FAILOVER`), with no end of its own.
+    failover: bool,
 }
 
 impl Pause {
@@ -68,12 +71,29 @@ impl Pause {
         }
     }
 
+    /// FAILOVER began waiting for its target: writes are held until `unpause_failover`.
+    pub fn pause_for_failover(&mut self) {
+        self.failover = true;
+    }
+
+    /// The failover ended (done or aborted): its hold is lifted.
+    pub fn unpause_failover(&mut self) {
+        if std::mem::take(&mut self.failover) {
+            self.released = true;
+        }
+    }
+
+    /// A shutdown's or a failover's hold on writes is in force.
+    fn writes_held(&self) -> bool {
+        self.shutdown || self.failover
+    }
+
     /// The pause in force at `now_ms` (a CLIENT PAUSE that has run out is ended here).
     pub fn kind(&mut self, now_ms: i64) -> PauseKind {
         if self.kind != PauseKind::Off && self.end_ms < now_ms {
             self.unpause();
         }
-        if self.shutdown {
+        if self.writes_held() {
             self.kind.max(PauseKind::Write)
         } else {
             self.kind
@@ -83,11 +103,11 @@ impl Pause {
     /// Whether a pause is in force (without the clock: the engine's hot path asks this
     /// first, and only then reads the time).
     pub fn maybe_active(&self) -> bool {
-        self.kind != PauseKind::Off || self.shutdown
+        self.kind != PauseKind::Off || self.writes_held()
     }
 
     /// When CLIENT PAUSE runs out (for the event loop's poll timeout), if one is in force
-    /// (a shutdown's hold has no end of its own).
+    /// (a shutdown's or a failover's hold has no end of its own).
     pub fn end_ms(&self) -> Option<i64> {
         (self.kind != PauseKind::Off).then_some(self.end_ms)
     }
@@ -155,6 +175,26 @@ mod tests {
         assert!(pause.take_released());
         assert_eq!(pause.kind(700), PauseKind::Off);
         assert!(!pause.maybe_active());
+    }
+
+    #[test]
+    fn a_failover_s_hold_outlasts_client_unpause_and_is_lifted_on_its_own() {
+        let mut pause = Pause::default();
+        pause.pause_for_failover();
+        assert!(pause.maybe_active());
+        assert_eq!(pause.kind(0), PauseKind::Write);
+        assert_eq!(pause.end_ms(), None);
+        pause.pause(PauseKind::All, 1_000);
+        assert_eq!(pause.kind(500), PauseKind::All);
+        pause.unpause();
+        assert!(pause.take_released());
+        assert_eq!(pause.kind(600), PauseKind::Write);
+        pause.unpause_failover();
+        assert!(pause.take_released());
+        assert_eq!(pause.kind(700), PauseKind::Off);
+        assert!(!pause.maybe_active());
+        pause.unpause_failover();
+        assert!(!pause.take_released());
     }
 
     #[test]

@@ -14,10 +14,7 @@ use std::collections::BTreeSet;
 
 /// Commands Redis 7.0 has and Tessera does not yet (each issue that builds one removes
 /// it here): streams (the data types' issue) and replication's.
-const NOT_BUILT: &[&str] = &[
-    // Replication.
-    "failover",
-];
+const NOT_BUILT: &[&str] = &[];
 
 /// Whether `full_name` (`name` or `container|sub`) is in `NOT_BUILT`, itself or by its
 /// container.

@@ -575,7 +575,11 @@ fn info_replication(server: &super::ServerState, out: &mut String) {
         );
     }
     let backlog = replication.backlog.as_ref();
-    kv(out, "master_failover_state", &"no-failover");
+    kv(
+        out,
+        "master_failover_state",
+        &replication.failover.state.info_name(),
+    );
     kv(out, "master_replid", &replication.ids.replid);
     kv(out, "master_replid2", &replication.ids.replid2);
     // A replica's offset is its master's stream's, as processed.

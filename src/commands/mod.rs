@@ -21,6 +21,7 @@ mod connection;
 mod debug;
 mod diagnostics;
 mod dump;
+pub mod failover;
 mod functions;
 mod geo;
 mod getkeys;
@@ -871,6 +872,7 @@ pub fn table() -> Vec<CommandSpec> {
     all.extend(lolwut::commands());
     all.extend(debug::commands());
     all.extend(replication::commands());
+    all.extend(failover::commands());
     all
 }
 

@@ -8,8 +8,9 @@
 
 use super::blocking::Blocked;
 use super::flags::*;
-use super::{Action, Args, Ctx, NOT_INTEGER, SYNTAX_ERROR, eq_ignore_case, lossy};
+use super::{Action, Args, Ctx, NOT_INTEGER, SYNTAX_ERROR, ServerState, eq_ignore_case, lossy};
 use crate::command;
+use crate::replication::failover::FailoverState;
 use crate::replication::full_sync;
 use crate::replication::master::{
     Announced, Attach, FullSyncReason, Replica, ReplicaState, replica_name,
@@ -109,10 +110,16 @@ fn synchronise(ctx: &mut Ctx, args: &Args, psync: bool) -> Action {
     if ctx.client.replica || ctx.client.modes.monitor {
         return Action::None;
     }
-    if psync && args.len() > 3 && eq_ignore_case(args[3], "failover") {
-        tracing::warn!("Failover request received for replid {}.", lossy(args[1]));
-        ctx.out
-            .error("ERR PSYNC FAILOVER can't be sent to a master.");
+    if psync
+        && args.len() > 3
+        && eq_ignore_case(args[3], "failover")
+        && !promote_on_failover(ctx, args)
+    {
+        return Action::None;
+    }
+    // A master failing over serves no replica (it is about to be one).
+    if ctx.server.replication.failover.state != FailoverState::None {
+        ctx.out.error("NOMASTERLINK Can't SYNC while failing over");
         return Action::None;
     }
     if let Some(link) = &ctx.server.replication.master {
@@ -178,6 +185,29 @@ fn synchronise(ctx: &mut Ctx, args: &Args, psync: bool) -> Action {
         .add(Replica::new(id, ip, announced, !psync));
     replication.ensure_backlog(backlog_bytes);
     Action::Replicate(Attach::FullSync)
+}
+
+/// `PSYNC <replid> <offset> FAILOVER`: the master this replica follows hands it its role
+/// (its FAILOVER). It becomes a master, as with REPLICAOF NO ONE, and the PSYNC goes on
+/// as one asked of a master. Returns false when refused (the error is the reply).
+fn promote_on_failover(ctx: &mut Ctx, args: &Args) -> bool {
+    tracing::warn!("Failover request received for replid {}.", lossy(args[1]));
+    if !ctx.server.replication.is_replica() {
+        ctx.out
+            .error("ERR PSYNC FAILOVER can't be sent to a master.");
+        return false;
+    }
+    if !args[1].eq_ignore_ascii_case(ctx.server.replication.ids.replid.as_bytes()) {
+        ctx.out
+            .error("ERR PSYNC FAILOVER replid must match my replid.");
+        return false;
+    }
+    let who = ctx
+        .host
+        .describe_client(ctx.client, "psync", &ctx.server.tracking);
+    unset_master(ctx.server);
+    tracing::info!("MASTER MODE enabled (failover request from '{who}')");
+    true
 }
 
 /// The session's output is the stream from now on: CLIENT REPLY no longer applies (Redis
@@ -434,26 +464,22 @@ fn replicaof(ctx: &mut Ctx, args: &Args) -> Action {
             .error("ERR Command is not valid when client is a replica.");
         return Action::None;
     }
+    if ctx.server.replication.failover.state != FailoverState::None {
+        ctx.out
+            .error("ERR REPLICAOF not allowed while failing over.");
+        return Action::None;
+    }
     let who = ctx
         .host
         .describe_client(ctx.client, "replicaof", &ctx.server.tracking);
-    let replication = &mut ctx.server.replication;
     if eq_ignore_case(args[1], "no") && eq_ignore_case(args[2], "one") {
-        if let Some(link) = replication.master.take() {
-            // Redis's `replicationUnsetMaster`: the history goes on under a new ID, the
-            // old one valid up to here (PSYNC2), so that its siblings can continue.
-            let offset = link.processed_offset();
-            replication.ids.shift(offset);
-            replication.offset = offset.max(0) as u64;
-            ctx.server.config.set_replicaof(None);
+        if unset_master(ctx.server) {
             tracing::warn!("MASTER MODE enabled (user request from '{who}')");
-            replication.link_changed = true;
-            ctx.out.ok();
-            return Action::None;
         }
         ctx.out.ok();
         return Action::None;
     }
+    let replication = &mut ctx.server.replication;
     let Some(port) = crate::resp::parse_i64(args[2]).and_then(|p| u16::try_from(p).ok()) else {
         ctx.out.error("ERR Invalid master port");
         return Action::None;
@@ -469,6 +495,16 @@ fn replicaof(ctx: &mut Ctx, args: &Args) -> Action {
         ctx.out.simple("OK Already connected to specified master");
         return Action::None;
     }
+    set_master(ctx.server, &host, port);
+    tracing::info!("REPLICAOF {host}:{port} enabled (user request from '{who}')");
+    ctx.out.ok();
+    Action::None
+}
+
+/// Makes this instance a replica of `host:port` (Redis's `replicationSetMaster`, for
+/// REPLICAOF and FAILOVER); the loop connects at the end of the turn.
+pub(super) fn set_master(server: &mut ServerState, host: &str, port: u16) {
+    let replication = &mut server.replication;
     let history = match &replication.master {
         // Another master: the history followed so far may go on with it (PSYNC2).
         Some(link) => link.history.clone(),
@@ -485,12 +521,26 @@ fn replicaof(ctx: &mut Ctx, args: &Args) -> Action {
             crate::replication::replica::LinkState::Connected => Some(crate::clock::unix_seconds()),
             _ => link.down_since,
         });
-    let mut link = crate::replication::replica::MasterLink::new(host.clone(), port, history);
+    let mut link = crate::replication::replica::MasterLink::new(host.to_string(), port, history);
     link.down_since = down_since;
     replication.master = Some(link);
-    ctx.server.config.set_replicaof(Some((&host, port)));
-    tracing::info!("REPLICAOF {host}:{port} enabled (user request from '{who}')");
-    ctx.server.replication.link_changed = true;
-    ctx.out.ok();
-    Action::None
+    server.config.set_replicaof(Some((host, port)));
+    replication.link_changed = true;
+}
+
+/// Makes this replica a master (Redis's `replicationUnsetMaster`, for REPLICAOF NO ONE,
+/// an aborted FAILOVER and PSYNC FAILOVER). Returns false if it was one already.
+pub(super) fn unset_master(server: &mut ServerState) -> bool {
+    let replication = &mut server.replication;
+    let Some(link) = replication.master.take() else {
+        return false;
+    };
+    // The history goes on under a new ID, the old one valid up to here (PSYNC2), so that
+    // its siblings can continue.
+    let offset = link.processed_offset();
+    replication.ids.shift(offset);
+    replication.offset = offset.max(0) as u64;
+    server.config.set_replicaof(None);
+    replication.link_changed = true;
+    true
 }

@@ -15,10 +15,11 @@
 //! The rooms: `backlog` (the ring of the stream's last bytes), `ids` (the history's IDs),
 //! `master` (the replicas, their states and acknowledgements, the PSYNC decision,
 //! `min-replicas-to-write`), `full_sync` (the snapshot a replica loads and its transfer),
-//! `wait` (WAIT). The commands are `commands::replication`; the sockets, the snapshot
+//! `wait` (WAIT), `failover` (FAILOVER). The commands are `commands::replication`; the sockets, the snapshot
 //! job and the cron are the event loop's (`server::replicas`).
 
 pub mod backlog;
+pub mod failover;
 pub mod full_sync;
 pub mod ids;
 pub mod master;
@@ -61,6 +62,8 @@ pub struct Replication {
     /// REPLICAOF changed the master: the loop drops the old link and starts the new one
     /// at the end of the turn (also when it ran inside EXEC).
     pub link_changed: bool,
+    /// FAILOVER under way (`failover`).
+    pub failover: failover::Failover,
 }
 
 /// INFO stats' replication counters (Redis's names).
@@ -92,6 +95,7 @@ impl Default for Replication {
             full_sync_in_progress: false,
             master: None,
             link_changed: false,
+            failover: failover::Failover::default(),
         }
     }
 }

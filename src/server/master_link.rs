@@ -28,6 +28,7 @@ use crate::commands::SessionState;
 use crate::keyspace::Keyspace;
 use crate::log::manifest::{FileKind, Manifest, ManifestEntry};
 use crate::log::writer::{Rotation, RotationWaiter};
+use crate::replication::failover::FailoverState;
 use crate::replication::replica::{self, END_MARK_BYTES, LinkState, Preamble, PsyncAnswer};
 use crate::storage::Storage;
 use std::io::{Read, Write};
@@ -54,6 +55,8 @@ pub(super) struct SyncProgress {
     size: AtomicU64,
     read: AtomicU64,
     last_io: AtomicI64,
+    /// PSYNC was sent (a FAILOVER's handshake that fails after it is aborted, not retried).
+    psync_sent: AtomicBool,
 }
 
 /// A sync in progress: its thread, and whether REPLICAOF made it moot.
@@ -114,6 +117,9 @@ struct SyncParams {
     temp_path: PathBuf,
     databases: usize,
     timeout: Duration,
+    /// A FAILOVER made this instance the replica of its target: PSYNC says `FAILOVER`, and
+    /// the target promotes itself before it answers.
+    failover: bool,
 }
 
 /// The master's socket, read a line or a number of bytes at a time, with what was read
@@ -247,7 +253,12 @@ fn sync_with_master(params: SyncParams, progress: Arc<SyncProgress>) -> Result<S
     } else {
         tracing::info!("Partial resynchronization not possible (no cached master)");
     }
-    let answer = link.ask(&[b"PSYNC", replid.as_bytes(), offset.as_bytes()])?;
+    let mut psync: Vec<&[u8]> = vec![b"PSYNC", replid.as_bytes(), offset.as_bytes()];
+    if params.failover {
+        psync.push(b"FAILOVER");
+    }
+    progress.psync_sent.store(true, Ordering::Relaxed);
+    let answer = link.ask(&psync)?;
     match replica::parse_psync_answer(&answer) {
         PsyncAnswer::Continue { replid } => {
             tracing::info!("Successful partial resynchronization with master.");
@@ -513,6 +524,7 @@ impl Server {
             temp_path: temp_path.clone(),
             databases: config.databases,
             timeout: Duration::from_secs(config.replication.timeout_seconds.max(1)),
+            failover: state.replication.failover.state == FailoverState::InProgress,
         };
         tracing::info!("Connecting to MASTER {}:{}", link.host, link.port);
         tracing::info!("MASTER <-> REPLICA sync started");
@@ -602,6 +614,13 @@ impl Server {
             let _ = self.storage.remove_file(&sync.temp_path);
             return;
         }
+        // A FAILOVER's handshake ends with the PSYNC's answer (a transfer follows only
+        // `+FULLRESYNC`).
+        let psync_answered = outcome.is_ok() || sync.progress.state.load(Ordering::Relaxed) == 1;
+        self.failover_handshake_ended(
+            psync_answered,
+            sync.progress.psync_sent.load(Ordering::Relaxed),
+        );
         match outcome {
             Err(error) => {
                 match &error {

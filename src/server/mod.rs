@@ -17,6 +17,7 @@ mod blocked;
 mod busy;
 mod cron;
 mod error;
+mod failover;
 mod jobs;
 mod master_link;
 mod pace;
@@ -483,8 +484,9 @@ impl Server {
         let mut host =
             session::SessionsView::new(&mut self.clients, None, &mut self.touched, limits);
         self.engine.broadcast_invalidations(&mut host);
+        self.failover_work();
         if std::mem::take(&mut self.engine.state.replication.link_changed) {
-            self.master_changed(); // REPLICAOF
+            self.master_changed(); // REPLICAOF, FAILOVER
         }
         if let Some(writer) = &mut self.log_writer {
             let policy = self.engine.state.config.appendfsync;

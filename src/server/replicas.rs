@@ -34,6 +34,7 @@
 use super::Server;
 use super::session::{Client, Sessions};
 use crate::commands::ReplyShows;
+use crate::replication::failover::FailoverState;
 use crate::replication::full_sync::{self, Transfer};
 use crate::replication::master::{Attach, ReplicaState};
 use crate::replication::sync_pipe::{PipeStorage, SyncPipe};
@@ -765,8 +766,13 @@ impl Server {
         let replication = &mut self.engine.state.replication;
         let loops = replication.cron_loops;
         replication.cron_loops += 1;
+        // As Redis: no PING while a FAILOVER with a timeout waits for its target, so the
+        // offset it must acknowledge stays put.
+        let failover_waits = replication.failover.state == FailoverState::WaitingForSync
+            && replication.failover.end_ms.is_some();
         if loops.is_multiple_of(config.ping_period_seconds.max(1))
             && !replication.replicas.is_empty()
+            && !failover_waits
         {
             feed_stream(
                 replication,

@@ -2,8 +2,10 @@
 //! WAIT (its argument errors, and the count it answers — none acknowledged — right away
 //! or after a short timeout; never a positive count with no timeout, which would wait
 //! forever on both), ROLE, and REPLCONF's options and their errors (not ACK or GETACK,
-//! which a master does not answer at all). PSYNC and SYNC would make the connection a
-//! replica: they are `tests/replication.rs`'s.
+//! which a master does not answer at all), FAILOVER's argument errors and refusals (with
+//! no replica none starts: every form is refused, by its arguments or for want of
+//! replicas; ABORT finds none in progress). PSYNC and SYNC would make the connection a
+//! replica: they are `tests/replication.rs`'s, FAILOVER's effects `tests/failover.rs`'s.
 
 use super::{Check, Gen, Step};
 use rand::RngExt;
@@ -32,10 +34,13 @@ const REPLCONF_VALUES: &[&str] = &[
     "127.0.0.1",
 ];
 
+/// FAILOVER's words, well-formed and not.
+const FAILOVER_WORDS: &[&str] = &["to", "force", "abort", "timeout", "bogus"];
+
 impl Gen {
     pub(super) fn replication_step(&mut self) -> Vec<Step> {
         let mut args = Vec::new();
-        match self.rng.random_range(0..6) {
+        match self.rng.random_range(0..7) {
             0..3 => {
                 args.push(self.word("wait"));
                 match self.rng.random_range(0..4) {
@@ -66,6 +71,33 @@ impl Gen {
                 }
             }
             3 => args.push(self.word("role")),
+            4 => {
+                args.push(self.word("failover"));
+                for _ in 0..self.rng.random_range(0..4) {
+                    let word = self.pick(FAILOVER_WORDS);
+                    args.push(self.word(word));
+                    match word {
+                        "to" if self.chance(0.8) => {
+                            args.push(b"127.0.0.1".to_vec());
+                            if self.chance(0.8) {
+                                let port = self.range(-1, 70000);
+                                args.push(self.num(port));
+                            } else {
+                                args.push(self.bad_int());
+                            }
+                        }
+                        "timeout" if self.chance(0.8) => {
+                            if self.chance(0.8) {
+                                let timeout = self.range(-2, 1000);
+                                args.push(self.num(timeout));
+                            } else {
+                                args.push(self.bad_int());
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
             _ => {
                 args.push(self.word("replconf"));
                 for _ in 0..self.rng.random_range(0..3) {
