@@ -74,6 +74,15 @@ fn a_tessera_replica_counts_once_its_log_fsynced_and_a_redis_7_0_replica_never()
         assert_eq!(waitaof(&mut conn, 1, 2, 300), [1, 1], "{policy}");
         assert!(started.elapsed() >= Duration::from_millis(300));
     }
+    // A PUBLISH goes to the replicas' stream and to no log: covered by the replica's FACK
+    // with the log bytes before it.
+    let received: i64 = redis::cmd("PUBLISH")
+        .arg("ch")
+        .arg("m")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(received, 0);
+    assert_eq!(waitaof(&mut conn, 1, 1, 5000), [1, 1]);
     // Nothing written by this connection: nothing to wait for, and every online replica
     // counts, the Redis 7.0 one too (Redis 7.2 compares its `repl_aof_off`, 0, with the
     // client's `woff`, 0).

@@ -154,6 +154,9 @@ impl Server {
     pub(super) fn take_effects(&mut self) {
         let buffer = &mut self.engine.effects.buffer;
         if buffer.is_empty() {
+            // A replica's stream may have moved with nothing to log (PINGs, GETACKs, a
+            // PUBLISH): its FACK may cover it once the batches before are durable.
+            self.note_log_position();
             return;
         }
         feed_stream(
@@ -175,19 +178,7 @@ impl Server {
                         writer.submit(&mut effects.buffer);
                     }
                 }
-                // Every record so far, and the master's stream processed so far, is in
-                // the batches submitted: durable with the last of them.
-                let replication = &mut self.engine.state.replication;
-                let position = crate::replication::fsynced::Position {
-                    records: effects.records,
-                    master_offset: replication
-                        .master
-                        .as_ref()
-                        .map_or(0, |link| link.processed_offset()),
-                };
-                if let Some(fsynced) = &mut replication.fsynced {
-                    fsynced.note(writer.last_submitted(), position);
-                }
+                self.note_log_position();
             }
             None => {
                 effects.buffer.clear();
@@ -216,6 +207,25 @@ impl Server {
             .filter_map(|token| clients.get(&token))
             .map(|client| client.output.capacity() as u64)
             .sum();
+    }
+
+    /// Every record so far, and the master's stream processed so far, is in the batches
+    /// submitted to the log writer: durable with the last of them (`fsynced` marks).
+    fn note_log_position(&mut self) {
+        let Some(writer) = &self.log_writer else {
+            return;
+        };
+        let replication = &mut self.engine.state.replication;
+        let position = crate::replication::fsynced::Position {
+            records: self.engine.effects.records,
+            master_offset: replication
+                .master
+                .as_ref()
+                .map_or(0, |link| link.processed_offset()),
+        };
+        if let Some(fsynced) = &mut replication.fsynced {
+            fsynced.note(writer.last_submitted(), position);
+        }
     }
 
     /// Takes the log writer's fsync progress (Redis 7.2 updates `fsynced_reploff` before
