@@ -2,7 +2,9 @@
 //! lacks it, so its replies follow 7.2's documented behaviour): a Tessera master with a
 //! Tessera replica, which acknowledges what its log fsynced (`REPLCONF ACK … FACK`), and
 //! a redis-server 7.0 replica, which never does and so never counts; the errors, MULTI,
-//! CLIENT UNBLOCK; and the durability claim under kill -9 of the master and the replica.
+//! CLIENT UNBLOCK; and the durability claim: under kill -9 of the master and the replica,
+//! and, for the local count, under a power loss on a simulated disk that keeps apart what
+//! was written and what was fsynced.
 
 mod common;
 
@@ -382,4 +384,92 @@ fn wait_loaded(conn: &mut redis::Connection) {
     common::replication::wait_until("the data to load", Duration::from_secs(30), || {
         redis::cmd("DBSIZE").query::<i64>(conn).is_ok()
     });
+}
+
+/// A power loss, not only a process's death: a server on a simulated disk that keeps
+/// apart what was written and what was fsynced, under `appendfsync everysec`. Writers
+/// follow each SET with WAITAOF 1 0; the server is halted where it stands while they run
+/// and every byte not fsynced is lost. Every write WAITAOF said was fsynced is there after
+/// the restart (the replies of SET alone promise nothing of the kind under `everysec`).
+#[test]
+fn writes_waitaof_acknowledged_locally_survive_a_power_loss() {
+    use common::in_process::{InProcess, restart_after_power_loss};
+    use tessera::storage::{SimulatedStorage, TornWrites};
+
+    let storage = SimulatedStorage::new();
+    let server = InProcess::start(&storage, "appendfsync everysec");
+    let acknowledged: Acknowledged = Arc::default();
+    let writers: Vec<_> = (0..4)
+        .map(|writer| {
+            let mut conn = server.connection();
+            let acknowledged = acknowledged.clone();
+            std::thread::spawn(move || {
+                for n in 0.. {
+                    let key = format!("w{writer}:{n}");
+                    if redis::cmd("SET")
+                        .arg(&key)
+                        .arg(n)
+                        .query::<()>(&mut conn)
+                        .is_err()
+                    {
+                        return;
+                    }
+                    // Every other write is followed by WAITAOF: the rest may be lost.
+                    if n % 2 == 1 {
+                        continue;
+                    }
+                    match redis::cmd("WAITAOF")
+                        .arg(1)
+                        .arg(0)
+                        .arg(3000)
+                        .query::<Vec<i64>>(&mut conn)
+                    {
+                        Ok(counts) => {
+                            acknowledged
+                                .lock()
+                                .unwrap()
+                                .insert(key, [counts[0], counts[1]]);
+                        }
+                        Err(_) => return,
+                    }
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(2500));
+    // The disk dies first: nothing the halt does reaches it.
+    storage.crash_now();
+    server.halt();
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    let tears = storage.power_loss(TornWrites::None);
+    let acknowledged = acknowledged.lock().unwrap().clone();
+    let fsynced: Vec<&String> = acknowledged
+        .iter()
+        .filter(|(_, counts)| counts[0] == 1)
+        .map(|(key, _)| key)
+        .collect();
+    assert!(
+        fsynced.len() >= 4,
+        "too few writes acknowledged as fsynced: {}",
+        fsynced.len()
+    );
+    let (restarted, _) = restart_after_power_loss(&storage, &tears, "appendfsync everysec");
+    let mut conn = restarted.connection();
+    let missing: Vec<&&String> = fsynced
+        .iter()
+        .filter(|key| {
+            redis::cmd("EXISTS")
+                .arg(key.as_str())
+                .query::<i64>(&mut conn)
+                .unwrap()
+                == 0
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "acknowledged as fsynced, lost with the power: {missing:?}"
+    );
+    restarted.halt();
 }
