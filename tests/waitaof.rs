@@ -224,6 +224,28 @@ fn waitaof_errors_are_redis_7_2_s() {
         "{error}"
     );
 
+    // ACL checks it as WAIT, whose categories it has (it is not in Redis 7.0's table).
+    run(
+        &mut conn,
+        &[
+            "ACL", "SETUSER", "waiter", "on", ">p", "~*", "+set", "+wait",
+        ],
+    );
+    run(
+        &mut conn,
+        &["ACL", "SETUSER", "writer", "on", ">p", "~*", "+set"],
+    );
+    let mut waiter = master.connection();
+    run(&mut waiter, &["AUTH", "waiter", "p"]);
+    assert_eq!(waitaof(&mut waiter, 1, 0, 0), [1, 0]);
+    let mut writer = master.connection();
+    run(&mut writer, &["AUTH", "writer", "p"]);
+    let error = error_of(&mut writer, &["WAITAOF", "1", "0", "0"]);
+    assert!(
+        error.contains("no permissions to run the 'waitaof' command"),
+        "{error}"
+    );
+
     // With the log off, numlocal is refused, and the local count is 0.
     let off_dir = temp_dir();
     let off = start_server(off_dir.path(), &["--appendonly", "no"]);
