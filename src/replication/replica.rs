@@ -54,9 +54,10 @@ pub struct MasterLink {
     /// The master's stream asked for an acknowledgement (`REPLCONF GETACK`): sent after
     /// the command that asked.
     pub ack_requested: bool,
-    /// The master asked for an acknowledgement (WAIT, WAITAOF) and got a FACK behind
-    /// the offset processed: the next fsync of the log is told at once.
-    pub fack_owed: bool,
+    /// The offset processed when the master last asked for an acknowledgement (WAIT,
+    /// WAITAOF): while the FACK sent is behind it, each fsync of the log is told at once
+    /// (`fack_owed`).
+    pub fack_wanted: i64,
     /// The last FACK sent.
     pub fack_sent: i64,
 }
@@ -74,7 +75,7 @@ impl MasterLink {
             transfer_size: None,
             transfer_read: 0,
             ack_requested: false,
-            fack_owed: false,
+            fack_wanted: 0,
             fack_sent: 0,
         }
     }
@@ -88,11 +89,19 @@ impl MasterLink {
     /// acknowledges (no FACK with the log off). `asked`: the master asked for it (GETACK).
     pub fn acknowledgement(&mut self, fsynced: Option<i64>, asked: bool) -> Vec<u8> {
         let offset = self.processed_offset();
+        if asked {
+            self.fack_wanted = offset;
+        }
         if let Some(fsynced) = fsynced {
-            self.fack_owed = asked && fsynced < offset;
             self.fack_sent = fsynced;
         }
         ack_command(offset, fsynced)
+    }
+
+    /// Whether the log's fsync up to `fsynced` is news the master waits for: it asked,
+    /// and the FACK it got was behind what it asked about.
+    pub fn fack_owed(&self, fsynced: i64) -> bool {
+        self.fack_sent < self.fack_wanted && fsynced > self.fack_sent
     }
 
     /// `n` more bytes of the master's stream were processed.

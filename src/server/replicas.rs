@@ -252,7 +252,7 @@ impl Server {
             .replication
             .master
             .as_mut()
-            .is_some_and(|link| link.fack_owed && fack > link.fack_sent);
+            .is_some_and(|link| link.fack_owed(fack));
         if owed {
             self.send_ack_to_master();
         }
