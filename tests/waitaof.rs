@@ -74,7 +74,7 @@ fn a_tessera_replica_counts_once_its_log_fsynced_and_a_redis_7_0_replica_never()
         assert_eq!(acknowledged, 2);
         let started = Instant::now();
         assert_eq!(waitaof(&mut conn, 1, 2, 300), [1, 1], "{policy}");
-        assert!(started.elapsed() >= Duration::from_millis(300));
+        assert!(started.elapsed() >= Duration::from_millis(290));
     }
     // A PUBLISH goes to the replicas' stream and to no log: covered by the replica's FACK
     // with the log bytes before it.
@@ -117,7 +117,8 @@ fn with_only_a_redis_7_0_replica_waitaof_times_out_with_the_local_count() {
     let started = Instant::now();
     // Under `always` the SET's reply waited for its fsync: the local count is 1.
     assert_eq!(waitaof(&mut conn, 0, 1, 300), [1, 0]);
-    assert!(started.elapsed() >= Duration::from_millis(300));
+    // (Timed by the server's clock, in whole milliseconds.)
+    assert!(started.elapsed() >= Duration::from_millis(290));
     assert_eq!(waitaof(&mut conn, 1, 0, 0), [1, 0]);
 
     // Inside MULTI nothing blocks: the counts as they are.
