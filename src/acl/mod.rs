@@ -272,7 +272,11 @@ impl Acl {
         };
         check::check(found, command, argv).map_err(|denied| Denial {
             denied,
-            command: command.full_name.clone(),
+            // A later command checked as a 7.0 one is named as itself.
+            command: match table::checked_as(name) {
+                Some(_) => name.to_string(),
+                None => command.full_name.clone(),
+            },
         })
     }
 

@@ -230,6 +230,18 @@ pub struct CommandTable {
 
 const COMMANDS_JSON: &str = include_str!("commands.json");
 
+/// Commands of later Redis versions, not in this 7.0 table, checked as the 7.0 command
+/// closest to them (same categories): whoever may run WAIT may run WAITAOF (Redis 7.2).
+const CHECKED_AS: &[(&str, &str)] = &[("waitaof", "wait")];
+
+/// The 7.0 command a later one (`CHECKED_AS`) is checked as.
+pub fn checked_as(name: &str) -> Option<&'static str> {
+    CHECKED_AS
+        .iter()
+        .find(|(later, _)| *later == name)
+        .map(|(_, as_command)| *as_command)
+}
+
 /// The table, parsed once per process.
 pub fn table() -> &'static CommandTable {
     static TABLE: OnceLock<CommandTable> = OnceLock::new();
@@ -353,6 +365,7 @@ impl CommandTable {
     /// `argv[1]` for a container, else the command. A subcommand Redis does not have
     /// falls back to its container (Tessera's handler then refuses it).
     pub fn for_request(&self, name: &str, argv: &[&[u8]]) -> Option<&AclCommand> {
+        let name = checked_as(name).unwrap_or(name);
         let command = &self.commands[*self.by_name.get(name)?];
         if !command.subcommands.is_empty()
             && let Some(sub) = argv.get(1)

@@ -258,8 +258,8 @@ pub fn no_evict(ctx: &mut Ctx, args: &Args) -> Action {
 pub enum UnblockReply {
     /// The command's timeout reply.
     Timeout,
-    /// WAIT's timeout reply: the replicas that acknowledged so far.
-    WaitTimeout(i64),
+    /// WAIT's and WAITAOF's timeout reply: the acknowledgements so far.
+    WaitTimeout(crate::replication::wait::WaitReply),
     /// `-UNBLOCKED client unblocked via CLIENT UNBLOCK`.
     Error,
 }
@@ -279,7 +279,7 @@ pub fn unblock(ctx: &mut Ctx, args: &Args) -> Action {
     let Some(id) = super::int_arg(ctx, args[2]) else {
         return Action::None;
     };
-    // A client parked by WAIT times out with the count of replicas that acknowledged.
+    // A client parked by WAIT or WAITAOF times out with the acknowledgements so far.
     let replication = &ctx.server.replication;
     let how = match (
         how,
@@ -288,7 +288,7 @@ pub fn unblock(ctx: &mut Ctx, args: &Args) -> Action {
             .and_then(|id| replication.waiting.get(id)),
     ) {
         (UnblockReply::Timeout, Some(wait)) => {
-            UnblockReply::WaitTimeout(replication.replicas.acknowledged(wait.offset) as i64)
+            UnblockReply::WaitTimeout(wait.reply_now(replication))
         }
         _ => how,
     };

@@ -197,7 +197,17 @@ fn write_flag_names(out: &mut ReplyWriter, bits: u32, names: &[(u32, &str)]) {
     }
 }
 
-/// A command Redis 7.0 lacks: described from Tessera's table (no key specs, no tips).
+/// The ACL categories and tips of the commands Redis 7.0 lacks, as the Redis version
+/// that has them describes them (WAITAOF: Redis 7.2's `waitaof.json`). They are not in
+/// the ACL table, which is Redis 7.0's.
+const LATER_COMMANDS: &[(&str, &[&str], &[&str])] = &[(
+    "waitaof",
+    &["@slow", "@connection"],
+    &["request_policy:all_shards", "response_policy:agg_min"],
+)];
+
+/// A command Redis 7.0 lacks: described from Tessera's table and `LATER_COMMANDS` (no
+/// key specs).
 fn write_own_entry(out: &mut ReplyWriter, spec: &CommandSpec) {
     out.array(10);
     out.bulk(spec.name.as_bytes());
@@ -206,8 +216,25 @@ fn write_own_entry(out: &mut ReplyWriter, spec: &CommandSpec) {
     out.integer(spec.first_key as i64);
     out.integer(spec.last_key as i64);
     out.integer(spec.key_step as i64);
-    write_categories(out, spec.name);
-    out.set(0);
+    match LATER_COMMANDS
+        .iter()
+        .find(|(name, _, _)| *name == spec.name)
+    {
+        Some((_, categories, tips)) => {
+            out.set(categories.len());
+            for category in *categories {
+                out.simple(category);
+            }
+            out.set(tips.len());
+            for tip in *tips {
+                out.bulk(tip.as_bytes());
+            }
+        }
+        None => {
+            write_categories(out, spec.name);
+            out.set(0);
+        }
+    }
     out.set(0);
     out.set(0);
 }

@@ -1,6 +1,6 @@
 //! The replication commands, as a Redis 7.0 master answers them: PSYNC and SYNC (a
 //! session asks for the stream and becomes a replica), REPLCONF (what a replica says of
-//! itself, and its acknowledgements), WAIT, ROLE.
+//! itself, and its acknowledgements), WAIT, WAITAOF (Redis 7.2's), ROLE.
 //!
 //! The protocol's state is `crate::replication`; the handlers decide (`+CONTINUE` from
 //! the backlog, or a full sync) and record, and the event loop attaches the socket
@@ -15,7 +15,7 @@ use crate::replication::full_sync;
 use crate::replication::master::{
     Announced, Attach, FullSyncReason, Replica, ReplicaState, replica_name,
 };
-use crate::replication::wait::{self, WaitFor};
+use crate::replication::wait::{self, LocalFsync, WaitFor};
 
 pub fn commands() -> Vec<super::CommandSpec> {
     vec![
@@ -54,6 +54,15 @@ pub fn commands() -> Vec<super::CommandSpec> {
             "generic",
             "Wait for the synchronous replication of all the write commands sent in the context of the current connection",
             wait
+        ),
+        command!(
+            "waitaof",
+            4,
+            NO_SCRIPT,
+            (0, 0, 0),
+            "generic",
+            "Blocks until all of the preceding write commands sent by the connection are written to the append-only file of the master and/or replicas.",
+            waitaof
         ),
         command!(
             "replicaof",
@@ -292,7 +301,7 @@ fn replconf(ctx: &mut Ctx, args: &Args) -> Action {
         return Action::None;
     }
     let mut announced = ctx.client.replconf.as_deref().cloned().unwrap_or_default();
-    for pair in args[1..].chunks(2) {
+    for (index, pair) in args[1..].chunks(2).enumerate() {
         let (option, value) = (pair[0], pair[1]);
         if eq_ignore_case(option, "listening-port") {
             let Some(port) = crate::resp::parse_i64(value) else {
@@ -323,6 +332,16 @@ fn replconf(ctx: &mut Ctx, args: &Args) -> Action {
             {
                 let now = crate::clock::unix_seconds();
                 let replicas = &mut ctx.server.replication.replicas;
+                // Redis 7.2's `ACK <offset> FACK <offset>`: what the replica's log fsynced.
+                let fack = args.get(1 + 2 * index + 2..1 + 2 * index + 4);
+                if let Some(&[word, fsynced]) = fack
+                    && eq_ignore_case(word, "fack")
+                {
+                    let Some(fsynced) = crate::resp::parse_i64(fsynced) else {
+                        return Action::None;
+                    };
+                    replicas.acknowledge_fsynced(ctx.client.id, fsynced);
+                }
                 replicas.acknowledge(ctx.client.id, offset, now);
             }
             return Action::None;
@@ -396,18 +415,64 @@ fn wait(ctx: &mut Ctx, args: &Args) -> Action {
             return Action::None;
         }
     };
-    let offset = ctx.client.write_offset;
-    let in_exec = ctx.in_exec();
-    let replication = &mut ctx.server.replication;
-    let acknowledged = replication.replicas.acknowledged(offset);
-    // Inside EXEC nothing blocks: the count as it is.
-    if acknowledged as i64 >= replicas || in_exec {
-        ctx.out.integer(acknowledged as i64);
+    let wait_for = WaitFor {
+        offset: ctx.client.write_offset,
+        replicas,
+        aof: None,
+    };
+    park_until_acknowledged(ctx, args, wait_for, timeout_ms)
+}
+
+/// WAITAOF numlocal numreplicas timeout (Redis 7.2's `waitaofCommand`): the client's
+/// last write fsynced by this instance's log (numlocal 1) and by the logs of that many
+/// replicas; answered with the two counts.
+fn waitaof(ctx: &mut Ctx, args: &Args) -> Action {
+    let (local, replicas, timeout_ms) = match wait::parse_aof_arguments(args[1], args[2], args[3]) {
+        Ok(parsed) => parsed,
+        Err(message) => {
+            ctx.out.error(message);
+            return Action::None;
+        }
+    };
+    if ctx.server.replication.is_replica() {
+        ctx.out.error(
+            "ERR WAITAOF cannot be used with replica instances. Please also note that writes to replicas are just local and are not propagated.",
+        );
         return Action::None;
     }
-    let wait_for = WaitFor { offset, replicas };
+    if local && !ctx.server.config.appendonly {
+        ctx.out
+            .error("ERR WAITAOF cannot be used when numlocal is set but appendonly is disabled.");
+        return Action::None;
+    }
+    let wait_for = WaitFor {
+        offset: ctx.client.write_offset,
+        replicas,
+        aof: Some(LocalFsync {
+            required: local,
+            records: ctx.client.write_record,
+        }),
+    };
+    park_until_acknowledged(ctx, args, wait_for, timeout_ms)
+}
+
+/// Answers at once when the wait is already over, or inside EXEC (nothing blocks there);
+/// otherwise parks the client and asks the replicas for their offsets at the end of the
+/// turn.
+fn park_until_acknowledged(
+    ctx: &mut Ctx,
+    args: &Args,
+    wait_for: WaitFor,
+    timeout_ms: i64,
+) -> Action {
+    let in_exec = ctx.in_exec();
+    let replication = &mut ctx.server.replication;
+    let now = wait_for.reply_now(replication);
+    if in_exec || wait_for.is_done(now) {
+        now.write(&mut ctx.out);
+        return Action::None;
+    }
     replication.waiting.add(ctx.client.id, wait_for);
-    // The replicas are asked for their offsets at the end of the turn.
     replication.ack_requested = true;
     Action::Block(Blocked {
         db: ctx.client.db,

@@ -49,6 +49,10 @@ pub struct SessionState {
     /// The replication offset just after its last write (Redis's `woff`): what WAIT
     /// waits for replicas to acknowledge.
     pub write_offset: i64,
+    /// The effects records counted just after its last write (`Effects::records`):
+    /// what WAITAOF waits for the local log to fsync (a position that exists with no
+    /// stream, when no replica is connected).
+    pub write_record: u64,
 }
 
 /// What a command's reply may reveal of state not yet in the log, which decides how long

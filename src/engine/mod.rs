@@ -442,6 +442,7 @@ impl Engine {
                 .state
                 .replication
                 .offset_after(self.effects.buffer.len());
+            session.write_record = self.effects.records;
         }
         if matches!(outcome, Outcome::Postpone) {
             self.origin = None;

@@ -78,6 +78,9 @@ pub struct Replica {
     pub announced: Announced,
     /// The stream offset it said it processed (REPLCONF ACK); 0 until it says.
     pub ack_offset: i64,
+    /// The stream offset it said its own log has fsynced (`REPLCONF ACK … FACK`, Redis
+    /// 7.2's `repl_aof_off`); 0 until it says. Redis 7.0 replicas never do.
+    pub fack_offset: i64,
     /// When it last acknowledged (or sent a newline), Unix seconds.
     pub ack_time: i64,
     /// Came with SYNC, not PSYNC: it sends no acknowledgements, so no timeout applies.
@@ -96,6 +99,7 @@ impl Replica {
             ip,
             announced,
             ack_offset: 0,
+            fack_offset: 0,
             ack_time: crate::clock::unix_seconds(),
             pre_psync,
             sync_offset: 0,
@@ -201,6 +205,14 @@ impl Replicas {
         }
     }
 
+    /// The `FACK <offset>` of a REPLCONF ACK from replica `client_id`: its log has
+    /// fsynced the stream up to `offset`.
+    pub fn acknowledge_fsynced(&mut self, client_id: u64, offset: i64) {
+        if let Some(replica) = self.get_mut(client_id) {
+            replica.fack_offset = replica.fack_offset.max(offset);
+        }
+    }
+
     /// A newline from replica `client_id` (a replica loading a big snapshot sends them):
     /// alive, though it acknowledges nothing.
     pub fn heard_from(&mut self, client_id: u64, now_seconds: i64) {
@@ -215,6 +227,15 @@ impl Replicas {
         self.list
             .iter()
             .filter(|r| r.state == ReplicaState::Online && r.ack_offset >= offset)
+            .count()
+    }
+
+    /// Online replicas whose log fsynced stream offset `offset` (Redis 7.2's
+    /// `replicationCountAOFAcksByOffset`).
+    pub fn fsync_acknowledged(&self, offset: i64) -> usize {
+        self.list
+            .iter()
+            .filter(|r| r.state == ReplicaState::Online && r.fack_offset >= offset)
             .count()
     }
 

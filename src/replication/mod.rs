@@ -15,11 +15,14 @@
 //! The rooms: `backlog` (the ring of the stream's last bytes), `ids` (the history's IDs),
 //! `master` (the replicas, their states and acknowledgements, the PSYNC decision,
 //! `min-replicas-to-write`), `full_sync` (the snapshot a replica loads and its transfer),
-//! `wait` (WAIT), `failover` (FAILOVER). The commands are `commands::replication`; the sockets, the snapshot
-//! job and the cron are the event loop's (`server::replicas`).
+//! `wait` (WAIT and WAITAOF), `fsynced` (how far the log is fsynced, in the positions
+//! WAITAOF and a replica's FACK speak), `failover` (FAILOVER). The commands are
+//! `commands::replication`; the sockets, the snapshot job and the cron are the event
+//! loop's (`server::replicas`).
 
 pub mod backlog;
 pub mod failover;
+pub mod fsynced;
 pub mod full_sync;
 pub mod ids;
 pub mod master;
@@ -40,8 +43,11 @@ pub struct Replication {
     /// The stream's last bytes, while there is a stream.
     pub backlog: Option<Backlog>,
     pub replicas: Replicas,
-    /// Clients parked by WAIT.
+    /// Clients parked by WAIT and WAITAOF.
     pub waiting: wait::Waiting,
+    /// How far the log is fsynced (WAITAOF, a replica's FACK); None with the log off
+    /// (`appendonly no`), when Redis 7.2's `fsynced_reploff` is -1.
+    pub fsynced: Option<fsynced::Fsynced>,
     pub stats: ReplicationStats,
     /// A WAIT asked for acknowledgements: `REPLCONF GETACK *` goes into the stream at
     /// the end of the turn (once, however many asked).
@@ -87,6 +93,7 @@ impl Default for Replication {
             backlog: None,
             replicas: Replicas::default(),
             waiting: wait::Waiting::default(),
+            fsynced: None,
             stats: ReplicationStats::default(),
             ack_requested: false,
             no_replicas_since: crate::clock::unix_seconds(),

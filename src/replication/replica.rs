@@ -54,6 +54,12 @@ pub struct MasterLink {
     /// The master's stream asked for an acknowledgement (`REPLCONF GETACK`): sent after
     /// the command that asked.
     pub ack_requested: bool,
+    /// The offset processed when the master last asked for an acknowledgement (WAIT,
+    /// WAITAOF): while the FACK sent is behind it, each fsync of the log is told at once
+    /// (`fack_owed`).
+    pub fack_wanted: i64,
+    /// The last FACK sent.
+    pub fack_sent: i64,
 }
 
 impl MasterLink {
@@ -69,12 +75,33 @@ impl MasterLink {
             transfer_size: None,
             transfer_read: 0,
             ack_requested: false,
+            fack_wanted: 0,
+            fack_sent: 0,
         }
     }
 
     /// The offset of the master's stream processed here (0 before any sync).
     pub fn processed_offset(&self) -> i64 {
         self.history.as_ref().map_or(0, |(_, offset)| *offset)
+    }
+
+    /// `REPLCONF ACK <offset processed> [FACK <offset fsynced>]`, as Redis 7.2's replica
+    /// acknowledges (no FACK with the log off). `asked`: the master asked for it (GETACK).
+    pub fn acknowledgement(&mut self, fsynced: Option<i64>, asked: bool) -> Vec<u8> {
+        let offset = self.processed_offset();
+        if asked {
+            self.fack_wanted = offset;
+        }
+        if let Some(fsynced) = fsynced {
+            self.fack_sent = fsynced;
+        }
+        ack_command(offset, fsynced)
+    }
+
+    /// Whether the log's fsync up to `fsynced` is news the master waits for: it asked,
+    /// and the FACK it got was behind what it asked about.
+    pub fn fack_owed(&self, fsynced: i64) -> bool {
+        self.fack_sent < self.fack_wanted && fsynced > self.fack_sent
     }
 
     /// `n` more bytes of the master's stream were processed.
@@ -171,14 +198,27 @@ pub fn parse_preamble(line: &[u8]) -> Result<Preamble, String> {
         .ok_or_else(|| format!("a bad snapshot length: {}", shown()))
 }
 
-/// `REPLCONF ACK <offset>`, as a replica acknowledges what it processed.
-pub fn ack_command(offset: i64) -> Vec<u8> {
+/// `REPLCONF ACK <offset>`, as a replica acknowledges what it processed, and with
+/// `FACK <offset>` what its log fsynced (Redis 7.2; a Redis 7.0 master ignores it).
+pub fn ack_command(offset: i64, fsynced: Option<i64>) -> Vec<u8> {
     let mut command = Vec::new();
     let offset = offset.to_string();
-    crate::resp::encode_command(
-        &mut command,
-        &[b"REPLCONF" as &[u8], b"ACK", offset.as_bytes()],
-    );
+    match fsynced {
+        None => crate::resp::encode_command(
+            &mut command,
+            &[b"REPLCONF" as &[u8], b"ACK", offset.as_bytes()],
+        ),
+        Some(fsynced) => crate::resp::encode_command(
+            &mut command,
+            &[
+                b"REPLCONF" as &[u8],
+                b"ACK",
+                offset.as_bytes(),
+                b"FACK",
+                fsynced.to_string().as_bytes(),
+            ],
+        ),
+    }
     command
 }
 
@@ -259,8 +299,12 @@ mod tests {
         assert!(ping_answer_ok("-NOAUTH Authentication required."));
         assert!(!ping_answer_ok("-ERR unknown"));
         assert_eq!(
-            ack_command(42),
+            ack_command(42, None),
             b"*3\r\n$8\r\nREPLCONF\r\n$3\r\nACK\r\n$2\r\n42\r\n"
+        );
+        assert_eq!(
+            ack_command(42, Some(7)),
+            b"*5\r\n$8\r\nREPLCONF\r\n$3\r\nACK\r\n$2\r\n42\r\n$4\r\nFACK\r\n$1\r\n7\r\n"
         );
     }
 }

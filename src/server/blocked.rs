@@ -112,11 +112,10 @@ impl Server {
             {
                 let mut out = ReplyWriter::new(&mut client.output, client.state.resp3);
                 match blocked.replicas {
-                    // WAIT answers how many replicas acknowledged in time.
-                    Some(wait) => {
-                        let replicas = &self.engine.state.replication.replicas;
-                        out.integer(replicas.acknowledged(wait.offset) as i64);
-                    }
+                    // WAIT and WAITAOF answer how many acknowledged in time.
+                    Some(wait) => wait
+                        .reply_now(&self.engine.state.replication)
+                        .write(&mut out),
                     None => out.null_array(),
                 }
                 self.unblock(token, &mut client);

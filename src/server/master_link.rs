@@ -579,6 +579,9 @@ impl Server {
                     tracing::info!("the master's snapshot is the log's new base");
                     self.manifest = Some(pending.manifest);
                     self.refresh_log_sizes();
+                    if let Some(fsynced) = &mut self.engine.state.replication.fsynced {
+                        fsynced.resume();
+                    }
                 }
                 Err(error) => tracing::warn!(
                     "the log could not switch to the master's snapshot as its base: {error}"
@@ -687,6 +690,11 @@ impl Server {
         // The files must not change under a job, nor the dataset under a capture.
         self.finish_jobs_now();
         self.take_effects();
+        // The master's history is fsynced here once its snapshot is the log's committed
+        // base (`master_sync_work`): FACK 0 until then, as Redis 7.2's replica sends.
+        if let Some(fsynced) = &mut self.engine.state.replication.fsynced {
+            fsynced.restart();
+        }
         let limits = self.engine.state.config.output_buffer_limits;
         let mut host =
             super::session::SessionsView::new(&mut self.clients, None, &mut self.touched, limits);
@@ -817,14 +825,40 @@ impl Server {
         link.down_since = None;
         link.last_io = crate::clock::unix_seconds();
         if acknowledge {
+            let fsynced = replication.fsynced.as_ref().map(|f| f.master_offset());
+            let Some(link) = &mut replication.master else {
+                return;
+            };
             client
                 .output
-                .extend_from_slice(&replica::ack_command(link.processed_offset()));
+                .extend_from_slice(&link.acknowledgement(fsynced, false));
         }
         self.touched.push(token);
         self.engine.state.connected_clients = self.clients.len();
         // The stream may have come with the snapshot's last bytes.
         self.process_input(token);
+    }
+
+    /// An acknowledgement to the master now (its FACK moved since one it asked for).
+    pub(super) fn send_ack_to_master(&mut self) {
+        let master = self
+            .clients
+            .iter()
+            .find(|(_, c)| c.state.master_link)
+            .map(|(token, _)| token);
+        let replication = &mut self.engine.state.replication;
+        let fsynced = replication.fsynced.as_ref().map(|f| f.master_offset());
+        let (Some(token), Some(link)) = (master, &mut replication.master) else {
+            return;
+        };
+        if link.state != LinkState::Connected {
+            return;
+        }
+        let ack = link.acknowledgement(fsynced, false);
+        if let Some(client) = self.clients.get_mut(&token) {
+            client.output.extend_from_slice(&ack);
+            self.touched.push(token);
+        }
     }
 
     /// The master's session closed: keep the history and offset to continue (Redis's
@@ -850,7 +884,6 @@ impl Server {
         match link.state {
             LinkState::Connect => self.start_master_sync(),
             LinkState::Connected => {
-                let offset = link.processed_offset();
                 let master = self
                     .clients
                     .iter()
@@ -866,13 +899,15 @@ impl Server {
                     self.close_client(token);
                     return;
                 }
-                client
-                    .output
-                    .extend_from_slice(&replica::ack_command(offset));
-                self.touched.push(token);
-                if let Some(link) = &mut self.engine.state.replication.master {
+                let replication = &mut self.engine.state.replication;
+                let fsynced = replication.fsynced.as_ref().map(|f| f.master_offset());
+                if let Some(link) = &mut replication.master {
+                    client
+                        .output
+                        .extend_from_slice(&link.acknowledgement(fsynced, false));
                     link.last_io = now - silent;
                 }
+                self.touched.push(token);
             }
             LinkState::Handshake | LinkState::Transfer => {}
         }

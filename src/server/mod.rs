@@ -266,6 +266,7 @@ impl Server {
                 .eviction
                 .set_log_gauge(writer.buffer_gauge());
             self.log_writer = Some(writer);
+            self.engine.state.replication.fsynced = Some(Default::default());
             self.log_paths = Some(paths);
             self.manifest = Some(manifest);
             self.engine.effects.enabled = true;
@@ -350,6 +351,10 @@ impl Server {
             {
                 return Err(ServerError::EventLoop(e));
             }
+            // The log's fsyncs may release clients parked by WAITAOF; taken before the
+            // turn's commands (and again at its end), so that a WAITAOF sent after a
+            // reply held for its fsync (`always`) finds that fsync counted.
+            self.note_fsynced();
             if !self.deferred_reads.is_empty() && !self.log_backlogged() {
                 self.read_deferred();
             }
@@ -502,6 +507,7 @@ impl Server {
         }
         // The replicas' copy of the turn's effects, then the log's.
         self.take_effects();
+        self.note_fsynced();
         self.replication_end_of_turn();
         self.enforce_output_limits();
         if let Some(writer) = &self.log_writer {

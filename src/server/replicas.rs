@@ -155,6 +155,9 @@ impl Server {
     pub(super) fn take_effects(&mut self) {
         let buffer = &mut self.engine.effects.buffer;
         if buffer.is_empty() {
+            // A replica's stream may have moved with nothing to log (PINGs, GETACKs, a
+            // PUBLISH): its FACK may cover it once the batches before are durable.
+            self.note_log_position();
             return;
         }
         feed_stream(
@@ -165,16 +168,19 @@ impl Server {
         );
         let effects = &mut self.engine.effects;
         match &mut self.log_writer {
-            Some(writer) => match effects.take_for_log() {
-                Some(mut log) => {
-                    if !log.is_empty() {
-                        writer.submit(&mut log);
+            Some(writer) => {
+                match effects.take_for_log() {
+                    Some(mut log) => {
+                        if !log.is_empty() {
+                            writer.submit(&mut log);
+                        }
+                    }
+                    None => {
+                        writer.submit(&mut effects.buffer);
                     }
                 }
-                None => {
-                    writer.submit(&mut effects.buffer);
-                }
-            },
+                self.note_log_position();
+            }
             None => {
                 effects.buffer.clear();
                 effects.replica_only.clear();
@@ -204,13 +210,62 @@ impl Server {
             .sum();
     }
 
-    /// Answers the clients parked by WAIT whose replicas have acknowledged enough.
+    /// Every record so far, and the master's stream processed so far, is in the batches
+    /// submitted to the log writer: durable with the last of them (`fsynced` marks).
+    fn note_log_position(&mut self) {
+        let Some(writer) = &self.log_writer else {
+            return;
+        };
+        let replication = &mut self.engine.state.replication;
+        let position = crate::replication::fsynced::Position {
+            records: self.engine.effects.records,
+            master_offset: replication
+                .master
+                .as_ref()
+                .map_or(0, |link| link.processed_offset()),
+        };
+        if let Some(fsynced) = &mut replication.fsynced {
+            fsynced.note(writer.last_submitted(), position);
+        }
+    }
+
+    /// Takes the log writer's fsync progress (Redis 7.2 updates `fsynced_reploff` before
+    /// it sleeps): clients parked by WAITAOF may be released, and a replica whose master
+    /// asked for an acknowledgement that its log had not fsynced yet tells the master
+    /// the new FACK at once rather than at the next second's ACK.
+    pub(super) fn note_fsynced(&mut self) {
+        let Some(writer) = &self.log_writer else {
+            return;
+        };
+        let durable = writer.durable_seq();
+        let replication = &mut self.engine.state.replication;
+        let Some(fsynced) = &mut replication.fsynced else {
+            return;
+        };
+        if !fsynced.advance(durable) {
+            return;
+        }
+        let fack = fsynced.master_offset();
+        self.release_waiting_clients();
+        let owed = self
+            .engine
+            .state
+            .replication
+            .master
+            .as_mut()
+            .is_some_and(|link| link.fack_owed(fack));
+        if owed {
+            self.send_ack_to_master();
+        }
+    }
+
+    /// Answers the clients parked by WAIT and WAITAOF whose wait is over.
     pub(super) fn release_waiting_clients(&mut self) {
         let replication = &mut self.engine.state.replication;
         if replication.waiting.is_empty() {
             return;
         }
-        for (id, count) in replication.waiting.satisfied(&replication.replicas) {
+        for (id, reply) in replication.waiting.satisfied(replication) {
             let Some(token) = self.clients.token_of(id) else {
                 self.engine.state.replication.waiting.remove(id);
                 continue;
@@ -219,8 +274,10 @@ impl Server {
                 continue;
             };
             if client.conn.blocked.is_some() {
-                crate::resp::ReplyWriter::new(&mut client.output, client.state.resp3)
-                    .integer(count as i64);
+                reply.write(&mut crate::resp::ReplyWriter::new(
+                    &mut client.output,
+                    client.state.resp3,
+                ));
                 self.unblock(token, &mut client);
             }
             self.engine.state.replication.waiting.remove(id);

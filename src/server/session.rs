@@ -519,7 +519,7 @@ impl Host for SessionsView<'_> {
         let mut out = ReplyWriter::new(&mut client.output, client.state.resp3);
         match how {
             UnblockReply::Timeout => out.null_array(),
-            UnblockReply::WaitTimeout(acknowledged) => out.integer(acknowledged),
+            UnblockReply::WaitTimeout(acknowledged) => acknowledged.write(&mut out),
             UnblockReply::Error => out.error("UNBLOCKED client unblocked via CLIENT UNBLOCK"),
         }
         self.unblocked.push((token, id, blocked.deadline_ms));
@@ -831,10 +831,11 @@ impl Server {
             if master {
                 // The master's stream: each request's bytes, processed; an
                 // acknowledgement it asked for tells the offset before the asking.
-                let link = self.engine.state.replication.master.as_mut();
-                if let Some(link) = link {
+                let replication = &mut self.engine.state.replication;
+                let fsynced = replication.fsynced.as_ref().map(|f| f.master_offset());
+                if let Some(link) = replication.master.as_mut() {
                     if std::mem::take(&mut link.ack_requested) {
-                        let ack = crate::replication::replica::ack_command(link.processed_offset());
+                        let ack = link.acknowledgement(fsynced, true);
                         client.output.extend_from_slice(&ack);
                         produced_output = true;
                     }
