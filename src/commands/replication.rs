@@ -115,15 +115,13 @@ fn synchronise(ctx: &mut Ctx, args: &Args, psync: bool) -> Action {
             .error("ERR PSYNC FAILOVER can't be sent to a master.");
         return Action::None;
     }
-    if let Some(link) = &ctx.server.replication.master {
-        if link.state != crate::replication::replica::LinkState::Connected {
-            ctx.out
-                .error("NOMASTERLINK Can't SYNC while not connected with my master");
-        } else {
-            // A replica's replicas need its master's stream as it came (chains): not built.
-            ctx.out
-                .error("ERR Tessera does not serve replicas while it is a replica");
-        }
+    // A replica serves replicas of its own (chains) while its link is up: its history,
+    // offsets and backlog are its master's.
+    if let Some(link) = &ctx.server.replication.master
+        && link.state != crate::replication::replica::LinkState::Connected
+    {
+        ctx.out
+            .error("NOMASTERLINK Can't SYNC while not connected with my master");
         return Action::None;
     }
     // The stream goes into the session's output: replies still unsent would precede it.
@@ -445,6 +443,7 @@ fn replicaof(ctx: &mut Ctx, args: &Args) -> Action {
             let offset = link.processed_offset();
             replication.ids.shift(offset);
             replication.offset = offset.max(0) as u64;
+            replication.role_changed_at = Some(ctx.effects.buffer.len());
             ctx.server.config.set_replicaof(None);
             tracing::warn!("MASTER MODE enabled (user request from '{who}')");
             replication.link_changed = true;
@@ -472,8 +471,16 @@ fn replicaof(ctx: &mut Ctx, args: &Args) -> Action {
     let history = match &replication.master {
         // Another master: the history followed so far may go on with it (PSYNC2).
         Some(link) => link.history.clone(),
-        // Redis's `replicationCacheMasterUsingMyself`: this master's own history.
-        None => Some((replication.ids.replid.clone(), replication.offset as i64)),
+        // Redis's `replicationCacheMasterUsingMyself`: this master's own history — with
+        // this turn's records still to go to its stream, as a master's.
+        None => {
+            let pending = ctx.effects.buffer.len();
+            replication.role_changed_at = Some(pending);
+            Some((
+                replication.ids.replid.clone(),
+                replication.offset_after(pending),
+            ))
+        }
     };
     replication.master = Some(crate::replication::replica::MasterLink::new(
         host.clone(),

@@ -30,7 +30,9 @@ use backlog::Backlog;
 use ids::ReplicationIds;
 use master::Replicas;
 
-/// The replication state of this instance (a master: slice 1 of issue 17).
+/// The replication state of this instance, a master or a replica (issue 17). A replica's
+/// IDs, offset and backlog are its master's history as it came (`follow`, and the
+/// master's stream proxied to its own replicas by `server::replicas`).
 #[derive(Debug)]
 pub struct Replication {
     pub ids: ReplicationIds,
@@ -61,6 +63,11 @@ pub struct Replication {
     /// REPLICAOF changed the master: the loop drops the old link and starts the new one
     /// at the end of the turn (also when it ran inside EXEC).
     pub link_changed: bool,
+    /// REPLICAOF turned a master into a replica or back, at this length of the turn's
+    /// effects: the records before it were made in the old role, those after in the new
+    /// one, and only a master's own records go to its stream (a replica's stream is its
+    /// master's, proxied).
+    pub role_changed_at: Option<usize>,
 }
 
 /// INFO stats' replication counters (Redis's names).
@@ -92,6 +99,7 @@ impl Default for Replication {
             full_sync_in_progress: false,
             master: None,
             link_changed: false,
+            role_changed_at: None,
         }
     }
 }
@@ -107,6 +115,17 @@ impl Replication {
         self.master
             .as_ref()
             .is_some_and(|m| m.state != replica::LinkState::Connected)
+    }
+
+    /// The part of `effects` (the records not yet handed on) that goes to the stream: a
+    /// master's own records; none of a replica's.
+    pub fn own_records(&mut self, effects: usize) -> std::ops::Range<usize> {
+        match self.role_changed_at.take() {
+            Some(mark) if self.is_replica() => 0..mark.min(effects),
+            Some(mark) => mark.min(effects)..effects,
+            None if self.is_replica() => 0..0,
+            None => 0..effects,
+        }
     }
 
     /// Whether there is a stream (a backlog): writes are then counted in the offset.
@@ -127,10 +146,15 @@ impl Replication {
 
     /// Creates the backlog for the first replica (Redis's `createReplicationBacklog`,
     /// after `changeReplicationId` and `clearReplicationId2`: with no backlog there is no
-    /// history a replica could continue). Returns true if it was created.
+    /// history a replica could continue). Returns true if it was created. A replica's
+    /// history is its master's: its backlog starts at the offset processed, same IDs.
     pub fn ensure_backlog(&mut self, size_bytes: u64) -> bool {
         if self.backlog.is_some() {
             return false;
+        }
+        if self.is_replica() {
+            self.backlog = Some(Backlog::new(size_bytes.max(1) as usize, self.offset + 1));
+            return true;
         }
         self.ids.change();
         self.ids.clear_second();
@@ -141,6 +165,17 @@ impl Replication {
             self.ids.replid2
         );
         true
+    }
+
+    /// A full sync from the master: this instance's history is now the master's, from
+    /// `offset` (the snapshot's point) on, with a backlog of its own that the master's
+    /// stream feeds as it comes — a replica keeps one whether it has replicas or not, so
+    /// that its replicas, or its siblings once it is promoted, can continue from it.
+    pub fn follow(&mut self, replid: String, offset: i64, size_bytes: u64) {
+        self.ids.replid = replid;
+        self.ids.clear_second();
+        self.offset = offset.max(0) as u64;
+        self.backlog = Some(Backlog::new(size_bytes.max(1) as usize, self.offset + 1));
     }
 
     /// `repl-backlog-ttl` seconds without replicas: the backlog goes, and with it the

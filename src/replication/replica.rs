@@ -6,7 +6,9 @@
 //! The sockets are the event loop's (`server::master_link`): the handshake and the
 //! snapshot run on a thread of their own with a blocking socket, as start-up loading
 //! does; then the link is a session whose requests — the master's stream — run through
-//! the engine as the master's (`engine::Mode::Master`).
+//! the engine as the master's (`engine::Mode::Master`), and whose bytes, once applied,
+//! are this replica's own stream: its backlog and its replicas get them as they came
+//! (chains), so the offsets are the same on every node of a chain.
 
 /// Where the link to the master is (Redis's `repl_state`, as ROLE names it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,6 +56,15 @@ pub struct MasterLink {
     /// The master's stream asked for an acknowledgement (`REPLCONF GETACK`): sent after
     /// the command that asked.
     pub ack_requested: bool,
+    /// The database the master's stream is in: the snapshot's `repl-stream-db` after a
+    /// full sync, the session's when the link is cut (Redis's cached master keeps its
+    /// database), so that a continued stream without a `SELECT` lands where it should.
+    pub stream_db: usize,
+    /// The bytes of a transaction of the master's not yet executed (`MULTI` and what it
+    /// queued): they count as processed, and go to this replica's backlog and replicas,
+    /// only with their `EXEC`, as Redis counts them (a snapshot's offset and an
+    /// acknowledgement never fall inside a transaction).
+    pub transaction: Vec<u8>,
 }
 
 impl MasterLink {
@@ -69,6 +80,8 @@ impl MasterLink {
             transfer_size: None,
             transfer_read: 0,
             ack_requested: false,
+            stream_db: 0,
+            transaction: Vec::new(),
         }
     }
 
