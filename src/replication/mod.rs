@@ -237,6 +237,41 @@ mod tests {
     }
 
     #[test]
+    fn a_replica_s_history_and_backlog_are_its_master_s() {
+        let mut replication = Replication::default();
+        replication.master = Some(replica::MasterLink::new("h".into(), 1, None));
+        let master_id = "m".repeat(ids::ID_LEN);
+        replication.follow(master_id.clone(), 1000, 64);
+        assert_eq!(replication.ids.replid, master_id);
+        assert_eq!(replication.offset, 1000);
+        let backlog = replication.backlog.as_ref().unwrap();
+        assert!(backlog.covers(1001) && !backlog.covers(1000));
+        // Its replicas' backlog needs no new history.
+        assert!(!replication.ensure_backlog(64));
+        replication.backlog = None;
+        assert!(replication.ensure_backlog(64));
+        assert_eq!(replication.ids.replid, master_id);
+        assert_eq!(replication.backlog.as_ref().unwrap().first_offset(), 1001);
+    }
+
+    #[test]
+    fn only_a_master_s_own_records_go_to_its_stream() {
+        let mut replication = Replication::default();
+        assert_eq!(replication.own_records(10), 0..10);
+        replication.master = Some(replica::MasterLink::new("h".into(), 1, None));
+        assert_eq!(replication.own_records(10), 0..0);
+        // Turned replica after 4 bytes of the turn's records: those were a master's.
+        replication.role_changed_at = Some(4);
+        assert_eq!(replication.own_records(10), 0..4);
+        assert_eq!(replication.own_records(10), 0..0);
+        // Promoted after 4 bytes: those were its master's stream's, proxied already.
+        replication.master = None;
+        replication.role_changed_at = Some(4);
+        assert_eq!(replication.own_records(10), 4..10);
+        assert_eq!(replication.own_records(10), 0..10);
+    }
+
+    #[test]
     fn the_stream_s_own_records_are_resp_commands() {
         assert_eq!(ping_record(), b"*1\r\n$4\r\nPING\r\n");
         assert_eq!(
