@@ -275,3 +275,34 @@ fn a_tessera_replica_continues_with_a_promoted_redis() {
     assert_same_dataset(&mut new_master, &mut follower);
     assert_one_history(&mut [&mut new_master, &mut follower]);
 }
+
+/// A Tessera master with a redis-server replica becomes the replica of another master:
+/// it keeps its replica until its full sync replaces the history, then the replica
+/// resyncs from it, and the chain has the new master's dataset and history.
+#[test]
+fn a_demoted_tessera_master_takes_its_replica_along() {
+    let dir = temp_dir();
+    let tessera = start_master(dir.path(), &[]);
+    let mut middle = tessera.connection();
+    common::dataset::populate(&mut middle, 0);
+    populate_more(&mut middle);
+    let sub = Replica::start(tessera.port);
+    let mut end = sub.connection();
+    wait_online(&mut middle, 1);
+    write_load(&mut middle, "own", 10);
+    assert_same_dataset(&mut middle, &mut end);
+
+    let (master, _master_dir) = redis_master();
+    let mut source = master.connection();
+    populate_more(&mut source);
+    write_load(&mut source, "theirs", 10);
+    replicaof(&mut middle, master.port);
+    wait_link_up(&mut middle);
+    wait_until("the replica's resync", Duration::from_secs(30), || {
+        stat(&mut middle, "sync_full") == 2
+    });
+    write_load(&mut source, "chained", 20);
+    assert_same_dataset(&mut source, &mut middle);
+    assert_same_dataset(&mut source, &mut end);
+    assert_one_history(&mut [&mut source, &mut middle, &mut end]);
+}

@@ -17,10 +17,13 @@
 //! - **The stream**: the socket becomes a session (`SessionState::master_link`, CLIENT
 //!   LIST flag `M`) whose requests run through the engine as the master's
 //!   (`engine::Mode::Master`, no reply); each request's bytes advance the processed
-//!   offset; `REPLCONF GETACK` is answered with `REPLCONF ACK <offset>` after it, and the
+//!   offset (a transaction's with its `EXEC`) and go on as they came to this replica's
+//!   backlog and replicas (chains); `REPLCONF GETACK` is answered with `REPLCONF ACK <offset>` after it, and the
 //!   replication cron acknowledges once a second and drops a master silent for
-//!   `repl-timeout`. When the link closes, the history and offset stay (Redis's cached
-//!   master), and the next cron connects again and asks to continue.
+//!   `repl-timeout`. When the link closes, the history, offset and stream database stay
+//!   (Redis's cached master), and the next cron connects again and asks to continue.
+//! - **This replica's replicas** follow the same history: dropped (to resync) when a full
+//!   sync replaces it or a `+CONTINUE` renames it, and when REPLICAOF NO ONE renames it.
 
 use super::Server;
 use super::session::Client;

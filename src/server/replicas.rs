@@ -9,6 +9,8 @@
 //!   WAIT's `REPLCONF GETACK *` and the cron's `PING` go into the stream only. A
 //!   replica's output waits for the log as a read's reply does (`ReplyShows::Reads`): a
 //!   replica never has a write the master's log has not (Redis writes its log first).
+//!   On a replica the stream is its master's instead, proxied as it came
+//!   (`proxy_master_stream`, chains): its own effects and records go to its log only.
 //! - **Attaching.** PSYNC that continues from the backlog leaves `+CONTINUE` and the
 //!   missed bytes in the reply: the session is online at once. A full sync waits for a
 //!   snapshot: started now (its point is the stream's offset now), or shared with one
