@@ -238,8 +238,10 @@ mod tests {
 
     #[test]
     fn a_replica_s_history_and_backlog_are_its_master_s() {
-        let mut replication = Replication::default();
-        replication.master = Some(replica::MasterLink::new("h".into(), 1, None));
+        let mut replication = Replication {
+            master: Some(replica::MasterLink::new("h".into(), 1, None)),
+            ..Replication::default()
+        };
         let master_id = "m".repeat(ids::ID_LEN);
         replication.follow(master_id.clone(), 1000, 64);
         assert_eq!(replication.ids.replid, master_id);

@@ -200,6 +200,8 @@ impl Server {
     pub(super) fn take_effects(&mut self) {
         let buffer = &mut self.engine.effects.buffer;
         if buffer.is_empty() {
+            // A role change with no records before it splits nothing.
+            self.engine.state.replication.role_changed_at = None;
             return;
         }
         // A replica's stream is its master's, proxied as it came (`proxy_master_stream`):
