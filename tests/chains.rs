@@ -100,13 +100,36 @@ fn a_redis_tessera_redis_chain_holds_one_history() {
     assert_same_dataset(&mut middle, &mut end);
     assert_same_dataset(&mut source, &mut end);
     assert_one_history(&mut [&mut source, &mut middle, &mut end]);
+    // INFO and ROLE as a Redis replica with a replica of its own say them.
+    let redis_middle = Replica::start(master.port);
+    let mut theirs = redis_middle.connection();
+    let _redis_end = Replica::start(redis_middle.redis.port);
+    wait_online(&mut theirs, 1);
+    wait_caught_up(&mut source, &mut theirs);
+    let names = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|line| line.split_once(':').map(|(name, _)| name.to_string()))
+            .collect()
+    };
     let text = info(&mut middle, "replication");
+    let their_text = info(&mut theirs, "replication");
+    assert_eq!(names(&text), names(&their_text), "{text}\n{their_text}");
     assert_eq!(field(&text, "role").as_deref(), Some("slave"));
     assert_eq!(field(&text, "connected_slaves").as_deref(), Some("1"));
     assert!(
         field(&text, "slave0").is_some_and(|s| s.contains("state=online")),
         "{text}"
     );
+    let role = |conn: &mut redis::Connection| -> Vec<redis::Value> {
+        redis::cmd("ROLE").query(conn).unwrap()
+    };
+    let (ours_role, their_role) = (role(&mut middle), role(&mut theirs));
+    assert_eq!(
+        ours_role.len(),
+        their_role.len(),
+        "{ours_role:?} {their_role:?}"
+    );
+    assert_eq!(ours_role[0], their_role[0]);
 
     // The sub-replica's link cut: it continues from Tessera's backlog.
     let full = stat(&mut middle, "sync_full");
