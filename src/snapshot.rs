@@ -273,12 +273,16 @@ pub struct ReadFile {
     pub keys: u64,
     pub bytes: u64,
     pub functions: Vec<bytes::Bytes>,
+    /// The `repl-stream-db` aux field, when the file is a replication snapshot: the
+    /// database its master's stream continues in.
+    pub stream_db: Option<usize>,
 }
 
 /// Collects the keys of an RDB file into databases, and its function libraries.
 struct FileVisitor<F> {
     entries: F,
     functions: Vec<bytes::Bytes>,
+    stream_db: Option<usize>,
 }
 
 impl<F: FnMut(u32, Entry) -> Result<(), Refusal>> crate::rdb::RdbVisitor for FileVisitor<F> {
@@ -288,6 +292,13 @@ impl<F: FnMut(u32, Entry) -> Result<(), Refusal>> crate::rdb::RdbVisitor for Fil
 
     fn function(&mut self, code: bytes::Bytes) -> Result<(), Refusal> {
         self.functions.push(code);
+        Ok(())
+    }
+
+    fn aux(&mut self, key: &[u8], value: &[u8]) -> Result<(), Refusal> {
+        if key == b"repl-stream-db" {
+            self.stream_db = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok());
+        }
         Ok(())
     }
 }
@@ -321,6 +332,7 @@ pub fn read_into_dbs(
     let mut visitor = FileVisitor {
         entries,
         functions: Vec::new(),
+        stream_db: None,
     };
     let reader = std::io::BufReader::with_capacity(1 << 20, StorageReader::new(file));
     let summary =
@@ -328,12 +340,13 @@ pub fn read_into_dbs(
             path: path.to_path_buf(),
             source,
         })?;
-    let functions = visitor.functions;
+    let (functions, stream_db) = (visitor.functions, visitor.stream_db);
     Ok(ReadFile {
         dbs,
         keys,
         bytes: summary.bytes,
         functions,
+        stream_db,
     })
 }
 

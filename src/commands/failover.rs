@@ -27,7 +27,11 @@ fn failover_command(ctx: &mut Ctx, args: &Args) -> Action {
         if ctx.server.replication.failover.state == FailoverState::None {
             ctx.out.error(failover::NONE_IN_PROGRESS);
         } else {
-            abort(ctx.server, "Failover manually aborted");
+            abort(
+                ctx.server,
+                "Failover manually aborted",
+                ctx.effects.buffer.len(),
+            );
             ctx.out.ok();
         }
         return Action::None;
@@ -73,22 +77,23 @@ pub fn clear(server: &mut ServerState) {
 }
 
 /// Redis's `abortFailover`: a failover that already made this instance a replica makes
-/// it a master again.
-pub fn abort(server: &mut ServerState, reason: &str) {
+/// it a master again. `pending_effects`: the length of the turn's effects so far.
+pub fn abort(server: &mut ServerState, reason: &str, pending_effects: usize) {
     let failover = &server.replication.failover;
     if failover.state == FailoverState::None {
         return;
     }
     tracing::info!("FAILOVER to {} aborted: {reason}", failover.target_name());
     if failover.state == FailoverState::InProgress {
-        unset_master(server);
+        unset_master(server, pending_effects);
     }
     clear(server);
 }
 
 /// The target caught up (or FORCE at the timeout): this instance becomes its replica, and
-/// its handshake will say `PSYNC … FAILOVER`.
-pub fn switch_to(server: &mut ServerState, target: &Target, forced: bool) {
+/// its handshake will say `PSYNC … FAILOVER`. `pending_effects`: the length of the turn's
+/// effects so far.
+pub fn switch_to(server: &mut ServerState, target: &Target, forced: bool, pending_effects: usize) {
     let name = format!("{}:{}", target.host, target.port);
     if forced {
         tracing::info!("FAILOVER to {name} time out exceeded, failing over.");
@@ -96,9 +101,13 @@ pub fn switch_to(server: &mut ServerState, target: &Target, forced: bool) {
         tracing::info!("Failover target {name} is synced, failing over.");
     }
     let Ok(port) = u16::try_from(target.port) else {
-        abort(server, "the target's port is not a TCP port");
+        abort(
+            server,
+            "the target's port is not a TCP port",
+            pending_effects,
+        );
         return;
     };
     server.replication.failover.state = FailoverState::InProgress;
-    set_master(server, &target.host, port);
+    set_master(server, &target.host, port, pending_effects);
 }

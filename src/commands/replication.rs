@@ -131,15 +131,13 @@ fn synchronise(ctx: &mut Ctx, args: &Args, psync: bool) -> Action {
         ctx.out.error("NOMASTERLINK Can't SYNC while failing over");
         return Action::None;
     }
-    if let Some(link) = &ctx.server.replication.master {
-        if link.state != crate::replication::replica::LinkState::Connected {
-            ctx.out
-                .error("NOMASTERLINK Can't SYNC while not connected with my master");
-        } else {
-            // A replica's replicas need its master's stream as it came (chains): not built.
-            ctx.out
-                .error("ERR Tessera does not serve replicas while it is a replica");
-        }
+    // A replica serves replicas of its own (chains) while its link is up: its history,
+    // offsets and backlog are its master's.
+    if let Some(link) = &ctx.server.replication.master
+        && link.state != crate::replication::replica::LinkState::Connected
+    {
+        ctx.out
+            .error("NOMASTERLINK Can't SYNC while not connected with my master");
         return Action::None;
     }
     // The stream goes into the session's output: replies still unsent would precede it.
@@ -214,7 +212,7 @@ fn promote_on_failover(ctx: &mut Ctx, args: &Args) -> bool {
     let who = ctx
         .host
         .describe_client(ctx.client, "psync", &ctx.server.tracking);
-    unset_master(ctx.server);
+    unset_master(ctx.server, ctx.effects.buffer.len());
     tracing::info!("MASTER MODE enabled (failover request from '{who}')");
     true
 }
@@ -538,7 +536,7 @@ fn replicaof(ctx: &mut Ctx, args: &Args) -> Action {
         .host
         .describe_client(ctx.client, "replicaof", &ctx.server.tracking);
     if eq_ignore_case(args[1], "no") && eq_ignore_case(args[2], "one") {
-        if unset_master(ctx.server) {
+        if unset_master(ctx.server, ctx.effects.buffer.len()) {
             tracing::warn!("MASTER MODE enabled (user request from '{who}')");
         }
         ctx.out.ok();
@@ -560,21 +558,29 @@ fn replicaof(ctx: &mut Ctx, args: &Args) -> Action {
         ctx.out.simple("OK Already connected to specified master");
         return Action::None;
     }
-    set_master(ctx.server, &host, port);
+    set_master(ctx.server, &host, port, ctx.effects.buffer.len());
     tracing::info!("REPLICAOF {host}:{port} enabled (user request from '{who}')");
     ctx.out.ok();
     Action::None
 }
 
 /// Makes this instance a replica of `host:port` (Redis's `replicationSetMaster`, for
-/// REPLICAOF and FAILOVER); the loop connects at the end of the turn.
-pub(super) fn set_master(server: &mut ServerState, host: &str, port: u16) {
+/// REPLICAOF and FAILOVER); the loop connects at the end of the turn. `pending_effects`:
+/// the length of the turn's effects so far (the records made in the old role).
+pub(super) fn set_master(server: &mut ServerState, host: &str, port: u16, pending_effects: usize) {
     let replication = &mut server.replication;
     let history = match &replication.master {
         // Another master: the history followed so far may go on with it (PSYNC2).
         Some(link) => link.history.clone(),
-        // Redis's `replicationCacheMasterUsingMyself`: this master's own history.
-        None => Some((replication.ids.replid.clone(), replication.offset as i64)),
+        // Redis's `replicationCacheMasterUsingMyself`: this master's own history — with
+        // this turn's records still to go to its stream, as a master's.
+        None => {
+            replication.role_changed_at = Some(pending_effects);
+            Some((
+                replication.ids.replid.clone(),
+                replication.offset_after(pending_effects),
+            ))
+        }
     };
     // INFO's `master_link_down_since_seconds` (Sentinel skips a replica whose link is down
     // too long): from when a connected link is dropped for the new master, kept from a
@@ -595,7 +601,9 @@ pub(super) fn set_master(server: &mut ServerState, host: &str, port: u16) {
 
 /// Makes this replica a master (Redis's `replicationUnsetMaster`, for REPLICAOF NO ONE,
 /// an aborted FAILOVER and PSYNC FAILOVER). Returns false if it was one already.
-pub(super) fn unset_master(server: &mut ServerState) -> bool {
+/// `pending_effects`: the length of the turn's effects so far (the records made as a
+/// replica, which its stream does not carry).
+pub(super) fn unset_master(server: &mut ServerState, pending_effects: usize) -> bool {
     let replication = &mut server.replication;
     let Some(link) = replication.master.take() else {
         return false;
@@ -605,6 +613,7 @@ pub(super) fn unset_master(server: &mut ServerState) -> bool {
     let offset = link.processed_offset();
     replication.ids.shift(offset);
     replication.offset = offset.max(0) as u64;
+    replication.role_changed_at = Some(pending_effects);
     server.config.set_replicaof(None);
     replication.link_changed = true;
     true

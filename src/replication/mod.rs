@@ -34,7 +34,9 @@ use backlog::Backlog;
 use ids::ReplicationIds;
 use master::Replicas;
 
-/// The replication state of this instance (a master: slice 1 of issue 17).
+/// The replication state of this instance, a master or a replica (issue 17). A replica's
+/// IDs, offset and backlog are its master's history as it came (`follow`, and the
+/// master's stream proxied to its own replicas by `server::replicas`).
 #[derive(Debug)]
 pub struct Replication {
     pub ids: ReplicationIds,
@@ -70,6 +72,11 @@ pub struct Replication {
     pub link_changed: bool,
     /// FAILOVER under way (`failover`).
     pub failover: failover::Failover,
+    /// REPLICAOF turned a master into a replica or back, at this length of the turn's
+    /// effects: the records before it were made in the old role, those after in the new
+    /// one, and only a master's own records go to its stream (a replica's stream is its
+    /// master's, proxied).
+    pub role_changed_at: Option<usize>,
 }
 
 /// INFO stats' replication counters (Redis's names).
@@ -103,6 +110,7 @@ impl Default for Replication {
             master: None,
             link_changed: false,
             failover: failover::Failover::default(),
+            role_changed_at: None,
         }
     }
 }
@@ -118,6 +126,17 @@ impl Replication {
         self.master
             .as_ref()
             .is_some_and(|m| m.state != replica::LinkState::Connected)
+    }
+
+    /// The part of `effects` (the records not yet handed on) that goes to the stream: a
+    /// master's own records; none of a replica's.
+    pub fn own_records(&mut self, effects: usize) -> std::ops::Range<usize> {
+        match self.role_changed_at.take() {
+            Some(mark) if self.is_replica() => 0..mark.min(effects),
+            Some(mark) => mark.min(effects)..effects,
+            None if self.is_replica() => 0..0,
+            None => 0..effects,
+        }
     }
 
     /// Whether there is a stream (a backlog): writes are then counted in the offset.
@@ -138,10 +157,15 @@ impl Replication {
 
     /// Creates the backlog for the first replica (Redis's `createReplicationBacklog`,
     /// after `changeReplicationId` and `clearReplicationId2`: with no backlog there is no
-    /// history a replica could continue). Returns true if it was created.
+    /// history a replica could continue). Returns true if it was created. A replica's
+    /// history is its master's: its backlog starts at the offset processed, same IDs.
     pub fn ensure_backlog(&mut self, size_bytes: u64) -> bool {
         if self.backlog.is_some() {
             return false;
+        }
+        if self.is_replica() {
+            self.backlog = Some(Backlog::new(size_bytes.max(1) as usize, self.offset + 1));
+            return true;
         }
         self.ids.change();
         self.ids.clear_second();
@@ -152,6 +176,17 @@ impl Replication {
             self.ids.replid2
         );
         true
+    }
+
+    /// A full sync from the master: this instance's history is now the master's, from
+    /// `offset` (the snapshot's point) on, with a backlog of its own that the master's
+    /// stream feeds as it comes — a replica keeps one whether it has replicas or not, so
+    /// that its replicas, or its siblings once it is promoted, can continue from it.
+    pub fn follow(&mut self, replid: String, offset: i64, size_bytes: u64) {
+        self.ids.replid = replid;
+        self.ids.clear_second();
+        self.offset = offset.max(0) as u64;
+        self.backlog = Some(Backlog::new(size_bytes.max(1) as usize, self.offset + 1));
     }
 
     /// `repl-backlog-ttl` seconds without replicas: the backlog goes, and with it the
@@ -210,6 +245,43 @@ mod tests {
         replication.free_backlog();
         assert!(!replication.stream_active());
         assert_eq!(replication.offset, 10);
+    }
+
+    #[test]
+    fn a_replica_s_history_and_backlog_are_its_master_s() {
+        let mut replication = Replication {
+            master: Some(replica::MasterLink::new("h".into(), 1, None)),
+            ..Replication::default()
+        };
+        let master_id = "m".repeat(ids::ID_LEN);
+        replication.follow(master_id.clone(), 1000, 64);
+        assert_eq!(replication.ids.replid, master_id);
+        assert_eq!(replication.offset, 1000);
+        let backlog = replication.backlog.as_ref().unwrap();
+        assert!(backlog.covers(1001) && !backlog.covers(1000));
+        // Its replicas' backlog needs no new history.
+        assert!(!replication.ensure_backlog(64));
+        replication.backlog = None;
+        assert!(replication.ensure_backlog(64));
+        assert_eq!(replication.ids.replid, master_id);
+        assert_eq!(replication.backlog.as_ref().unwrap().first_offset(), 1001);
+    }
+
+    #[test]
+    fn only_a_master_s_own_records_go_to_its_stream() {
+        let mut replication = Replication::default();
+        assert_eq!(replication.own_records(10), 0..10);
+        replication.master = Some(replica::MasterLink::new("h".into(), 1, None));
+        assert_eq!(replication.own_records(10), 0..0);
+        // Turned replica after 4 bytes of the turn's records: those were a master's.
+        replication.role_changed_at = Some(4);
+        assert_eq!(replication.own_records(10), 0..4);
+        assert_eq!(replication.own_records(10), 0..0);
+        // Promoted after 4 bytes: those were its master's stream's, proxied already.
+        replication.master = None;
+        replication.role_changed_at = Some(4);
+        assert_eq!(replication.own_records(10), 4..10);
+        assert_eq!(replication.own_records(10), 0..10);
     }
 
     #[test]

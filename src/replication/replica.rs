@@ -6,7 +6,9 @@
 //! The sockets are the event loop's (`server::master_link`): the handshake and the
 //! snapshot run on a thread of their own with a blocking socket, as start-up loading
 //! does; then the link is a session whose requests — the master's stream — run through
-//! the engine as the master's (`engine::Mode::Master`).
+//! the engine as the master's (`engine::Mode::Master`), and whose bytes, once applied,
+//! are this replica's own stream: its backlog and its replicas get them as they came
+//! (chains), so the offsets are the same on every node of a chain.
 
 /// Where the link to the master is (Redis's `repl_state`, as ROLE names it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,6 +62,15 @@ pub struct MasterLink {
     pub fack_wanted: i64,
     /// The last FACK sent.
     pub fack_sent: i64,
+    /// The database the master's stream is in: the snapshot's `repl-stream-db` after a
+    /// full sync, the session's when the link is cut (Redis's cached master keeps its
+    /// database), so that a continued stream without a `SELECT` lands where it should.
+    pub stream_db: usize,
+    /// The bytes of a transaction of the master's not yet executed (`MULTI` and what it
+    /// queued): they count as processed, and go to this replica's backlog and replicas,
+    /// only with their `EXEC`, as Redis counts them (a snapshot's offset and an
+    /// acknowledgement never fall inside a transaction).
+    pub transaction: Vec<u8>,
 }
 
 impl MasterLink {
@@ -77,6 +88,8 @@ impl MasterLink {
             ack_requested: false,
             fack_wanted: 0,
             fack_sent: 0,
+            stream_db: 0,
+            transaction: Vec::new(),
         }
     }
 

@@ -16,6 +16,7 @@ impl Server {
         }
         // Every record so far counts in the offset the target must have acknowledged.
         self.take_effects();
+        let pending_effects = self.engine.effects.buffer.len();
         let state = &mut self.engine.state;
         let replication = &mut state.replication;
         let offset = replication.offset as i64;
@@ -25,9 +26,9 @@ impl Server {
                 .step(crate::clock::unix_ms(), &replication.replicas, offset);
         match step {
             Step::Wait => {}
-            Step::Abort(reason) => crate::commands::failover::abort(state, reason),
+            Step::Abort(reason) => crate::commands::failover::abort(state, reason, pending_effects),
             Step::SwitchTo { target, forced } => {
-                crate::commands::failover::switch_to(state, &target, forced);
+                crate::commands::failover::switch_to(state, &target, forced, pending_effects);
             }
         }
     }
@@ -37,6 +38,7 @@ impl Server {
     /// other outcome after the PSYNC was sent aborts it (a master again). A sync that
     /// failed before its PSYNC is tried again, the failover still in progress, as Redis.
     pub(super) fn failover_handshake_ended(&mut self, psync_answered: bool, psync_sent: bool) {
+        let pending_effects = self.engine.effects.buffer.len();
         let state = &mut self.engine.state;
         if state.replication.failover.state != FailoverState::InProgress {
             return;
@@ -44,7 +46,11 @@ impl Server {
         if psync_answered {
             crate::commands::failover::clear(state);
         } else if psync_sent {
-            crate::commands::failover::abort(state, "Failover target rejected psync request");
+            crate::commands::failover::abort(
+                state,
+                "Failover target rejected psync request",
+                pending_effects,
+            );
         }
     }
 }

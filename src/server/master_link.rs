@@ -17,10 +17,13 @@
 //! - **The stream**: the socket becomes a session (`SessionState::master_link`, CLIENT
 //!   LIST flag `M`) whose requests run through the engine as the master's
 //!   (`engine::Mode::Master`, no reply); each request's bytes advance the processed
-//!   offset; `REPLCONF GETACK` is answered with `REPLCONF ACK <offset>` after it, and the
+//!   offset (a transaction's with its `EXEC`) and go on as they came to this replica's
+//!   backlog and replicas (chains); `REPLCONF GETACK` is answered with `REPLCONF ACK <offset>` after it, and the
 //!   replication cron acknowledges once a second and drops a master silent for
-//!   `repl-timeout`. When the link closes, the history and offset stay (Redis's cached
-//!   master), and the next cron connects again and asks to continue.
+//!   `repl-timeout`. When the link closes, the history, offset and stream database stay
+//!   (Redis's cached master), and the next cron connects again and asks to continue.
+//! - **This replica's replicas** follow the same history: dropped (to resync) when a full
+//!   sync replaces it or a `+CONTINUE` renames it, and when REPLICAOF NO ONE renames it.
 
 use super::Server;
 use super::session::Client;
@@ -85,6 +88,8 @@ enum Synced {
         keyspace: Keyspace,
         functions: Vec<bytes::Bytes>,
         keys: u64,
+        /// The database the stream continues in (`repl-stream-db`).
+        stream_db: Option<usize>,
         leftover: Vec<u8>,
     },
 }
@@ -290,6 +295,7 @@ fn sync_with_master(params: SyncParams, progress: Arc<SyncProgress>) -> Result<S
                 keyspace,
                 functions: read.functions,
                 keys: read.keys,
+                stream_db: read.stream_db,
             })
         }
     }
@@ -399,26 +405,28 @@ pub(super) struct PendingBase {
 impl Server {
     /// REPLICAOF (or `replicaof` at start-up) changed the master, or made this a master:
     /// the old link goes, blocked clients are told (Redis's
-    /// `disconnectAllBlockedClients`), replicas are dropped, and a new link connects now.
+    /// `disconnectAllBlockedClients`), and a new link connects now. This instance's
+    /// replicas stay while it changes masters (Redis 7.0): they are dropped only when
+    /// the history they follow changes — a full sync with the new master, or its new ID
+    /// on `+CONTINUE`. A promoted replica drops them so that they learn its new ID; they
+    /// continue at once (`+CONTINUE`), as its former siblings can.
     pub(super) fn master_changed(&mut self) {
+        // The turn's records made in the old role go where they belong first.
+        self.take_effects();
         self.drop_master_link();
         if self.engine.state.replication.is_replica() {
-            // Tessera does not serve replicas while it is one (no chains yet).
-            let replicas: Vec<u64> = self
-                .engine
-                .state
-                .replication
-                .replicas
-                .iter()
-                .map(|r| r.client_id)
-                .collect();
-            for id in replicas {
-                if let Some(token) = self.clients.token_of(id) {
-                    self.close_client(token);
-                }
-            }
             self.unblock_all_for_role_change();
             self.start_master_sync();
+        } else {
+            // Redis's `replicationUnsetMaster`.
+            self.disconnect_replicas();
+            let replication = &mut self.engine.state.replication;
+            replication.no_replicas_since = crate::clock::unix_seconds();
+            if replication.stream_active() {
+                // Its own stream starts here, in a database its replicas are told of.
+                self.engine.effects.enabled = true;
+                self.engine.effects.selected_db = None;
+            }
         }
     }
 
@@ -643,7 +651,28 @@ impl Server {
                 tracing::info!(
                     "MASTER <-> REPLICA sync: Master accepted a Partial Resynchronization."
                 );
+                let backlog_bytes = self.engine.state.config.replication.backlog_bytes;
                 let replication = &mut self.engine.state.replication;
+                let mut new_id = false;
+                if let Some(link) = &replication.master
+                    && let Some((old, offset)) = &link.history
+                {
+                    // The history goes on: the offsets are the master's, and so is the
+                    // backlog (one this instance had as a master, or kept as a replica,
+                    // if it ends where the history does).
+                    let offset = (*offset).max(0) as u64;
+                    let ends_here = replication.offset == offset
+                        && replication
+                            .backlog
+                            .as_ref()
+                            .is_some_and(|b| b.covers(offset + 1));
+                    if !ends_here {
+                        replication.backlog = None;
+                    }
+                    replication.offset = offset;
+                    replication.ids.replid = old.clone();
+                    replication.ensure_backlog(backlog_bytes);
+                }
                 if let (Some(new), Some(link)) = (replid, &mut replication.master)
                     && let Some((old, offset)) = &mut link.history
                     && *old != new
@@ -652,6 +681,11 @@ impl Server {
                     replication.ids.replid2 = std::mem::replace(old, new.clone());
                     replication.ids.second_offset = *offset + 1;
                     replication.ids.replid = new;
+                    new_id = true;
+                }
+                if new_id {
+                    // Redis: the replicas must learn the new ID (they continue with it).
+                    self.disconnect_replicas();
                 }
                 self.attach_master(stream, leftover, false);
             }
@@ -662,18 +696,23 @@ impl Server {
                 keyspace,
                 functions,
                 keys,
+                stream_db,
                 leftover,
             }) => {
+                // Redis's `replicationAttachToNewMaster`: a new history, which this
+                // instance's replicas cannot continue — they resync.
+                self.disconnect_replicas();
                 self.adopt_master_snapshot(keyspace, &functions, &sync.temp_path);
                 tracing::info!(
                     "MASTER <-> REPLICA sync: Finished with success ({keys} keys loaded)"
                 );
+                let backlog_bytes = self.engine.state.config.replication.backlog_bytes;
+                let databases = self.engine.state.config.databases;
                 let replication = &mut self.engine.state.replication;
-                replication.ids.replid = replid.clone();
-                replication.ids.clear_second();
-                replication.offset = offset.max(0) as u64;
+                replication.follow(replid.clone(), offset, backlog_bytes);
                 if let Some(link) = &mut replication.master {
                     link.history = Some((replid, offset));
+                    link.stream_db = stream_db.filter(|&db| db < databases).unwrap_or(0);
                 }
                 self.attach_master(stream, leftover, true);
             }
@@ -794,8 +833,16 @@ impl Server {
         let stream = mio::net::TcpStream::from_std(stream);
         let id = self.next_client_id;
         self.next_client_id += 1;
+        let db = self
+            .engine
+            .state
+            .replication
+            .master
+            .as_ref()
+            .map_or(0, |link| link.stream_db);
         let state = SessionState {
             id,
+            db,
             authenticated: true,
             master_link: true,
             local: crate::net::is_local_peer(&peer),
@@ -861,12 +908,15 @@ impl Server {
         }
     }
 
-    /// The master's session closed: keep the history and offset to continue (Redis's
-    /// cached master) and connect again from the next cron.
-    pub(super) fn master_link_lost(&mut self) {
+    /// The master's session closed (its stream was in database `db`): keep the history,
+    /// the offset and the database to continue (Redis's cached master; a transaction cut
+    /// short is dropped, its bytes not processed) and connect again from the next cron.
+    pub(super) fn master_link_lost(&mut self, db: usize) {
         if let Some(link) = &mut self.engine.state.replication.master
             && link.state == LinkState::Connected
         {
+            link.stream_db = db;
+            link.transaction.clear();
             tracing::warn!("Connection with master lost.");
             tracing::info!("Caching the disconnected master state.");
             link.state = LinkState::Connect;

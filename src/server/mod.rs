@@ -630,7 +630,7 @@ impl Server {
                 self.replica_gone(id);
             }
             if client.state.master_link {
-                self.master_link_lost();
+                self.master_link_lost(client.state.db);
             }
         }
         self.engine.state.connected_clients = self.clients.len();

@@ -9,6 +9,8 @@
 //!   WAIT's `REPLCONF GETACK *` and the cron's `PING` go into the stream only. A
 //!   replica's output waits for the log as a read's reply does (`ReplyShows::Reads`): a
 //!   replica never has a write the master's log has not (Redis writes its log first).
+//!   On a replica the stream is its master's instead, proxied as it came
+//!   (`proxy_master_stream`, chains): its own effects and records go to its log only.
 //! - **Attaching.** PSYNC that continues from the backlog leaves `+CONTINUE` and the
 //!   missed bytes in the reply: the session is online at once. A full sync waits for a
 //!   snapshot: started now (its point is the stream's offset now), or shared with one
@@ -150,21 +152,71 @@ fn write_some(stream: &mut mio::net::TcpStream, bytes: &[u8]) -> Result<usize, (
 }
 
 impl Server {
+    /// A replica applied `bytes` of its master's stream: they go on, as they came, to its
+    /// backlog and its own replicas (Redis's `replicationFeedStreamFromMasterStream`),
+    /// so that every node of a chain has the same history at the same offsets.
+    pub(super) fn proxy_master_stream(&mut self, bytes: &[u8]) {
+        feed_stream(
+            &mut self.engine.state.replication,
+            &mut self.clients,
+            &mut self.touched,
+            bytes,
+        );
+    }
+
+    /// Closes every replica's connection (Redis's `disconnectSlaves`): the history they
+    /// follow changed its ID or was replaced, and they learn it when they reconnect —
+    /// continuing with `+CONTINUE <new id>` if they can, else with a full sync.
+    pub(super) fn disconnect_replicas(&mut self) {
+        let replicas: Vec<u64> = self
+            .engine
+            .state
+            .replication
+            .replicas
+            .iter()
+            .map(|r| r.client_id)
+            .collect();
+        for id in replicas {
+            if let Some(token) = self.clients.token_of(id) {
+                self.close_client(token);
+            }
+        }
+    }
+
+    /// The database the stream continues in after a snapshot taken now: a master's
+    /// stream starts with a `SELECT` after one; a replica's is its master's, which goes
+    /// on in the database its master's session is in.
+    fn stream_db_after_snapshot(&self) -> usize {
+        if !self.engine.state.replication.is_replica() {
+            return 0;
+        }
+        self.clients
+            .iter()
+            .find(|(_, c)| c.state.master_link)
+            .map_or(0, |(_, c)| c.state.db)
+    }
+
     /// Hands the effects recorded so far to the replication stream, then to the log
     /// writer (or drops them, with no log).
     pub(super) fn take_effects(&mut self) {
         let buffer = &mut self.engine.effects.buffer;
         if buffer.is_empty() {
+            // A role change with no records before it splits nothing.
+            self.engine.state.replication.role_changed_at = None;
             // A replica's stream may have moved with nothing to log (PINGs, GETACKs, a
             // PUBLISH): its FACK may cover it once the batches before are durable.
             self.note_log_position();
             return;
         }
+        // A replica's stream is its master's, proxied as it came (`proxy_master_stream`):
+        // its own effects go to its log only (Redis's `replicationFeedSlaves` returns at
+        // once on a replica).
+        let own = self.engine.state.replication.own_records(buffer.len());
         feed_stream(
             &mut self.engine.state.replication,
             &mut self.clients,
             &mut self.touched,
-            buffer,
+            &buffer[own],
         );
         let effects = &mut self.engine.effects;
         match &mut self.log_writer {
@@ -192,7 +244,10 @@ impl Server {
     /// acknowledgements, and the replicas' buffers for the eviction measure.
     pub(super) fn replication_end_of_turn(&mut self) {
         let replication = &mut self.engine.state.replication;
-        if std::mem::take(&mut replication.ack_requested) && !replication.replicas.is_empty() {
+        if std::mem::take(&mut replication.ack_requested)
+            && !replication.replicas.is_empty()
+            && !replication.is_replica()
+        {
             feed_stream(
                 replication,
                 &mut self.clients,
@@ -314,6 +369,7 @@ impl Server {
     fn send_filtered_snapshot(&mut self, client: &mut Client, functions: bool) {
         self.take_effects();
         self.engine.effects.selected_db = None;
+        let stream_db = self.stream_db_after_snapshot();
         let replication = &mut self.engine.state.replication;
         let offset = replication.offset as i64;
         let replid = replication.ids.replid.clone();
@@ -322,7 +378,7 @@ impl Server {
         } else {
             Vec::new()
         };
-        let aux = full_sync::aux_fields(&replid, offset, 0);
+        let aux = full_sync::aux_fields(&replid, offset, stream_db);
         let Some(replica) = replication.replicas.get_mut(client.state.id) else {
             return;
         };
@@ -399,6 +455,7 @@ impl Server {
         // stream after it starts with a SELECT.
         self.take_effects();
         self.engine.effects.selected_db = None;
+        let stream_db = self.stream_db_after_snapshot();
         let replication = &self.engine.state.replication;
         let offset = replication.offset as i64;
         let replid = replication.ids.replid.clone();
@@ -426,7 +483,7 @@ impl Server {
             options: crate::rdb::RdbWriterOptions {
                 compression: config.rdbcompression,
                 keep_expired: true,
-                extra_aux: full_sync::aux_fields(&replid, offset, 0),
+                extra_aux: full_sync::aux_fields(&replid, offset, stream_db),
                 functions: self.engine.state.scripting.library_codes(),
                 ..crate::rdb::RdbWriterOptions::default()
             },
@@ -824,12 +881,14 @@ impl Server {
         let loops = replication.cron_loops;
         replication.cron_loops += 1;
         // As Redis: no PING while a FAILOVER with a timeout waits for its target, so the
-        // offset it must acknowledge stays put.
+        // offset it must acknowledge stays put. A replica's replicas get its master's
+        // PINGs, in the stream as it came.
         let failover_waits = replication.failover.state == FailoverState::WaitingForSync
             && replication.failover.end_ms.is_some();
         if loops.is_multiple_of(config.ping_period_seconds.max(1))
             && !replication.replicas.is_empty()
             && !failover_waits
+            && !replication.is_replica()
         {
             feed_stream(
                 replication,
@@ -892,7 +951,10 @@ impl Server {
             self.close_client(token);
         }
         let replication = &mut self.engine.state.replication;
+        // A replica keeps its backlog: it is its master's history, which its siblings
+        // continue from should it be promoted.
         if replication.replicas.is_empty()
+            && !replication.is_replica()
             && config.backlog_ttl_seconds != 0
             && replication.stream_active()
             && now - replication.no_replicas_since > config.backlog_ttl_seconds as i64

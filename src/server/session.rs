@@ -829,8 +829,10 @@ impl Server {
                 }
             };
             if master {
-                // The master's stream: each request's bytes, processed; an
-                // acknowledgement it asked for tells the offset before the asking.
+                // The master's stream: each request's bytes, processed (a transaction's
+                // with its EXEC), then proxied as they came to this replica's backlog
+                // and replicas; an acknowledgement it asked for tells the offset before
+                // the asking.
                 let replication = &mut self.engine.state.replication;
                 let fsynced = replication.fsynced.as_ref().map(|f| f.master_offset());
                 if let Some(link) = replication.master.as_mut() {
@@ -839,7 +841,18 @@ impl Server {
                         client.output.extend_from_slice(&ack);
                         produced_output = true;
                     }
-                    link.processed(consumed_total - consumed_before);
+                    let request = &client.conn.input[consumed_before..consumed_total];
+                    if client.state.multi.is_some() {
+                        link.transaction.extend_from_slice(request);
+                    } else if link.transaction.is_empty() {
+                        link.processed(request.len());
+                        self.proxy_master_stream(request);
+                    } else {
+                        let mut applied = std::mem::take(&mut link.transaction);
+                        applied.extend_from_slice(request);
+                        link.processed(applied.len());
+                        self.proxy_master_stream(&applied);
+                    }
                 }
             }
             if let Some((outcome, admitted)) = outcome {
