@@ -434,6 +434,11 @@ fn a_tessera_master_fails_over_to_a_tessera_replica() {
     );
     wait_replica_of(&mut master_conn, replica.port);
     wait_state(&mut master_conn, "no-failover");
+    // The promoted replica kept the stream's backlog (chains): the old master continues.
+    assert_eq!(
+        common::info_fields(&mut replica_conn, &["sync_partial_ok", "sync_full"]),
+        [Some("1".to_string()), Some("0".to_string())]
+    );
     let last: Option<String> = redis::cmd("GET")
         .arg("last")
         .query(&mut replica_conn)

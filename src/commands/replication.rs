@@ -614,6 +614,7 @@ pub(super) fn unset_master(server: &mut ServerState, pending_effects: usize) -> 
     replication.ids.shift(offset);
     replication.offset = offset.max(0) as u64;
     replication.role_changed_at = Some(pending_effects);
+    replication.replicas_at_promotion = replication.replicas.iter().map(|r| r.client_id).collect();
     server.config.set_replicaof(None);
     replication.link_changed = true;
     true

@@ -77,6 +77,11 @@ pub struct Replication {
     /// one, and only a master's own records go to its stream (a replica's stream is its
     /// master's, proxied).
     pub role_changed_at: Option<usize>,
+    /// The replicas attached when this replica was promoted (`unset_master`): dropped at
+    /// the end of the turn so that they learn the new ID (Redis's
+    /// `replicationUnsetMaster` drops them at once). One attached later in the turn — the
+    /// old master whose `PSYNC … FAILOVER` promoted it — stays.
+    pub replicas_at_promotion: Vec<u64>,
 }
 
 /// INFO stats' replication counters (Redis's names).
@@ -111,6 +116,7 @@ impl Default for Replication {
             link_changed: false,
             failover: failover::Failover::default(),
             role_changed_at: None,
+            replicas_at_promotion: Vec::new(),
         }
     }
 }

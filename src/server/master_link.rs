@@ -419,7 +419,8 @@ impl Server {
             self.start_master_sync();
         } else {
             // Redis's `replicationUnsetMaster`.
-            self.disconnect_replicas();
+            let attached = std::mem::take(&mut self.engine.state.replication.replicas_at_promotion);
+            self.close_replicas(attached);
             let replication = &mut self.engine.state.replication;
             replication.no_replicas_since = crate::clock::unix_seconds();
             if replication.stream_active() {

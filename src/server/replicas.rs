@@ -176,7 +176,12 @@ impl Server {
             .iter()
             .map(|r| r.client_id)
             .collect();
-        for id in replicas {
+        self.close_replicas(replicas);
+    }
+
+    /// Closes the replicas among `ids` still connected.
+    pub(super) fn close_replicas(&mut self, ids: Vec<u64>) {
+        for id in ids {
             if let Some(token) = self.clients.token_of(id) {
                 self.close_client(token);
             }
