@@ -33,11 +33,20 @@ pub struct Pause {
     released: bool,
     /// Clients held now (INFO's `blocked_clients` counts them, as Redis does).
     pub held_clients: usize,
-    /// A shutdown waiting for replicas holds writes (Redis's `PAUSE_DURING_SHUTDOWN`),
-    /// with no end of its own.
+    /// A shutdown waiting for replicas holds writes (`Hold::Shutdown`).
     shutdown: bool,
-    /// A FAILOVER holds writes (Redis's `PAUSE_DURING_FAILOVER`), with no end of its own.
+    /// A FAILOVER waiting for its target holds writes (`Hold::Failover`).
     failover: bool,
+}
+
+/// What holds clients' writes besides CLIENT PAUSE, each with no end of its own and
+/// lifted on its own (CLIENT UNPAUSE leaves it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hold {
+    /// A shutdown waiting for lagging replicas (Redis's `PAUSE_DURING_SHUTDOWN`).
+    Shutdown,
+    /// A FAILOVER waiting for its target (Redis's `PAUSE_DURING_FAILOVER`).
+    Failover,
 }
 
 impl Pause {
@@ -59,27 +68,22 @@ impl Pause {
         }
     }
 
-    /// A shutdown began waiting for replicas: writes are held until `unpause_shutdown`.
-    pub fn pause_for_shutdown(&mut self) {
-        self.shutdown = true;
+    /// Writes are held for `hold` until `release(hold)`.
+    pub fn hold(&mut self, hold: Hold) {
+        *self.flag(hold) = true;
     }
 
-    /// The shutdown's wait was cancelled: its hold is lifted.
-    pub fn unpause_shutdown(&mut self) {
-        if std::mem::take(&mut self.shutdown) {
+    /// `hold` is over (a shutdown's wait cancelled, a failover done or aborted).
+    pub fn release(&mut self, hold: Hold) {
+        if std::mem::take(self.flag(hold)) {
             self.released = true;
         }
     }
 
-    /// FAILOVER began waiting for its target: writes are held until `unpause_failover`.
-    pub fn pause_for_failover(&mut self) {
-        self.failover = true;
-    }
-
-    /// The failover ended (done or aborted): its hold is lifted.
-    pub fn unpause_failover(&mut self) {
-        if std::mem::take(&mut self.failover) {
-            self.released = true;
+    fn flag(&mut self, hold: Hold) -> &mut bool {
+        match hold {
+            Hold::Shutdown => &mut self.shutdown,
+            Hold::Failover => &mut self.failover,
         }
     }
 
@@ -160,41 +164,36 @@ mod tests {
     }
 
     #[test]
-    fn a_shutdown_s_hold_outlasts_client_unpause_and_is_lifted_on_its_own() {
-        let mut pause = Pause::default();
-        pause.pause_for_shutdown();
-        assert!(pause.maybe_active());
-        assert_eq!(pause.kind(0), PauseKind::Write);
-        assert_eq!(pause.end_ms(), None);
-        pause.pause(PauseKind::All, 1_000);
-        assert_eq!(pause.kind(500), PauseKind::All);
-        pause.unpause();
-        assert!(pause.take_released());
-        assert_eq!(pause.kind(600), PauseKind::Write);
-        pause.unpause_shutdown();
-        assert!(pause.take_released());
-        assert_eq!(pause.kind(700), PauseKind::Off);
-        assert!(!pause.maybe_active());
+    fn a_hold_outlasts_client_unpause_and_is_lifted_on_its_own() {
+        for hold in [Hold::Shutdown, Hold::Failover] {
+            let mut pause = Pause::default();
+            pause.hold(hold);
+            assert!(pause.maybe_active());
+            assert_eq!(pause.kind(0), PauseKind::Write);
+            assert_eq!(pause.end_ms(), None);
+            pause.pause(PauseKind::All, 1_000);
+            assert_eq!(pause.kind(500), PauseKind::All);
+            pause.unpause();
+            assert!(pause.take_released());
+            assert_eq!(pause.kind(600), PauseKind::Write);
+            pause.release(hold);
+            assert!(pause.take_released());
+            assert_eq!(pause.kind(700), PauseKind::Off);
+            assert!(!pause.maybe_active());
+            pause.release(hold);
+            assert!(!pause.take_released());
+        }
     }
 
     #[test]
-    fn a_failover_s_hold_outlasts_client_unpause_and_is_lifted_on_its_own() {
+    fn both_holds_hold_until_both_are_lifted() {
         let mut pause = Pause::default();
-        pause.pause_for_failover();
-        assert!(pause.maybe_active());
+        pause.hold(Hold::Shutdown);
+        pause.hold(Hold::Failover);
+        pause.release(Hold::Failover);
         assert_eq!(pause.kind(0), PauseKind::Write);
-        assert_eq!(pause.end_ms(), None);
-        pause.pause(PauseKind::All, 1_000);
-        assert_eq!(pause.kind(500), PauseKind::All);
-        pause.unpause();
-        assert!(pause.take_released());
-        assert_eq!(pause.kind(600), PauseKind::Write);
-        pause.unpause_failover();
-        assert!(pause.take_released());
-        assert_eq!(pause.kind(700), PauseKind::Off);
-        assert!(!pause.maybe_active());
-        pause.unpause_failover();
-        assert!(!pause.take_released());
+        pause.release(Hold::Shutdown);
+        assert_eq!(pause.kind(0), PauseKind::Off);
     }
 
     #[test]

@@ -81,6 +81,25 @@ pub enum SnapshotError {
     Cancelled,
 }
 
+/// `save` to `dbfilename` in `dir` with the configuration's options and the server's
+/// function libraries: SAVE, SHUTDOWN SAVE, DEBUG RELOAD with the log off.
+pub fn save_configured(
+    storage: &dyn Storage,
+    keyspace: &Keyspace,
+    config: &crate::config::Config,
+    scripting: &crate::scripting::Scripting,
+) -> Result<u64, SnapshotError> {
+    save(
+        storage,
+        keyspace,
+        &config.dir,
+        &config.dbfilename,
+        config.rdbcompression,
+        config.rdb_save_incremental_fsync,
+        &scripting.library_codes(),
+    )
+}
+
 /// Writes every database of `keyspace` to `dir/file_name` atomically; returns its size.
 /// This is `SAVE`: the event loop does the work itself, as in Redis. The steps are
 /// checkpoints (`save-temp-written`, `save-temp-synced`, then `install_file`'s).

@@ -7,29 +7,8 @@
 mod common;
 
 use common::replication::*;
-use common::{RedisOracle, run, start_server, temp_dir};
+use common::{RedisOracle, TestServer, run, start_server, temp_dir};
 use std::time::Duration;
-
-/// A redis-server master (diskless sync, no delay) and its directory.
-fn redis_master() -> (RedisOracle, tempfile::TempDir) {
-    let binary = common::side_by_side::require_redis();
-    let dir = temp_dir();
-    let master = RedisOracle::start_with(
-        &binary,
-        dir.path(),
-        &[
-            "--appendonly",
-            "no",
-            "--enable-debug-command",
-            "yes",
-            "--repl-diskless-sync",
-            "yes",
-            "--repl-diskless-sync-delay",
-            "0",
-        ],
-    );
-    (master, dir)
-}
 
 fn replicaof(conn: &mut redis::Connection, port: u16) {
     assert_eq!(
@@ -38,10 +17,22 @@ fn replicaof(conn: &mut redis::Connection, port: u16) {
     );
 }
 
-fn wait_link_up(replica: &mut redis::Connection) {
-    wait_until("the link to the master", Duration::from_secs(60), || {
-        field(&info(replica, "replication"), "master_link_status").as_deref() == Some("up")
-    });
+/// A redis-server master holding the shared dataset, and a connection to it.
+fn populated_redis_master() -> (RedisOracle, tempfile::TempDir, redis::Connection) {
+    let (master, dir) = redis_master(true);
+    let mut source = master.connection();
+    common::dataset::populate(&mut source, 0);
+    populate_more(&mut source);
+    (master, dir, source)
+}
+
+/// A Tessera told REPLICAOF `port`, its directory and a connection to it.
+fn tessera_replica_of(port: u16) -> (TestServer, tempfile::TempDir, redis::Connection) {
+    let dir = temp_dir();
+    let tessera = start_server(dir.path(), &["--enable-debug-command", "yes"]);
+    let mut conn = tessera.connection();
+    replicaof(&mut conn, port);
+    (tessera, dir, conn)
 }
 
 fn stat(conn: &mut redis::Connection, name: &str) -> u64 {
@@ -77,15 +68,9 @@ fn assert_one_history(nodes: &mut [&mut redis::Connection]) {
 /// the sub-replica's cut link continues from Tessera's backlog.
 #[test]
 fn a_redis_tessera_redis_chain_holds_one_history() {
-    let (master, _master_dir) = redis_master();
-    let mut source = master.connection();
-    common::dataset::populate(&mut source, 0);
-    populate_more(&mut source);
+    let (master, _master_dir, mut source) = populated_redis_master();
 
-    let dir = temp_dir();
-    let tessera = start_server(dir.path(), &["--enable-debug-command", "yes"]);
-    let mut middle = tessera.connection();
-    replicaof(&mut middle, master.port);
+    let (tessera, _dir, mut middle) = tessera_replica_of(master.port);
     wait_link_up(&mut middle);
 
     // The sub-replica syncs while the master writes (in several databases).
@@ -213,14 +198,8 @@ fn a_tessera_chain_with_diskless_syncs() {
 /// redis-server sibling that follows it continues (`+CONTINUE`), no full sync.
 #[test]
 fn a_promoted_tessera_continues_its_sibling() {
-    let (master, _master_dir) = redis_master();
-    let mut source = master.connection();
-    common::dataset::populate(&mut source, 0);
-    populate_more(&mut source);
-    let dir = temp_dir();
-    let tessera = start_server(dir.path(), &["--enable-debug-command", "yes"]);
-    let mut promoted = tessera.connection();
-    replicaof(&mut promoted, master.port);
+    let (master, _master_dir, mut source) = populated_redis_master();
+    let (tessera, _dir, mut promoted) = tessera_replica_of(master.port);
     let sibling = Replica::start(master.port);
     let mut follower = sibling.connection();
     wait_link_up(&mut promoted);
@@ -259,16 +238,10 @@ fn a_promoted_tessera_continues_its_sibling() {
 /// and continues the history it followed (`+CONTINUE <new id>`).
 #[test]
 fn a_tessera_replica_continues_with_a_promoted_redis() {
-    let (master, _master_dir) = redis_master();
-    let mut source = master.connection();
-    common::dataset::populate(&mut source, 0);
-    populate_more(&mut source);
+    let (master, _master_dir, mut source) = populated_redis_master();
     let promoted = Replica::start(master.port);
     let mut new_master = promoted.connection();
-    let dir = temp_dir();
-    let tessera = start_server(dir.path(), &["--enable-debug-command", "yes"]);
-    let mut follower = tessera.connection();
-    replicaof(&mut follower, master.port);
+    let (_tessera, _dir, mut follower) = tessera_replica_of(master.port);
     wait_link_up(&mut follower);
     wait_online(&mut source, 2);
     write_load(&mut source, "load", 40);
@@ -315,7 +288,7 @@ fn a_demoted_tessera_master_takes_its_replica_along() {
     write_load(&mut middle, "own", 10);
     assert_same_dataset(&mut middle, &mut end);
 
-    let (master, _master_dir) = redis_master();
+    let (master, _master_dir) = redis_master(true);
     let mut source = master.connection();
     populate_more(&mut source);
     write_load(&mut source, "theirs", 10);

@@ -17,7 +17,7 @@
 mod common;
 
 use common::{TestServer, WHOLE_TEST, raw_exchange, require_redis_or_skip, start_server, temp_dir};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -193,24 +193,7 @@ fn run_job_queue(script_path: &str, server: &mut dyn Restartable) {
                 )
             }),
     );
-    let (lines, received) = mpsc::channel::<String>();
-    let stdout = script.0.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if lines.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let stderr = script.0.stderr.take().unwrap();
-    let stderr = std::thread::spawn(move || {
-        let mut text = String::new();
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            text.push_str(&line);
-            text.push('\n');
-        }
-        text
-    });
+    let (received, stderr) = common::read_child_output(&mut script.0);
     let mut stdin = script.0.stdin.take().unwrap();
     let mut output = Vec::new();
     let mut killed_at = None;

@@ -12,35 +12,6 @@ use common::replication::*;
 use common::{RedisOracle, info_field, run, start_server, temp_dir};
 use std::time::Duration;
 
-/// A redis-server master (`--repl-diskless-sync` as given, no delay before a sync) and
-/// its directory.
-fn redis_master(diskless: bool) -> (RedisOracle, tempfile::TempDir) {
-    let binary = common::side_by_side::require_redis();
-    let dir = temp_dir();
-    let master = RedisOracle::start_with(
-        &binary,
-        dir.path(),
-        &[
-            "--appendonly",
-            "no",
-            "--enable-debug-command",
-            "yes",
-            "--repl-diskless-sync",
-            if diskless { "yes" } else { "no" },
-            "--repl-diskless-sync-delay",
-            "0",
-        ],
-    );
-    (master, dir)
-}
-
-/// Tessera's link to its master is up.
-fn wait_link_up(replica: &mut redis::Connection) {
-    wait_until("the link to the master", Duration::from_secs(60), || {
-        field(&info(replica, "replication"), "master_link_status").as_deref() == Some("up")
-    });
-}
-
 /// The dataset a Redis master replicates to Tessera, through a full sync (diskless or
 /// not), the stream, a cut link (a partial resync), and into Tessera's own log.
 #[test]

@@ -137,6 +137,19 @@ fn master_with_replica(kind: Kind, args: &[&str]) -> (Master, Replica) {
     (master, replica)
 }
 
+/// A master whose replica is stopped (SIGSTOP) and one write behind: the replica lags.
+fn master_with_a_lagging_replica(
+    kind: Kind,
+    args: &[&str],
+    key: &str,
+) -> (Master, Replica, redis::Connection) {
+    let (master, replica) = master_with_replica(kind, args);
+    let mut conn = master.connection();
+    replica.signal("STOP");
+    common::run(&mut conn, &["SET", key, "1"]);
+    (master, replica, conn)
+}
+
 /// The reply, or None if none came within `wait` (the connection stays usable).
 fn reply_within(conn: &mut Conn, wait: Duration) -> Option<V> {
     let stream = conn.reader.get_mut();
@@ -203,10 +216,8 @@ fn shutdown_waits_until_the_replica_has_every_write() {
 #[test]
 fn shutdown_gives_up_on_a_stopped_replica_after_the_timeout_and_now_does_not_wait() {
     for kind in [Kind::Tessera, Kind::Redis] {
-        let (mut master, replica) = master_with_replica(kind, &["--shutdown-timeout", "2"]);
-        let mut conn = master.connection();
-        replica.signal("STOP");
-        common::run(&mut conn, &["SET", "late", "1"]);
+        let (mut master, replica, _conn) =
+            master_with_a_lagging_replica(kind, &["--shutdown-timeout", "2"], "late");
         let started = Instant::now();
         let mut shutdown = Conn::new(master.port);
         shutdown.send(&[b"SHUTDOWN"]);
@@ -219,10 +230,8 @@ fn shutdown_gives_up_on_a_stopped_replica_after_the_timeout_and_now_does_not_wai
         master.wait_log("0 of 1 replicas are in sync");
         replica.signal("CONT");
 
-        let (mut master, replica) = master_with_replica(kind, &["--shutdown-timeout", "300"]);
-        let mut conn = master.connection();
-        replica.signal("STOP");
-        common::run(&mut conn, &["SET", "late", "1"]);
+        let (mut master, replica, _conn) =
+            master_with_a_lagging_replica(kind, &["--shutdown-timeout", "300"], "late");
         let mut shutdown = Conn::new(master.port);
         shutdown.send(&[b"SHUTDOWN", b"NOW"]);
         let status = master.wait_exit(Duration::from_secs(30));
@@ -241,10 +250,8 @@ fn shutdown_abort_cancels_the_wait_as_redis_does() {
     let transcripts: Vec<Vec<String>> = [Kind::Tessera, Kind::Redis]
         .into_iter()
         .map(|kind| {
-            let (mut master, replica) = master_with_replica(kind, &["--shutdown-timeout", "300"]);
-            let mut conn = master.connection();
-            replica.signal("STOP");
-            common::run(&mut conn, &["SET", "before", "1"]);
+            let (mut master, replica, mut conn) =
+                master_with_a_lagging_replica(kind, &["--shutdown-timeout", "300"], "before");
             let mut transcript = Vec::new();
             let mut shutdown = Conn::new(master.port);
             shutdown.send(&[b"SHUTDOWN"]);
@@ -296,10 +303,8 @@ fn shutdown_abort_cancels_the_wait_as_redis_does() {
 #[test]
 fn termination_signals_wait_for_replicas_too() {
     for kind in [Kind::Tessera, Kind::Redis] {
-        let (mut master, replica) = master_with_replica(kind, &["--shutdown-timeout", "2"]);
-        let mut conn = master.connection();
-        replica.signal("STOP");
-        common::run(&mut conn, &["SET", "late", "1"]);
+        let (mut master, replica, mut conn) =
+            master_with_a_lagging_replica(kind, &["--shutdown-timeout", "2"], "late");
         let started = Instant::now();
         master.signal("TERM");
         wait_until("the signal's wait", Duration::from_secs(10), || {
@@ -310,10 +315,8 @@ fn termination_signals_wait_for_replicas_too() {
         assert!(started.elapsed() >= Duration::from_secs(1), "{kind:?}");
         replica.signal("CONT");
 
-        let (mut master, replica) = master_with_replica(kind, &["--shutdown-timeout", "300"]);
-        let mut conn = master.connection();
-        replica.signal("STOP");
-        common::run(&mut conn, &["SET", "late", "1"]);
+        let (mut master, replica, mut conn) =
+            master_with_a_lagging_replica(kind, &["--shutdown-timeout", "300"], "late");
         master.signal("INT");
         wait_until("the signal's wait", Duration::from_secs(10), || {
             field(&info(&mut conn, "server"), "shutdown_in_milliseconds").is_some()

@@ -368,16 +368,7 @@ fn writes_waitaof_acknowledged_survive_kill_9_of_master_and_replica() {
     let replica = start_server(replica_dir.path(), &[]);
     let mut replica_conn = replica.connection();
     wait_loaded(&mut replica_conn);
-    let missing: Vec<&&String> = by_replica
-        .iter()
-        .filter(|key| {
-            redis::cmd("EXISTS")
-                .arg(key.as_str())
-                .query::<i64>(&mut replica_conn)
-                .unwrap()
-                == 0
-        })
-        .collect();
+    let missing = missing_keys(&mut replica_conn, &by_replica);
     assert!(
         missing.is_empty(),
         "acknowledged as fsynced by a replica, missing there: {missing:?}"
@@ -386,20 +377,28 @@ fn writes_waitaof_acknowledged_survive_kill_9_of_master_and_replica() {
     let master = start_server(master_dir.path(), &[]);
     let mut master_conn = master.connection();
     wait_loaded(&mut master_conn);
-    let missing: Vec<&&String> = by_master
-        .iter()
-        .filter(|key| {
-            redis::cmd("EXISTS")
-                .arg(key.as_str())
-                .query::<i64>(&mut master_conn)
-                .unwrap()
-                == 0
-        })
-        .collect();
+    let missing = missing_keys(&mut master_conn, &by_master);
     assert!(
         missing.is_empty(),
         "acknowledged as fsynced locally, missing on the master: {missing:?}"
     );
+}
+
+/// The keys among `keys` the server does not hold.
+fn missing_keys<'a, K: AsRef<str> + 'a>(
+    conn: &mut redis::Connection,
+    keys: impl IntoIterator<Item = &'a K>,
+) -> Vec<String> {
+    keys.into_iter()
+        .map(|key| key.as_ref().to_string())
+        .filter(|key| {
+            redis::cmd("EXISTS")
+                .arg(key)
+                .query::<i64>(&mut *conn)
+                .unwrap()
+                == 0
+        })
+        .collect()
 }
 
 /// Waits until the server has loaded its data (it answers -LOADING meanwhile).
@@ -480,16 +479,7 @@ fn writes_waitaof_acknowledged_locally_survive_a_power_loss() {
     );
     let (restarted, _) = restart_after_power_loss(&storage, &tears, "appendfsync everysec");
     let mut conn = restarted.connection();
-    let missing: Vec<&&String> = fsynced
-        .iter()
-        .filter(|key| {
-            redis::cmd("EXISTS")
-                .arg(key.as_str())
-                .query::<i64>(&mut conn)
-                .unwrap()
-                == 0
-        })
-        .collect();
+    let missing = missing_keys(&mut conn, &fsynced);
     assert!(
         missing.is_empty(),
         "acknowledged as fsynced, lost with the power: {missing:?}"

@@ -65,7 +65,7 @@ fn failover_command(ctx: &mut Ctx, args: &Args) -> Action {
             .map(|timeout| crate::clock::unix_ms().saturating_add(timeout)),
         force: request.force,
     };
-    ctx.server.pause.pause_for_failover();
+    ctx.server.pause.hold(crate::pause::Hold::Failover);
     ctx.out.ok();
     Action::None
 }
@@ -73,7 +73,7 @@ fn failover_command(ctx: &mut Ctx, args: &Args) -> Action {
 /// The failover is over (done or aborted): writes go on (Redis's `clearFailoverState`).
 pub fn clear(server: &mut ServerState) {
     server.replication.failover = Failover::default();
-    server.pause.unpause_failover();
+    server.pause.release(crate::pause::Hold::Failover);
 }
 
 /// Redis's `abortFailover`: a failover that already made this instance a replica makes

@@ -162,17 +162,12 @@ fn save(ctx: &mut Ctx, _args: &Args) -> Action {
         ctx.out.error("ERR Background save already in progress");
         return Action::None;
     }
-    let config = &ctx.server.config;
-    let storage = &*ctx.server.storage;
-    let compression = config.rdbcompression;
-    match crate::snapshot::save(
-        storage,
+    let server = &*ctx.server;
+    match crate::snapshot::save_configured(
+        &*server.storage,
         ctx.keyspace,
-        &config.dir,
-        &config.dbfilename,
-        compression,
-        config.rdb_save_incremental_fsync,
-        &ctx.server.scripting.library_codes(),
+        &server.config,
+        &server.scripting,
     ) {
         Ok(size) => {
             tracing::info!("DB saved on disk ({size} bytes)");

@@ -598,7 +598,7 @@ impl Engine {
         // The replay is not timed: Redis's AOF loading does not count its commands.
         let started = (mode != Mode::Replay).then(std::time::Instant::now);
         self.state.commands.begin();
-        let action = self.run(session, reply, spec, request, mode.clone(), host);
+        let action = self.run(session, reply, spec, request, mode.clone(), started, host);
         // A script's line comes before the lines of its commands; others' after the
         // command (EXEC's after its queue's).
         let fed_first = matches!(action, Action::RunScript(_));
@@ -624,6 +624,8 @@ impl Engine {
     }
 
     /// Runs the handler of `spec` in a context built here (the only place one is built).
+    /// `started`: when the command's timer started (its time is read from that instant).
+    #[allow(clippy::too_many_arguments)]
     fn run(
         &mut self,
         session: &mut SessionState,
@@ -631,6 +633,7 @@ impl Engine {
         spec: &'static CommandSpec,
         request: Request<'_>,
         mode: Mode,
+        started: Option<std::time::Instant>,
         host: &mut dyn Host,
     ) -> Action {
         let replay = mode == Mode::Replay;
@@ -639,9 +642,10 @@ impl Engine {
         // `checkAlreadyExpired` on a replica).
         let as_master = replay || session.master_link;
         let in_script = matches!(mode, Mode::Script(_));
-        let now_ms = match &mode {
-            Mode::Script(script) => script.now_ms,
-            _ => crate::clock::unix_ms(),
+        let now_ms = match (&mode, started) {
+            (Mode::Script(script), _) => script.now_ms,
+            (_, Some(started)) => crate::clock::unix_ms_at(started),
+            (_, None) => crate::clock::unix_ms(),
         };
         let block_mode = match mode {
             Mode::Client => BlockMode::Normal,

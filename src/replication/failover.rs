@@ -1,7 +1,7 @@
 //! FAILOVER: a master hands its role to one of its replicas, with no write lost (Redis
 //! 7.0's coordinated failover, `failoverCommand` and `updateFailoverStatus`).
 //!
-//! The steps: the master holds clients' writes (`pause::Pause::pause_for_failover`, as
+//! The steps: the master holds clients' writes (`pause::Pause::hold(Hold::Failover)`, as
 //! CLIENT PAUSE WRITE), so its stream stops growing; it waits until the target replica —
 //! the one named by `TO host port`, or else the first that gets there — acknowledges the
 //! master's whole stream (`REPLCONF ACK`, which a replica sends every second); then it

@@ -355,6 +355,8 @@ impl Server {
             // turn's commands (and again at its end), so that a WAITAOF sent after a
             // reply held for its fsync (`always`) finds that fsync counted.
             self.note_fsynced();
+            // Commands read their time from their timer's instant and this anchor.
+            crate::clock::refresh_anchor();
             if !self.deferred_reads.is_empty() && !self.log_backlogged() {
                 self.read_deferred();
             }

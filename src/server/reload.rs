@@ -217,15 +217,11 @@ impl Server {
     /// SAVE: RELOAD's save with the log off.
     fn save_now(&mut self) -> Result<(), ReloadError> {
         let state = &mut self.engine.state;
-        let config = &state.config;
-        let size = crate::snapshot::save(
+        let size = crate::snapshot::save_configured(
             &*self.storage,
             &self.engine.keyspace,
-            &config.dir,
-            &config.dbfilename,
-            config.rdbcompression,
-            config.rdb_save_incremental_fsync,
-            &state.scripting.library_codes(),
+            &state.config,
+            &state.scripting,
         )
         .map_err(|error| ReloadError::Save(error.to_string()))?;
         tracing::info!("DB saved on disk ({size} bytes)");

@@ -74,7 +74,7 @@ impl Server {
             if state.pause.kind(now_ms) == crate::pause::PauseKind::Off {
                 state.replication.ack_requested = true;
             }
-            state.pause.pause_for_shutdown();
+            state.pause.hold(crate::pause::Hold::Shutdown);
             tracing::info!("Waiting for replicas before shutting down.");
         }
     }
@@ -84,7 +84,10 @@ impl Server {
     /// Redis's error.
     fn cancel_shutdown(&mut self) {
         let clients = self.engine.state.shutdown.cancel();
-        self.engine.state.pause.unpause_shutdown();
+        self.engine
+            .state
+            .pause
+            .release(crate::pause::Hold::Shutdown);
         for id in clients {
             let Some(token) = self.clients.token_of(id) else {
                 continue; // gone meanwhile
@@ -178,15 +181,12 @@ impl Server {
         self.abandon_master_sync();
         if flags.save == ShutdownSave::Save {
             tracing::info!("saving the final RDB snapshot before exiting");
-            let config = &self.engine.state.config;
-            let saved = crate::snapshot::save(
+            let state = &self.engine.state;
+            let saved = crate::snapshot::save_configured(
                 &*self.storage,
                 &self.engine.keyspace,
-                &config.dir,
-                &config.dbfilename,
-                config.rdbcompression,
-                config.rdb_save_incremental_fsync,
-                &self.engine.state.scripting.library_codes(),
+                &state.config,
+                &state.scripting,
             );
             match saved {
                 Err(error) if flags.force => {

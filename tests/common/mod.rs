@@ -507,3 +507,39 @@ pub fn check_aof(args: &[&str], stdin: &str) -> (bool, String) {
         + &String::from_utf8_lossy(&output.stderr);
     (output.status.success(), text)
 }
+
+/// A child's output, read on threads so that neither pipe fills: its stdout line by line
+/// as it comes, its stderr whole once it ends.
+pub fn read_child_output(
+    child: &mut std::process::Child,
+) -> (
+    std::sync::mpsc::Receiver<String>,
+    std::thread::JoinHandle<String>,
+) {
+    use std::io::BufRead;
+    let (lines, received) = std::sync::mpsc::channel::<String>();
+    let stdout = child.stdout.take().expect("stdout piped");
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let stderr = child.stderr.take().expect("stderr piped");
+    let stderr = std::thread::spawn(move || {
+        let mut text = String::new();
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            text.push_str(&line);
+            text.push('\n');
+        }
+        text
+    });
+    (received, stderr)
+}

@@ -266,3 +266,32 @@ pub fn write_load(conn: &mut redis::Connection, tag: &str, rounds: usize) {
     }
     run(conn, &["SELECT", "0"]);
 }
+
+/// A redis-server master (`repl-diskless-sync` as given, no delay before a sync) and
+/// its directory.
+pub fn redis_master(diskless: bool) -> (RedisOracle, tempfile::TempDir) {
+    let binary = super::side_by_side::require_redis();
+    let dir = temp_dir();
+    let master = RedisOracle::start_with(
+        &binary,
+        dir.path(),
+        &[
+            "--appendonly",
+            "no",
+            "--enable-debug-command",
+            "yes",
+            "--repl-diskless-sync",
+            if diskless { "yes" } else { "no" },
+            "--repl-diskless-sync-delay",
+            "0",
+        ],
+    );
+    (master, dir)
+}
+
+/// The replica's link to its master is up.
+pub fn wait_link_up(replica: &mut redis::Connection) {
+    wait_until("the link to the master", Duration::from_secs(60), || {
+        field(&info(replica, "replication"), "master_link_status").as_deref() == Some("up")
+    });
+}
