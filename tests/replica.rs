@@ -328,3 +328,33 @@ fn a_master_transaction_past_the_query_buffer_limit_applies_whole() {
     wait_caught_up(&mut source, &mut replica);
     assert_same_dataset(&mut source, &mut replica);
 }
+
+/// Two role changes in one turn of the event loop (here in one MULTI): the second is
+/// refused (the turn's records are split between the stream and the log once, at the
+/// change), and goes through when sent again.
+#[test]
+fn a_second_role_change_in_one_turn_is_refused() {
+    let (master, _master_dir) = redis_master(true);
+    let dir = temp_dir();
+    let tessera = start_server(dir.path(), &[]);
+    let mut conn = Conn::new(tessera.port);
+    let port = master.port.to_string();
+    conn.cmd(&["MULTI"]);
+    conn.cmd(&["SET", "k", "v"]);
+    conn.cmd(&["REPLICAOF", "127.0.0.1", &port]);
+    conn.cmd(&["REPLICAOF", "NO", "ONE"]);
+    let V::Array(replies) = conn.cmd(&["EXEC"]) else {
+        panic!("EXEC answers an array");
+    };
+    assert_eq!(replies[1], V::Simple("OK".into()));
+    assert!(
+        matches!(&replies[2], V::Error(e) if e.contains("role already changed")),
+        "{replies:?}"
+    );
+    assert_eq!(
+        conn.cmd(&["REPLICAOF", "NO", "ONE"]),
+        V::Simple("OK".into())
+    );
+    let role = conn.cmd(&["ROLE"]).items();
+    assert_eq!(role.first().map(V::text).as_deref(), Some("master"));
+}

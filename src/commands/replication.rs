@@ -532,10 +532,22 @@ fn replicaof(ctx: &mut Ctx, args: &Args) -> Action {
             .error("ERR REPLICAOF not allowed while failing over.");
         return Action::None;
     }
+    // One role change per turn of the event loop: the turn's records are split once, at
+    // the change (`Replication::role_changed_at`), between the stream and the log alone;
+    // a second change in the same turn (pipelined, or in one MULTI) would misplace the
+    // records made between the two.
+    let no_one = eq_ignore_case(args[1], "no") && eq_ignore_case(args[2], "one");
+    let changes_role = no_one == ctx.server.replication.is_replica();
+    if changes_role && ctx.server.replication.role_changed_at.is_some() {
+        ctx.out.error(
+            "ERR REPLICAOF: the role already changed in this turn of the event loop; send it again",
+        );
+        return Action::None;
+    }
     let who = ctx
         .host
         .describe_client(ctx.client, "replicaof", &ctx.server.tracking);
-    if eq_ignore_case(args[1], "no") && eq_ignore_case(args[2], "one") {
+    if no_one {
         if unset_master(ctx.server, ctx.effects.buffer.len()) {
             tracing::warn!("MASTER MODE enabled (user request from '{who}')");
         }

@@ -445,6 +445,13 @@ impl Server {
     /// At shutdown: a sync in progress is left to its thread, its file removed (the
     /// thread writes on to a file no name leads to).
     pub(super) fn abandon_master_sync(&mut self) {
+        if self.master_sync.is_some()
+            && let Some(link) = &mut self.engine.state.replication.master
+            && matches!(link.state, LinkState::Handshake | LinkState::Transfer)
+        {
+            // A shutdown that fails serves on: the cron connects again.
+            link.state = LinkState::Connect;
+        }
         for sync in self
             .master_sync
             .take()
