@@ -295,3 +295,24 @@ pub fn wait_link_up(replica: &mut redis::Connection) {
         field(&info(replica, "replication"), "master_link_status").as_deref() == Some("up")
     });
 }
+
+/// INFO replication of two nodes, asserted to list the same fields in the same order
+/// (a Tessera node and a Redis one in the same role); the two texts, for more checks.
+pub fn same_replication_fields(
+    ours: &mut redis::Connection,
+    theirs: &mut redis::Connection,
+) -> (String, String) {
+    let names = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|line| line.split_once(':').map(|(name, _)| name.to_string()))
+            .collect()
+    };
+    let ours_info = info(ours, "replication");
+    let theirs_info = info(theirs, "replication");
+    assert_eq!(
+        names(&ours_info),
+        names(&theirs_info),
+        "{ours_info}\n{theirs_info}"
+    );
+    (ours_info, theirs_info)
+}
