@@ -204,7 +204,15 @@ pub enum Liveness {
     Absent,
     /// There, but past its expiry: to be deleted.
     Expired,
-    Live,
+    Live(Location),
+}
+
+/// Where a live key's entry was found: its slot and hash, so that looking at it again
+/// (`Db::at`) hashes the key neither way once more.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Location {
+    slot: usize,
+    hash: u64,
 }
 
 impl Entry {
@@ -409,10 +417,14 @@ impl Db {
         if self.slots.is_empty() {
             return Liveness::Absent;
         }
-        let slot = &mut self.slots[key_slot(key)];
+        let location = Location {
+            slot: key_slot(key),
+            hash: hash_key(key),
+        };
+        let slot = &mut self.slots[location.slot];
         let Some(entry) = slot
             .table
-            .find_mut(hash_key(key), |e| e.key.as_ref() == key)
+            .find_mut(location.hash, |e| e.key.as_ref() == key)
         else {
             return Liveness::Absent;
         };
@@ -422,7 +434,16 @@ impl Db {
         if touch {
             entry.value.access_mut().touch();
         }
-        Liveness::Live
+        Liveness::Live(location)
+    }
+
+    /// The entry of `key` where `find_live` found it (None if it has gone since).
+    pub fn at(&self, location: Location, key: &[u8]) -> Option<&Entry> {
+        self.slots
+            .get(location.slot)?
+            .table
+            .find(location.hash, |e| e.key.as_ref() == key)
+            .map(|e| &**e)
     }
 
     /// A command's lookup (Redis's `lookupKey`): the entry, its access field updated

@@ -52,7 +52,7 @@ pub mod transactions;
 mod zsets;
 
 use crate::effects::Effects;
-use crate::keyspace::{Db, Entry, Keyspace, Liveness, Value};
+use crate::keyspace::{Db, Entry, Keyspace, Liveness, Location, Value};
 pub use crate::notify::EventClass;
 use crate::resp::ReplyWriter;
 use bytes::Bytes;
@@ -281,31 +281,32 @@ impl<'a> Ctx<'a> {
     /// Whether `key` is in the session's database, after expiring it if due, and with its
     /// access field updated if `touch` and this is the command's first access to it: one
     /// probe of the table (a lookup is the hottest path there is).
-    fn find_live(&mut self, key: &[u8], touch: bool) -> bool {
+    fn find_live(&mut self, key: &[u8], touch: bool) -> Option<Location> {
         let touch = touch && self.first_access(key);
         self.find_live_touching(key, touch)
     }
 
     /// `find_live`, with the access field updated if `touch`, whatever came before.
-    fn find_live_touching(&mut self, key: &[u8], touch: bool) -> bool {
+    fn find_live_touching(&mut self, key: &[u8], touch: bool) -> Option<Location> {
         let db = self.client.db;
         let now = (!self.loading).then_some(self.now_ms);
         match self.keyspace.dbs[db].find_live(key, now, touch) {
-            Liveness::Live => true,
-            Liveness::Absent => false,
+            Liveness::Live(location) => Some(location),
+            Liveness::Absent => None,
             Liveness::Expired => {
                 if !self.keep_expired {
                     self.expire_now(db, key);
                 }
-                false
+                None
             }
         }
     }
 
-    /// The live entry `find_live` found (the borrow checker does not let it return it).
-    fn found(&self, key: &[u8]) -> &Entry {
+    /// The live entry `find_live` found at `location` (the borrow checker does not let it
+    /// return it; the second probe hashes nothing and its bucket is in the cache).
+    fn found(&self, key: &[u8], location: Location) -> &Entry {
         self.keyspace.dbs[self.client.db]
-            .get(key)
+            .at(location, key)
             .expect("find_live found it")
     }
 
@@ -574,15 +575,16 @@ impl<'a> Ctx<'a> {
     /// A key lookup for a command: expires the key first if due, and counts as an access
     /// (`crate::access`), as every lookup but `lookup_read_no_touch`.
     pub fn lookup(&mut self, key: &[u8]) -> Option<&Entry> {
-        self.find_live(key, true).then(|| self.found(key))
+        let location = self.find_live(key, true)?;
+        Some(self.found(key, location))
     }
 
     /// A read lookup: counts a keyspace hit or miss and raises `keymiss` on a miss (not
     /// in a write command: see `write_lookups`).
     pub fn lookup_read(&mut self, key: &[u8]) -> Option<&Entry> {
         let found = self.find_live(key, true);
-        self.count_lookup(key, found);
-        found.then(|| self.found(key))
+        self.count_lookup(key, found.is_some());
+        Some(self.found(key, found?))
     }
 
     /// `lookup_read` of a key the command built rather than was given (SORT's BY and GET
@@ -591,16 +593,16 @@ impl<'a> Ctx<'a> {
     /// small however many keys a pattern names).
     pub fn lookup_read_built(&mut self, key: &[u8]) -> Option<&Entry> {
         let found = self.find_live_touching(key, true);
-        self.count_lookup(key, found);
-        found.then(|| self.found(key))
+        self.count_lookup(key, found.is_some());
+        Some(self.found(key, found?))
     }
 
     /// `lookup_read` that is no access for eviction (Redis's LOOKUP_NOTOUCH: EXISTS,
     /// TYPE, TTL and its kin).
     pub fn lookup_read_no_touch(&mut self, key: &[u8]) -> Option<&Entry> {
         let found = self.find_live(key, false);
-        self.count_lookup(key, found);
-        found.then(|| self.found(key))
+        self.count_lookup(key, found.is_some());
+        Some(self.found(key, found?))
     }
 
     /// The string at `key`: Ok(None) if absent, Err after replying WRONGTYPE.
@@ -623,17 +625,17 @@ impl<'a> Ctx<'a> {
     /// replying WRONGTYPE. A read lookup, as `lookup_read`.
     pub fn read<T: Collection>(&mut self, key: &[u8]) -> Result<Option<&T>, AlreadyReplied> {
         let found = self.find_live(key, true);
-        self.count_lookup(key, found);
-        if !found {
+        self.count_lookup(key, found.is_some());
+        let Some(location) = found else {
             return Ok(None);
-        }
-        if T::of(&self.found(key).value).is_none() {
+        };
+        if T::of(&self.found(key, location).value).is_none() {
             self.wrong_type();
             return Err(AlreadyReplied);
         }
         // A second probe of an entry just looked at (cache-warm): the borrow checker does
         // not let the first be returned on one branch and `self` be used on the other.
-        Ok(T::of(&self.found(key).value).map(|c| &**c))
+        Ok(T::of(&self.found(key, location).value).map(|c| &**c))
     }
 
     /// Checks that `key` is absent or holds a `T`, replying WRONGTYPE otherwise. For

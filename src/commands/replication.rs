@@ -330,17 +330,17 @@ fn replconf(ctx: &mut Ctx, args: &Args) -> Action {
             {
                 let now = crate::clock::unix_seconds();
                 let replicas = &mut ctx.server.replication.replicas;
+                // The offset counts even if a FACK after it is malformed (Redis 7.2
+                // records it before reading the FACK).
+                replicas.acknowledge(ctx.client.id, offset, now);
                 // Redis 7.2's `ACK <offset> FACK <offset>`: what the replica's log fsynced.
                 let fack = args.get(1 + 2 * index + 2..1 + 2 * index + 4);
                 if let Some(&[word, fsynced]) = fack
                     && eq_ignore_case(word, "fack")
+                    && let Some(fsynced) = crate::resp::parse_i64(fsynced)
                 {
-                    let Some(fsynced) = crate::resp::parse_i64(fsynced) else {
-                        return Action::None;
-                    };
                     replicas.acknowledge_fsynced(ctx.client.id, fsynced);
                 }
-                replicas.acknowledge(ctx.client.id, offset, now);
             }
             return Action::None;
         } else if eq_ignore_case(option, "getack") {
