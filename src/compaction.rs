@@ -228,6 +228,16 @@ impl Compaction {
         };
         Some(Finished { manifest, result })
     }
+
+    /// The outcome of a cancelled compaction whose job's threads are gone (cancelled
+    /// late, it may have succeeded): waits for the log writer's switch, requested with
+    /// it, to be done or given up.
+    pub fn wait_for_end(&self, before: &Manifest) -> Finished {
+        // Its result is read by `poll`; a failure was the writer's to report.
+        let _ = self.rotation.wait();
+        self.poll(before)
+            .expect("a cancelled job's outcome is set once its threads are gone")
+    }
 }
 
 /// Steps 3 (end) to 5, on the snapshot job's thread once every part is written and synced.

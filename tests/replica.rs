@@ -347,3 +347,73 @@ fn a_second_role_change_in_one_turn_is_refused() {
     let role = conn.cmd(&["ROLE"]).items();
     assert_eq!(role.first().map(V::text).as_deref(), Some("master"));
 }
+
+/// A replica whose compaction or BGSAVE is running when its master's snapshot arrives
+/// stops the job (Redis's replica kills its child there) instead of running it to its
+/// end with the event loop held: with a job slowed to minutes, the sync must finish in
+/// well under that, the job counted neither failed nor running, and the replica's log,
+/// restarted, must hold the master's dataset.
+#[test]
+fn a_full_sync_stops_the_replicas_running_job() {
+    let (master, _master_dir) = redis_master(true);
+    let mut source = master.connection();
+    common::dataset::populate(&mut source, 0);
+    for job in ["BGREWRITEAOF", "BGSAVE"] {
+        let dir = temp_dir();
+        // 2,000 keys at 50 ms each: the job would run for 100 s.
+        let mut tessera = start_server(
+            dir.path(),
+            &[
+                "--rdb-key-save-delay",
+                "50000",
+                "--aof-rewrite-threads",
+                "1",
+                "--enable-debug-command",
+                "yes",
+            ],
+        );
+        let mut replica = tessera.connection();
+        for i in 0..2000 {
+            run(&mut replica, &["SET", &format!("local:{i}"), "x"]);
+        }
+        run(&mut replica, &[job]);
+        let in_progress = if job == "BGSAVE" {
+            "rdb_bgsave_in_progress"
+        } else {
+            "aof_rewrite_in_progress"
+        };
+        assert_eq!(info_field(&mut replica, in_progress).as_deref(), Some("1"));
+        let port = master.port.to_string();
+        run(&mut replica, &["REPLICAOF", "127.0.0.1", &port]);
+        // Far less than the job's 100 s.
+        wait_until("the full sync", Duration::from_secs(30), || {
+            info_field(&mut replica, "master_link_status").as_deref() == Some("up")
+        });
+        assert_eq!(info_field(&mut replica, in_progress).as_deref(), Some("0"));
+        for status in ["aof_last_bgrewrite_status", "rdb_last_bgsave_status"] {
+            assert_eq!(
+                info_field(&mut replica, status).as_deref(),
+                Some("ok"),
+                "{job}"
+            );
+        }
+        assert!(
+            tessera.log().contains("in progress: stopping it"),
+            "{}",
+            tessera.log()
+        );
+        assert_same_dataset(&mut source, &mut replica);
+        // The cancelled job left nothing behind that start-up would load or trip on.
+        let expected = digest(&mut source);
+        tessera.shutdown();
+        let restarted = start_server(dir.path(), &["--enable-debug-command", "yes"]);
+        let mut conn = restarted.connection();
+        assert_eq!(digest(&mut conn), expected, "{job}");
+        let leftovers: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| name.starts_with("temp-"))
+            .collect();
+        assert!(leftovers.is_empty(), "{job}: {leftovers:?}");
+    }
+}

@@ -170,6 +170,66 @@ impl Server {
         }
     }
 
+    /// Stops the jobs in progress at once, their files removed, none counted as failed:
+    /// a replica whose master's snapshot just arrived (Redis's replica kills its
+    /// children there). What they would write is the dataset about to be replaced; run to
+    /// their end instead, they held the event loop for as long as they had left.
+    pub(super) fn cancel_jobs_for_new_dataset(&mut self) {
+        // Paused writers would sleep until a tick that does not come while the loop waits
+        // for them (the next tick sets the configured rate again).
+        self.jobs.rate.set(crate::storage::Rate::Unlimited);
+        let compaction = self.jobs.compaction.take();
+        let background_save = self.jobs.background_save.take();
+        let full_sync = self.jobs.full_sync.take();
+        if let Some(mut compaction) = compaction {
+            tracing::info!("a background append-only log rewrite is in progress: stopping it");
+            compaction.job.cancel_and_wait(&mut self.engine.keyspace);
+            // Its switch to a new incremental file was requested with it: whether that
+            // happened decides the manifest in force.
+            let before = self.manifest.as_ref().expect("the log is on");
+            let finished = compaction.wait_for_end(before);
+            if finished.result.is_ok() {
+                self.record_rewrite_end(finished);
+            } else {
+                // Stopped, not failed (Redis's killed child is no error either).
+                self.manifest = Some(finished.manifest);
+                let p = &mut self.engine.state.persistence;
+                p.aof_rewrite_in_progress = false;
+                p.aof_rewrite_started = None;
+                self.refresh_log_sizes();
+            }
+        }
+        if let Some(mut save) = background_save {
+            tracing::info!("a background save is in progress: stopping it");
+            save.job.cancel_and_wait(&mut self.engine.keyspace);
+            match save.job.take_outcome() {
+                Some(Ok(outcome)) => {
+                    self.record_background_save_end(Ok(outcome), save.dirty_at_start)
+                }
+                _ => {
+                    let p = &mut self.engine.state.persistence;
+                    p.rdb_bgsave_in_progress = false;
+                    p.rdb_bgsave_started = None;
+                }
+            }
+        }
+        if let Some(mut sync) = full_sync {
+            tracing::info!("a full sync's snapshot is in progress: stopping it");
+            if let Some(pipe) = &sync.pipe {
+                pipe.fail();
+            }
+            sync.job.cancel_and_wait(&mut self.engine.keyspace);
+            self.engine.state.replication.full_sync_in_progress = false;
+        }
+        self.engine.keyspace.forget_snapshot();
+        let p = &mut self.engine.state.persistence;
+        (
+            p.capture_held_bytes,
+            p.current_save_keys_processed,
+            p.current_save_keys_total,
+        ) = (0, 0, 0);
+    }
+
     /// Runs the jobs in progress, and any they start on ending, to their end on the loop,
     /// blocking it: DEBUG RELOAD and LOADAOF, which must not change the files under a job
     /// (nor a job's files under the load).
@@ -249,6 +309,12 @@ impl Server {
     }
 
     fn finish_rewrite(&mut self, finished: crate::compaction::Finished) {
+        self.record_rewrite_end(finished);
+        self.start_scheduled_jobs();
+    }
+
+    /// A compaction's end in INFO's fields and the manifest now in force.
+    fn record_rewrite_end(&mut self, finished: crate::compaction::Finished) {
         let p = &mut self.engine.state.persistence;
         let seconds = p.aof_rewrite_started.take().map(|t| t.elapsed());
         p.aof_rewrite_in_progress = false;
@@ -283,7 +349,6 @@ impl Server {
         if !p.aof_last_bgrewrite_failed {
             p.aof_rewrite_base_size = p.aof_current_size;
         }
-        self.start_scheduled_jobs();
     }
 
     /// BGSAVE: a forkless snapshot to `dbfilename`, written under a temporary name and
@@ -348,6 +413,16 @@ impl Server {
         outcome: Result<JobOutcome, SnapshotError>,
         dirty_at_start: u64,
     ) {
+        self.record_background_save_end(outcome, dirty_at_start);
+        self.start_scheduled_jobs();
+    }
+
+    /// A BGSAVE's end in INFO's fields.
+    fn record_background_save_end(
+        &mut self,
+        outcome: Result<JobOutcome, SnapshotError>,
+        dirty_at_start: u64,
+    ) {
         let state = &mut self.engine.state;
         let p = &mut state.persistence;
         let seconds = p.rdb_bgsave_started.take().map(|t| t.elapsed());
@@ -372,7 +447,6 @@ impl Server {
                 p.rdb_last_bgsave_failure = Some(Instant::now());
             }
         }
-        self.start_scheduled_jobs();
     }
 
     /// Starts a job scheduled while another ran (or inside EXEC), once nothing runs.

@@ -9,8 +9,9 @@
 //!   to a temporary file and loaded into databases of its own (keys already expired
 //!   kept: the master deletes them). While it loads, a newline a second keeps the link
 //!   alive, as Redis's replica sends.
-//! - **The adoption**, on the loop: a loaded snapshot replaces the dataset (jobs run to
-//!   their end first); the snapshot file becomes the log's new base in one manifest
+//! - **The adoption**, on the loop: a loaded snapshot replaces the dataset (a running
+//!   compaction, BGSAVE or sub-replica's sync is stopped first, as Redis's replica kills
+//!   its children); the snapshot file becomes the log's new base in one manifest
 //!   commit at the log writer's switch to a new incremental file (history: the old
 //!   files), so the log is the new dataset plus what the master sends next, whatever
 //!   crashes when; with the log off it becomes `dbfilename`, as Redis's replica keeps it.
@@ -734,8 +735,9 @@ impl Server {
         functions: &[bytes::Bytes],
         file: &std::path::Path,
     ) {
-        // The files must not change under a job, nor the dataset under a capture.
-        self.finish_jobs_now();
+        // The files must not change under a job, nor the dataset under a capture; what
+        // the jobs would write is being replaced.
+        self.cancel_jobs_for_new_dataset();
         self.take_effects();
         // The master's history is fsynced here once its snapshot is the log's committed
         // base (`master_sync_work`): FACK 0 until then, as Redis 7.2's replica sends.
