@@ -486,3 +486,47 @@ fn writes_waitaof_acknowledged_locally_survive_a_power_loss() {
     );
     restarted.halt();
 }
+
+/// A replica whose log could not take the master's snapshot as its base (on a simulated
+/// disk: the rename of the received file fails, or the log writer's switch to a new
+/// incremental file does) persists the dataset by a compaction instead, and counts for
+/// WAITAOF again once that compaction succeeded: before, its FACK stayed at 0 until its
+/// next full sync.
+#[test]
+fn a_replica_whose_log_base_switch_failed_counts_again_after_its_compaction() {
+    use common::in_process::InProcess;
+    use tessera::storage::{Fault, FileOp, SimulatedStorage};
+
+    for (op, file) in [(FileOp::Rename, "temp-repl"), (FileOp::Create, ".incr.aof")] {
+        let dir = temp_dir();
+        let master = start_master(dir.path(), &["--appendfsync", "always"]);
+        let mut conn = master.connection();
+        run(&mut conn, &["SET", "before-sync", "1"]);
+        let storage = SimulatedStorage::new();
+        let replica = InProcess::start(&storage, "appendfsync always");
+        let mut replica_conn = replica.connection();
+        storage.fail_file_op(op, file, Fault::Io, 1);
+        let port = master.port.to_string();
+        run(&mut replica_conn, &["REPLICAOF", "127.0.0.1", &port]);
+        wait_online(&mut conn, 1);
+        run(&mut conn, &["SET", "after-sync", "1"]);
+        assert_eq!(waitaof(&mut conn, 1, 1, 20_000), vec![1, 1], "{file}");
+        let got: Option<String> = redis::cmd("GET")
+            .arg("before-sync")
+            .query(&mut replica_conn)
+            .unwrap();
+        assert_eq!(got.as_deref(), Some("1"), "{file}");
+        // The compaction that persisted the master's dataset is what made it count.
+        assert_eq!(
+            info_field(&mut replica_conn, "aof_last_bgrewrite_status").as_deref(),
+            Some("ok"),
+            "{file}"
+        );
+        assert_ne!(
+            info_field(&mut replica_conn, "aof_rewrites").as_deref(),
+            Some("0"),
+            "{file}"
+        );
+        replica.halt();
+    }
+}

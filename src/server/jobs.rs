@@ -334,6 +334,14 @@ impl Server {
                 p.aof_last_rewrite_failure = None;
                 p.aof_last_rewrite_bytes = bytes;
                 p.aof_last_rewrite_keys = outcome.keys;
+                if matches!(
+                    self.master_base,
+                    super::master_link::MasterBase::AwaitingCompaction
+                ) {
+                    // Started after the master's snapshot was adopted (the adoption stops
+                    // running jobs), so it persisted that dataset.
+                    self.master_base_persisted();
+                }
             }
             Err(error) => {
                 tracing::warn!("background append-only log rewrite failed: {error}");

@@ -397,10 +397,21 @@ fn load_keeping_link_alive(
     })
 }
 
-/// A base install waiting for the log writer's switch (the manifest to adopt then).
-pub(super) struct PendingBase {
-    waiter: RotationWaiter,
-    manifest: Manifest,
+/// Where a replica's log is in persisting the master's snapshot it adopted; its FACK
+/// (`replication::fsynced`) is paused until the log holds that dataset.
+#[derive(Default)]
+pub(super) enum MasterBase {
+    /// Nothing pending: the log holds the dataset (or there is no log).
+    #[default]
+    Persisted,
+    /// The snapshot file is the base of `manifest`, committed at the log writer's switch.
+    Switching {
+        waiter: RotationWaiter,
+        manifest: Manifest,
+    },
+    /// The switch could not be made: the next compaction to succeed persists the
+    /// dataset instead.
+    AwaitingCompaction,
 }
 
 impl Server {
@@ -587,22 +598,27 @@ impl Server {
             let _ = sync.thread.join();
             let _ = self.storage.remove_file(&sync.temp_path);
         }
-        if let Some(pending) = &self.pending_base
-            && let Some(result) = pending.waiter.peek()
+        if let MasterBase::Switching { waiter, .. } = &self.master_base
+            && let Some(result) = waiter.peek()
         {
-            let pending = self.pending_base.take().expect("checked");
+            let MasterBase::Switching { manifest, .. } = std::mem::take(&mut self.master_base)
+            else {
+                unreachable!("checked");
+            };
             match result {
                 Ok(()) => {
                     tracing::info!("the master's snapshot is the log's new base");
-                    self.manifest = Some(pending.manifest);
+                    self.manifest = Some(manifest);
                     self.refresh_log_sizes();
-                    if let Some(fsynced) = &mut self.engine.state.replication.fsynced {
-                        fsynced.resume();
-                    }
+                    self.master_base_persisted();
                 }
-                Err(error) => tracing::warn!(
-                    "the log could not switch to the master's snapshot as its base: {error}"
-                ),
+                Err(error) => {
+                    tracing::warn!(
+                        "the log could not switch to the master's snapshot as its base: {error}; a compaction persists it instead"
+                    );
+                    self.master_base = MasterBase::AwaitingCompaction;
+                    self.start_job(crate::engine::Job::Rewrite);
+                }
             }
         }
         let Some(sync) = &self.master_sync else {
@@ -744,6 +760,7 @@ impl Server {
         if let Some(fsynced) = &mut self.engine.state.replication.fsynced {
             fsynced.restart();
         }
+        self.master_base = MasterBase::Persisted;
         let limits = self.engine.state.config.output_buffer_limits;
         let mut host =
             super::session::SessionsView::new(&mut self.clients, None, &mut self.touched, limits);
@@ -797,6 +814,7 @@ impl Server {
             // started below instead.
             tracing::warn!("can't make the master's snapshot the log's base: {error}");
             let _ = self.storage.remove_file(file);
+            self.master_base = MasterBase::AwaitingCompaction;
             self.start_job(crate::engine::Job::Rewrite);
             return;
         }
@@ -815,12 +833,21 @@ impl Server {
             file_name: incr.name.clone(),
             manifest: next.clone(),
         });
-        self.pending_base = Some(PendingBase {
+        self.master_base = MasterBase::Switching {
             waiter,
             manifest: next,
-        });
+        };
         // The new file starts empty: its first record needs its SELECT.
         self.engine.effects.selected_db = None;
+    }
+
+    /// The log holds the dataset of the master's snapshot last adopted: the FACK
+    /// positions noted since count again.
+    pub(super) fn master_base_persisted(&mut self) {
+        self.master_base = MasterBase::Persisted;
+        if let Some(fsynced) = &mut self.engine.state.replication.fsynced {
+            fsynced.resume();
+        }
     }
 
     /// The master's socket becomes a session applying its stream. `acknowledge`: send the

@@ -102,11 +102,11 @@ pub struct Server {
     /// When the once-a-second replication cron runs next (`replicas`).
     replication_cron_due: Instant,
     /// A replica's sync with its master in progress (`master_link`), those REPLICAOF
-    /// abandoned (their threads end on their own), and the master's snapshot waiting for
-    /// the log writer's switch to become the log's base.
+    /// abandoned (their threads end on their own), and where the log is in persisting
+    /// the master's snapshot last adopted.
     master_sync: Option<master_link::MasterSync>,
     abandoned_syncs: Vec<master_link::MasterSync>,
-    pending_base: Option<master_link::PendingBase>,
+    master_base: master_link::MasterBase,
 }
 
 /// The highest log batch whose replies may go out. Under `always`, fsynced. Otherwise,
@@ -226,7 +226,7 @@ impl Server {
             replication_cron_due: Instant::now(),
             master_sync: None,
             abandoned_syncs: Vec::new(),
-            pending_base: None,
+            master_base: master_link::MasterBase::Persisted,
         };
         Ok(server)
     }
