@@ -9,10 +9,19 @@ The workload is a cache in front of a keyspace five times larger than `maxmemory
 distribution (exponent --zipf; rank r drawn with probability proportional to 1/r^s;
 ranks are scattered over the key names), GETs the key and, on a miss, SETs it
 (cache-aside); a fraction --set-ratio of the operations SET without reading first. Every
-value written is distinct (its key and a counter, padded to the size).
---clients processes run it, each on its own connection, pipelining --pipeline
-operations. A warm-up of the same workload (not timed) fills the server to its limit
-first; then the timed phase runs --ops operations in all.
+value written is distinct (its key and a counter, padded to the size). --clients
+connections run it, each pipelining --pipeline operations (the fills of a batch's misses
+go in one more round trip). A warm-up of the same workload (not timed) fills the server
+to its limit first; then the timed phase runs --ops operations in all (fills count).
+
+The generator is compiled: `tessera-loadgen cache` (the workspace member bench/loadgen),
+one thread per connection, each Zipf draw a short search of a precomputed CDF. This
+script used to run the workload in Python client processes, which took about two thirds
+of the machine's CPU (the servers about an eighth each): on two cores the throughput then
+measured the generator and the scheduler more than the server, and the Tessera/Redis
+ratio moved by ±15 % between runs. The generator prints its result lines (operations,
+seconds, hits, misses, error replies, its own CPU time) and waits between the warm-up and
+the timed phase until this script has taken its first readings.
 
 For each policy (--policies, default the four LRU and LFU ones; under volatile-* every
 key is SET with a long expiry), each server starts
@@ -32,14 +41,15 @@ capture), the peak of used_memory less what a snapshot's capture holds alone
 (`tessera_capture_own_bytes`: it is in Tessera's used_memory, where a fork's
 copy-on-write is not in Redis's), the peak proportional set size of the server and its children (a fork's
 copy-on-write shows there), the operations per second and the server's CPU time per
-operation (all threads); and the Tessera/Redis ratios of the medians. On two shared
-cores the load generator takes CPU from the server: CPU per operation is the steadier
-figure.
+operation (all threads); and the Tessera/Redis ratios of the medians. Each run's line on
+stderr also says how many cores the server and the generator kept busy. On two shared
+cores the generator still takes some CPU from the server (less than the server itself):
+CPU per operation remains the steadier figure.
 
 Usage:
-    cargo build --release
-    python3 bench/eviction.py                        # full run, roughly 10-20 min
-    python3 bench/eviction.py --quick --repeat 1     # smoke run, ~1-2 min
+    cargo build --release && cargo build --release -p tessera-loadgen
+    python3 bench/eviction.py                        # full run, roughly 5 min
+    python3 bench/eviction.py --quick --repeat 1     # smoke run, under a minute
     python3 bench/eviction.py --output bench/results/eviction.md
 
 Stdlib only (Python 3.11).
@@ -48,12 +58,9 @@ Stdlib only (Python 3.11).
 from __future__ import annotations
 
 import argparse
-import bisect
 import datetime as dt
-import multiprocessing
 import os
 import platform
-import random
 import shutil
 import socket
 import statistics
@@ -123,69 +130,6 @@ def info(port: int) -> dict[str, str]:
     return fields
 
 
-# --------------------------------------------------------------------------
-# The workload
-# --------------------------------------------------------------------------
-
-
-def zipf_cdf(keys: int, exponent: float) -> list[float]:
-    weights = [1.0 / (rank**exponent) for rank in range(1, keys + 1)]
-    total = sum(weights)
-    cdf, running = [], 0.0
-    for weight in weights:
-        running += weight
-        cdf.append(running / total)
-    return cdf
-
-
-def key_of(rank: int, keys: int) -> bytes:
-    # Ranks scattered over the names (and so over hash slots): a multiplicative hash.
-    return b"key:%d" % ((rank * 2654435761) % keys)
-
-
-def worker(port: int, seed: int, ops: int, settings: dict, ready, start, results) -> None:
-    rng = random.Random(seed)
-    cdf = zipf_cdf(settings["keys"], settings["zipf"])
-    size = settings["value_size"]
-    # Each SET's value is its own (the key and a counter, padded): a server that shared
-    # or compressed alike values would otherwise look better than it is.
-    written = 0
-
-    def value_for(key: bytes) -> bytes:
-        nonlocal written
-        written += 1
-        return (key + b":%d:" % written).ljust(size, b"v")[:size]
-
-    # Under a volatile-* policy every key has a (long) expiry, or nothing could be evicted.
-    expiry = [b"EX", b"100000"] if settings["volatile"] else []
-    conn = Connection(port)
-    ready.put(True)
-    start.wait()
-    hits = misses = done = 0
-    began = time.perf_counter()
-    while done < ops:
-        batch = min(settings["pipeline"], ops - done)
-        keys = [key_of(bisect.bisect_left(cdf, rng.random()), settings["keys"]) for _ in range(batch)]
-        writes = [rng.random() < settings["set_ratio"] for _ in range(batch)]
-        replies = conn.pipeline(
-            [encode(b"SET", k, value_for(k), *expiry) if w else encode(b"GET", k)
-             for k, w in zip(keys, writes)]
-        )
-        fills = []
-        for key, write, reply in zip(keys, writes, replies):
-            if write:
-                continue
-            if reply is None:
-                misses += 1
-                fills.append(encode(b"SET", key, value_for(key), *expiry))
-            else:
-                hits += 1
-        if fills:
-            conn.pipeline(fills)
-        done += batch + len(fills)
-    results.put((hits, misses, done, time.perf_counter() - began))
-
-
 def cpu_seconds(pid: int) -> float:
     """The process's CPU time so far, all threads, user and system."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -212,25 +156,44 @@ def pss_bytes(pid: int) -> int:
     return total
 
 
-def run_phase(port: int, pid: int, ops: int, settings: dict, seed: int) -> dict:
-    """Runs `ops` operations over the clients; returns hits, misses, ops/s, the server's
-    CPU time per operation, and the peaks seen meanwhile: INFO used_memory (with what
-    eviction did not count of it then) and the PSS of the server and its children."""
-    clients = settings["clients"]
-    start = multiprocessing.Event()
-    ready = multiprocessing.Queue()
-    results = multiprocessing.Queue()
-    procs = [
-        multiprocessing.Process(
-            target=worker,
-            args=(port, seed * 1000 + i, ops // clients, settings, ready, start, results),
-        )
-        for i in range(clients)
-    ]
-    for proc in procs:
-        proc.start()
-    for _ in procs:
-        ready.get()  # each has built its distribution: only the operations are timed
+def loadgen_argv(args, port: int, settings: dict, seed: int) -> list[str]:
+    argv = [str(args.loadgen), "cache", "--host", HOST, "--port", str(port),
+            "--connections", str(settings["clients"]), "--pipeline", str(settings["pipeline"]),
+            "--keys", str(settings["keys"]), "--zipf", repr(settings["zipf"]),
+            "--value-size", str(settings["value_size"]),
+            "--set-ratio", repr(settings["set_ratio"]),
+            "--warmup-ops", str(settings["warmup_ops"]), "--ops", str(settings["ops"]),
+            "--seed", str(seed), "--go-on-stdin"]
+    if settings["volatile"]:
+        # Under a volatile-* policy every key has a (long) expiry, or nothing could be
+        # evicted.
+        argv += ["--expire-seconds", "100000"]
+    return argv
+
+
+def parse_phase(stdout: str, name: str) -> dict[str, str]:
+    """The generator's result line of one phase: `<name> ops=.. seconds=.. hits=..`."""
+    for line in stdout.splitlines():
+        words = line.split()
+        if words and words[0] == name:
+            return dict(word.split("=", 1) for word in words[1:])
+    raise RuntimeError(f"tessera-loadgen printed no {name} line: {stdout!r}")
+
+
+def run_load(args, port: int, pid: int, settings: dict, seed: int) -> dict:
+    """Runs the warm-up, then the timed phase; returns the timed phase's hits, misses,
+    ops/s, the server's CPU time per operation, and the peaks seen meanwhile: INFO
+    used_memory (with what eviction did not count of it then) and the PSS of the server
+    and its children."""
+    gen = subprocess.Popen(loadgen_argv(args, port, settings, seed), bufsize=0,
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE)
+    # The generator says `warmed` once the warm-up is done, and waits for a line: the
+    # readings below start with the timed phase.
+    if gen.stdout.readline().strip() != b"warmed":
+        _, err = gen.communicate()
+        raise RuntimeError(f"tessera-loadgen failed in the warm-up ({gen.returncode}): "
+                           f"{err.decode(errors='replace').strip()}")
     peak = {"used": 0, "not_counted": 0, "pss": 0, "used_but_capture": 0}
     stop = threading.Event()
 
@@ -255,25 +218,33 @@ def run_phase(port: int, pid: int, ops: int, settings: dict, seed: int) -> dict:
     sampler.start()
     cpu_before = cpu_seconds(pid)
     began = time.perf_counter()
-    start.set()
-    outcomes = [results.get() for _ in procs]
-    elapsed = time.perf_counter() - began
-    cpu = cpu_seconds(pid) - cpu_before
-    for proc in procs:
-        proc.join()
-    stop.set()
-    sampler.join()
-    hits = sum(o[0] for o in outcomes)
-    misses = sum(o[1] for o in outcomes)
-    done = sum(o[2] for o in outcomes)
+    try:
+        out, err = gen.communicate(b"go\n")
+    finally:
+        elapsed = time.perf_counter() - began
+        cpu = cpu_seconds(pid) - cpu_before
+        stop.set()
+        sampler.join()
+    if gen.returncode != 0:
+        raise RuntimeError(f"tessera-loadgen exited {gen.returncode}: "
+                           f"{err.decode(errors='replace').strip()}")
+    timed = parse_phase(out.decode(), "timed")
+    done, seconds = int(timed["ops"]), float(timed["seconds"])
+    hits, misses = int(timed["hits"]), int(timed["misses"])
+    gen_cpu = float(timed["cpu_seconds"]) if timed["cpu_seconds"] != "-" else float("nan")
     return {
         "hit_ratio": hits / max(1, hits + misses),
-        "ops_per_sec": done / elapsed,
+        # The generator's own clock: from the timed phase's start to its last reply.
+        "ops_per_sec": done / seconds,
         "cpu_us_per_op": cpu * 1e6 / max(1, done),
         "peak_used": peak["used"],
         "peak_not_counted": peak["not_counted"],
         "peak_pss": peak["pss"],
         "peak_used_but_capture": peak["used_but_capture"],
+        "errors": int(timed["errors"]),
+        # Cores busy on average during the timed phase (1.0 = one core all the time).
+        "server_cores": cpu / elapsed,
+        "generator_cores": gen_cpu / seconds,
     }
 
 
@@ -334,8 +305,7 @@ def one_run(args, name: str, policy: str, settings: dict, seed: int) -> dict:
     proc, port, directory = start_server(args, name, policy)
     settings = dict(settings, volatile=policy.startswith("volatile"))
     try:
-        run_phase(port, proc.pid, settings["warmup_ops"], settings, seed)
-        outcome = run_phase(port, proc.pid, settings["ops"], settings, seed + 1)
+        outcome = run_load(args, port, proc.pid, settings, seed)
         fields = info(port)
         outcome["evicted_keys"] = int(fields.get("evicted_keys", 0))
         return outcome
@@ -351,6 +321,8 @@ def one_run(args, name: str, policy: str, settings: dict, seed: int) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tessera-bin", type=Path, default=REPO / "target/release/tessera-server")
+    parser.add_argument("--loadgen", type=Path, default=REPO / "target/release/tessera-loadgen",
+                        help="the generator (cargo build --release -p tessera-loadgen)")
     parser.add_argument("--redis-server", default=shutil.which("redis-server") or "redis-server")
     parser.add_argument("--policies",
                         default="allkeys-lru,allkeys-lfu,volatile-lru,volatile-lfu")
@@ -369,6 +341,10 @@ def main() -> int:
     args = parser.parse_args()
     if not args.tessera_bin.exists():
         print(f"{args.tessera_bin} not found: cargo build --release", file=sys.stderr)
+        return 2
+    if not args.loadgen.exists():
+        print(f"{args.loadgen} not found: cargo build --release -p tessera-loadgen",
+              file=sys.stderr)
         return 2
     keys = int(args.keyspace_factor * args.maxmemory_mb * 1024 * 1024 / args.value_size)
     ops = 100_000 if args.quick else args.ops
@@ -389,14 +365,18 @@ def main() -> int:
                       f"{outcome['hit_ratio']:.3f}, peak {outcome['peak_used'] / 1048576:.1f} MB, "
                       f"({outcome['peak_not_counted'] / 1048576:.1f} not counted), PSS "
                       f"{outcome['peak_pss'] / 1048576:.1f} MB, {outcome['ops_per_sec']:.0f} ops/s, "
-                      f"{outcome['cpu_us_per_op']:.2f} CPU us/op", file=sys.stderr)
+                      f"{outcome['cpu_us_per_op']:.2f} CPU us/op; cores busy: server "
+                      f"{outcome['server_cores']:.2f}, generator {outcome['generator_cores']:.2f}"
+                      + (f"; {outcome['errors']} error replies" if outcome["errors"] else ""),
+                      file=sys.stderr)
     limit = args.maxmemory_mb * 1024 * 1024
     lines = [
         f"# Eviction: Zipf({args.zipf}) cache workload, Tessera vs Redis",
         "",
         f"{dt.date.today()}, {platform.machine()}, {os.cpu_count()} CPUs; maxmemory "
         f"{args.maxmemory_mb} MB, {keys} keys of {args.value_size} bytes "
-        f"({args.keyspace_factor}x), {args.clients} clients x pipeline {args.pipeline}, "
+        f"({args.keyspace_factor}x), {args.clients} clients x pipeline {args.pipeline} "
+        f"(tessera-loadgen cache), "
         f"{ops} timed operations after {ops // 2} of warm-up, {args.set_ratio:.0%} blind SETs; "
         f"medians of {args.repeat} runs.",
         "",
@@ -410,9 +390,9 @@ def main() -> int:
         median = {k: statistics.median(o[k] for o in outcomes) for k in outcomes[0]}
         medians[(policy, name)] = median
         lines.append(f"| {policy} | {name} | {median['hit_ratio']:.3f} | "
-                     f"{median['peak_used'] / limit:.2f} | "
+                     f"{median['peak_used'] / limit:.3f} | "
                      f"{median['peak_not_counted'] / 1048576:.1f} | "
-                     f"{median['peak_used_but_capture'] / limit:.2f} | {median['peak_pss'] / 1048576:.1f} | "
+                     f"{median['peak_used_but_capture'] / limit:.3f} | {median['peak_pss'] / 1048576:.1f} | "
                      f"{median['ops_per_sec']:.0f} | {median['cpu_us_per_op']:.2f} | "
                      f"{median['evicted_keys']:.0f} |")
     lines += ["", "| policy | hit ratio T/R | peak used_memory T/R | without a capture T/R "

@@ -12,7 +12,12 @@
 //! inside the latencies it reports, never hidden.
 //!
 //! See `bench/latency.py` for the benchmark that drives it, and `--help` for the options.
+//!
+//! A second mode, `tessera-loadgen cache`, is a closed-loop cache-aside workload (Zipf key
+//! popularity, GET then SET on a miss) run as fast as the server answers; it measures
+//! throughput and hit ratio, not latency (`bench/eviction.py`; see `cache`).
 
+mod cache;
 mod load;
 mod preload;
 mod report;
@@ -37,8 +42,15 @@ use clap::Parser;
 /// (error replies are counted, not fatal), 1 when a connection failed or the preload got
 /// errors, 2 on bad arguments.
 #[derive(Parser, Debug)]
-#[command(name = "tessera-loadgen", version)]
+#[command(
+    name = "tessera-loadgen",
+    version,
+    args_conflicts_with_subcommands = true
+)]
 struct Args {
+    /// Another workload instead of the open-loop one.
+    #[command(subcommand)]
+    mode: Option<Mode>,
     /// Server host.
     #[arg(long, default_value = "127.0.0.1")]
     host: String,
@@ -109,6 +121,90 @@ struct Args {
     seed: u64,
 }
 
+#[derive(clap::Subcommand, Debug)]
+enum Mode {
+    Cache(CacheArgs),
+}
+
+/// Closed-loop cache workload (bench/eviction.py): each connection draws key ranks from a
+/// Zipf distribution (ranks scattered over the names `key:<n>`), GETs the key and, on a
+/// miss, SETs it (cache-aside); a share --set-ratio of the operations are SETs without a
+/// read. Every value is distinct (key and a counter, padded). Runs --warmup-ops
+/// operations (not timed), then --ops timed ones, as fast as the server answers.
+///
+/// Prints on stdout, one line per phase:
+/// `warmup|timed ops=<n> seconds=<s> hits=<n> misses=<n> errors=<n> cpu_seconds=<s>`
+/// (cpu_seconds: this process, all threads, during the phase, the warm-up's including
+/// the set-up; `-` when unknown), and
+/// `warmed` between the phases with --go-on-stdin. Error replies are counted, not fatal.
+/// Exit status: 0 when every connection completed, 1 when one failed, 2 on bad arguments.
+#[derive(clap::Args, Debug)]
+struct CacheArgs {
+    /// Server host.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+    /// Server port.
+    #[arg(long, default_value_t = 6379)]
+    port: u16,
+    /// Connections, each on a thread of its own.
+    #[arg(long, default_value_t = 4)]
+    connections: usize,
+    /// Operations each connection sends in one batch before reading their replies.
+    #[arg(long, default_value_t = 32)]
+    pipeline: usize,
+    /// Keys are `key:<n>` with n in [0, keys).
+    #[arg(long)]
+    keys: u64,
+    /// Exponent s of the Zipf distribution: rank r drawn with probability ∝ 1/r^s.
+    #[arg(long, default_value_t = 0.99)]
+    zipf: f64,
+    /// Bytes of each SET's value.
+    #[arg(long, default_value_t = 100)]
+    value_size: usize,
+    /// Share of the operations that SET without reading first.
+    #[arg(long, default_value_t = 0.1)]
+    set_ratio: f64,
+    /// Give every SET `EX <seconds>` (0: no expiry); a volatile-* policy needs one.
+    #[arg(long, default_value_t = 0)]
+    expire_seconds: u64,
+    /// Operations of the warm-up (not timed), all connections together.
+    #[arg(long, default_value_t = 0)]
+    warmup_ops: u64,
+    /// Operations of the timed phase, all connections together (cache fills count).
+    #[arg(long)]
+    ops: u64,
+    /// After the warm-up, print `warmed` and wait for a line on standard input before
+    /// the timed phase, so that a driver can take its readings at its start.
+    #[arg(long)]
+    go_on_stdin: bool,
+    /// Seed of the key and operation draws.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+fn check_cache(args: &CacheArgs) -> Result<(), String> {
+    if args.connections == 0 || args.connections > 1024 {
+        return Err("--connections must be between 1 and 1024".into());
+    }
+    if args.pipeline == 0 || args.pipeline > 100_000 {
+        return Err("--pipeline must be between 1 and 100000".into());
+    }
+    // The CDF takes 8 bytes a key.
+    if args.keys == 0 || args.keys > 1 << 30 {
+        return Err("--keys must be between 1 and 2^30".into());
+    }
+    if !(args.zipf.is_finite() && args.zipf >= 0.0) {
+        return Err("--zipf must be a number >= 0".into());
+    }
+    if args.value_size > 512 << 20 {
+        return Err("--value-size must be at most 512 MB".into());
+    }
+    if !(0.0..=1.0).contains(&args.set_ratio) {
+        return Err("--set-ratio must be between 0 and 1".into());
+    }
+    Ok(())
+}
+
 fn resolve(host: &str, port: u16) -> io::Result<SocketAddr> {
     (host, port)
         .to_socket_addrs()?
@@ -154,6 +250,20 @@ fn check(args: &Args) -> Result<(), String> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(Mode::Cache(cache_args)) = &args.mode {
+        if let Err(e) = check_cache(cache_args) {
+            eprintln!("tessera-loadgen cache: {e}");
+            return ExitCode::from(2);
+        }
+        return match run_cache(cache_args) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::from(1),
+            Err(e) => {
+                eprintln!("tessera-loadgen cache: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
     if let Err(e) = check(&args) {
         eprintln!("tessera-loadgen: {e}");
         return ExitCode::from(2);
@@ -166,6 +276,59 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// Ok(false): a connection failed.
+fn run_cache(args: &CacheArgs) -> io::Result<bool> {
+    let cfg = cache::CacheConfig {
+        addr: resolve(&args.host, args.port)?,
+        connections: args.connections,
+        pipeline: args.pipeline,
+        keys: args.keys,
+        zipf: args.zipf,
+        value_size: args.value_size,
+        set_ratio: args.set_ratio,
+        expire_seconds: (args.expire_seconds > 0).then_some(args.expire_seconds),
+        warmup_ops: args.warmup_ops,
+        ops: args.ops,
+        seed: args.seed,
+    };
+    let cpu0 = load::process_cpu_seconds();
+    let mut warm_cpu = None;
+    let result = cache::run(&cfg, |_warm_seconds| {
+        warm_cpu = cpu0.zip(load::process_cpu_seconds()).map(|(a, b)| b - a);
+        if args.go_on_stdin {
+            let mut out = io::stdout().lock();
+            let _ = writeln!(out, "warmed");
+            let _ = out.flush();
+            let mut line = String::new();
+            let _ = io::stdin().read_line(&mut line);
+        }
+    })?;
+    let mut out = io::stdout().lock();
+    for (name, phase, cpu) in [
+        ("warmup", &result.warmup, warm_cpu),
+        ("timed", &result.timed, result.timed_cpu_seconds),
+    ] {
+        writeln!(
+            out,
+            "{name} ops={} seconds={:.6} hits={} misses={} errors={} cpu_seconds={}",
+            phase.ops,
+            phase.seconds,
+            phase.hits,
+            phase.misses,
+            phase.errors,
+            cpu.map_or_else(|| "-".into(), |c| format!("{c:.2}"))
+        )?;
+        for text in &phase.error_texts {
+            eprintln!("{name}: error reply: {text}");
+        }
+    }
+    out.flush()?;
+    for e in &result.connection_errors {
+        eprintln!("connection error: {e}");
+    }
+    Ok(result.connection_errors.is_empty())
 }
 
 /// Ok(false): the run finished but a connection failed or the preload got errors.

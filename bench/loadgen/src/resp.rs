@@ -1,5 +1,5 @@
-//! RESP, as much as the load needs: the two requests it sends (`SET key:<n> <value>` and
-//! `GET key:<n>`) and a parser for the replies they get (`+OK`, `-ERR ...`, `:n`,
+//! RESP, as much as the loads need: the requests they send (`SET key:<n> <value>`, with
+//! `EX <seconds>` in the cache workload, and `GET key:<n>`) and a parser for the replies they get (`+OK`, `-ERR ...`, `:n`,
 //! `$len` + bytes, `$-1`). Anything else is a protocol error.
 
 use rand::Rng;
@@ -60,6 +60,28 @@ pub fn push_set(out: &mut Vec<u8>, key: u64, value_size: usize, rng: &mut impl R
     out.resize(start + value_size, 0);
     fill_value(&mut out[start..], rng);
     out.extend_from_slice(b"\r\n");
+}
+
+/// Appends `SET key:<key> <value>`, and `EX <seconds>` when given.
+pub fn push_set_value(out: &mut Vec<u8>, key: u64, value: &[u8], expire_seconds: Option<u64>) {
+    out.extend_from_slice(if expire_seconds.is_some() {
+        b"*5\r\n$3\r\nSET\r\n"
+    } else {
+        b"*3\r\n$3\r\nSET\r\n"
+    });
+    push_key(out, key);
+    out.push(b'$');
+    push_u64(out, value.len() as u64);
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+    if let Some(seconds) = expire_seconds {
+        out.extend_from_slice(b"$2\r\nEX\r\n$");
+        push_u64(out, decimal_len(seconds));
+        out.extend_from_slice(b"\r\n");
+        push_u64(out, seconds);
+        out.extend_from_slice(b"\r\n");
+    }
 }
 
 /// Fills `dst` with random characters of [`ALPHABET`]: 8 of them per 64-bit draw of the
@@ -200,6 +222,18 @@ mod tests {
         assert_eq!(value.len(), 13);
         assert!(value.iter().all(|b| ALPHABET.contains(b)));
         assert!(out.ends_with(b"\r\n"));
+    }
+
+    #[test]
+    fn set_with_a_given_value_and_expiry() {
+        let mut out = Vec::new();
+        push_set_value(&mut out, 7, b"abc", None);
+        push_set_value(&mut out, 12, b"", Some(100_000));
+        assert_eq!(
+            out,
+            &b"*3\r\n$3\r\nSET\r\n$5\r\nkey:7\r\n$3\r\nabc\r\n\
+               *5\r\n$3\r\nSET\r\n$6\r\nkey:12\r\n$0\r\n\r\n$2\r\nEX\r\n$6\r\n100000\r\n"[..]
+        );
     }
 
     #[test]
