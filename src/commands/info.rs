@@ -310,10 +310,10 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
                 ctx.effects.buffer.capacity() as u64 + server.replication.replica_output_bytes;
             let not_counted = server.eviction.not_counted(ctx.keyspace, pending_log);
             // Redis's overhead is the start-up memory, buffers and table overheads; here
-            // the start-up memory and what eviction does not count (log buffers, the
-            // capture's own memory).
+            // the start-up memory, what eviction does not count (this turn's records,
+            // replicas' outputs, the capture's own memory) and the log writer's batches.
             let startup = server.eviction.startup_bytes;
-            let overhead = startup + not_counted;
+            let overhead = startup + not_counted + server.eviction.log_writer_bytes();
             let dataset = used.saturating_sub(overhead);
             let net = used.saturating_sub(startup).max(1);
             out.push_str("# Memory\r\n");

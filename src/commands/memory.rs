@@ -142,8 +142,9 @@ fn overview(ctx: &mut Ctx) -> Overview {
         // The calling session's output is the reply being written.
         clients_normal: ctx.host.clients_memory() + ctx.out.buf.capacity() as u64,
         clients: server.connected_clients,
-        // What eviction leaves out is the log's buffers and the capture's own memory.
-        aof_buffer: not_counted.saturating_sub(capture_own),
+        // The log's buffers: what eviction leaves out but the capture's own memory, and
+        // what the log writer holds.
+        aof_buffer: not_counted.saturating_sub(capture_own) + server.eviction.log_writer_bytes(),
         lua_caches: server.scripting.cache_bytes() as u64,
         scripts: server.scripting.len(),
         functions_caches: server.scripting.functions_bytes() as u64,

@@ -12,11 +12,8 @@
 //!
 //! **The measure.** Used memory is jemalloc's allocated bytes (INFO `used_memory`), minus
 //! what Redis's `freeMemoryGetNotCountedMemory` leaves out for it, which is for Tessera:
-//! - the log's buffers — records of this turn not yet handed to the writer, and the
-//!   batches the writer holds, queued or kept until their fsync (Redis's AOF buffer): a
-//!   DEL logged for an eviction must not call for more evictions. Under `everysec` the
-//!   writer syncs once 1/128 of `maxmemory` is unsynced, and the event loop stops reading
-//!   clients while it holds twice that, so these stay small beside it;
+//! - this turn's records not yet handed to the log writer, and the replicas' output
+//!   buffers: a DEL logged for an eviction must not call for more evictions;
 //! - the memory a running snapshot's capture holds alone (`keyspace::CaptureBytes`:
 //!   copied slot tables, records serialised before a write, values the live dataset has
 //!   let go of since, the part files' write buffers): deleting live keys cannot free
@@ -26,7 +23,13 @@
 //!   `tessera_capture_own_bytes`).
 //!
 //! Client buffers count, as in Redis (which has `maxmemory-clients` for them; Tessera
-//! does not). jemalloc's total costs an epoch refresh (tens of microseconds: it merges
+//! does not). So do the batches the log writer holds, queued or kept until their fsync,
+//! unlike Redis's AOF buffer: Redis's holds one turn of writes, the writer's up to a
+//! second of them, so left out they let `used_memory` stand 1 % over the limit where
+//! Redis's stands a few tenths over (the eviction benchmark). Counting them cannot feed
+//! itself: under `everysec` the writer syncs once 1/128 of `maxmemory` is unsynced, and
+//! the event loop stops reading clients while it holds twice that, so they cost the
+//! dataset at most that share. jemalloc's total costs an epoch refresh (tens of microseconds: it merges
 //! every arena's statistics; read every millisecond, it took 5 % of the server's CPU in
 //! the eviction benchmark), so it is read at most every 5 ms of the cached clock (no
 //! clock read per command); in between, the event loop's own allocations move the
@@ -139,11 +142,16 @@ impl Eviction {
         self.log_gauge = Some(gauge);
     }
 
-    /// What is not counted now, exactly: the log's buffers (`pending_log_bytes`: this
-    /// turn's records not yet handed over) and the capture's own memory.
+    /// What is not counted now, exactly: `pending_log_bytes` (this turn's records not yet
+    /// handed over, the replicas' outputs) and the capture's own memory.
     fn not_counted_now(&self, pending_log_bytes: u64, capture: Option<CaptureBytes>) -> u64 {
-        let log = self.log_gauge.as_ref().map_or(0, BufferGauge::bytes) + pending_log_bytes;
-        log + capture.map_or(0, CaptureBytes::held)
+        pending_log_bytes + capture.map_or(0, CaptureBytes::held)
+    }
+
+    /// The batches the log writer holds (counted: see the module doc), for INFO and
+    /// MEMORY STATS.
+    pub fn log_writer_bytes(&self) -> u64 {
+        self.log_gauge.as_ref().map_or(0, BufferGauge::bytes)
     }
 
     /// The memory now, exact.
