@@ -29,7 +29,9 @@
 //! Redis's stands a few tenths over (the eviction benchmark). Counting them cannot feed
 //! itself: under `everysec` the writer syncs once 1/128 of `maxmemory` is unsynced, and
 //! the event loop stops reading clients while it holds twice that, so they cost the
-//! dataset at most that share. jemalloc's total costs an epoch refresh (tens of microseconds: it merges
+//! dataset at most that share.
+//!
+//! jemalloc's total costs an epoch refresh (tens of microseconds: it merges
 //! every arena's statistics; read every millisecond, it took 5 % of the server's CPU in
 //! the eviction benchmark), so it is read at most every 5 ms of the cached clock (no
 //! clock read per command); in between, the event loop's own allocations move the
