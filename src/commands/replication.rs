@@ -587,11 +587,10 @@ pub(super) fn set_master(server: &mut ServerState, host: &str, port: u16, pendin
         // Redis's `replicationCacheMasterUsingMyself`: this master's own history — with
         // this turn's records still to go to its stream, as a master's.
         None => {
+            // Measured before the split: every record so far is a master's.
+            let offset = replication.offset_after(pending_effects);
             replication.role_changed_at = Some(pending_effects);
-            Some((
-                replication.ids.replid.clone(),
-                replication.offset_after(pending_effects),
-            ))
+            Some((replication.ids.replid.clone(), offset))
         }
     };
     // INFO's `master_link_down_since_seconds` (Sentinel skips a replica whose link is down

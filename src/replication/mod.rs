@@ -137,7 +137,14 @@ impl Replication {
     /// The part of `effects` (the records not yet handed on) that goes to the stream: a
     /// master's own records; none of a replica's.
     pub fn own_records(&mut self, effects: usize) -> std::ops::Range<usize> {
-        match self.role_changed_at.take() {
+        let own = self.own_range(effects);
+        self.role_changed_at = None;
+        own
+    }
+
+    /// `own_records`, the split kept for the rest of the turn.
+    fn own_range(&self, effects: usize) -> std::ops::Range<usize> {
+        match self.role_changed_at {
             Some(mark) if self.is_replica() => 0..mark.min(effects),
             Some(mark) => mark.min(effects)..effects,
             None if self.is_replica() => 0..0,
@@ -203,12 +210,13 @@ impl Replication {
         self.backlog = None;
     }
 
-    /// The stream offset once `pending` more bytes are fed (a client's `woff`: its
-    /// write's records are in the turn's effects, fed at the end of the turn). The
-    /// current offset when there is no stream.
-    pub fn offset_after(&self, pending: usize) -> i64 {
+    /// The stream offset once the turn's `effects` so far are fed (a client's `woff`:
+    /// its write's records are in the turn's effects, fed at the end of the turn), less
+    /// those that do not go to the stream (a replica's before a promotion in this turn:
+    /// `own_records`). The current offset when there is no stream.
+    pub fn offset_after(&self, effects: usize) -> i64 {
         if self.stream_active() {
-            (self.offset + pending as u64) as i64
+            (self.offset + self.own_range(effects).len() as u64) as i64
         } else {
             self.offset as i64
         }
@@ -288,6 +296,18 @@ mod tests {
         replication.role_changed_at = Some(4);
         assert_eq!(replication.own_records(10), 4..10);
         assert_eq!(replication.own_records(10), 0..10);
+    }
+
+    #[test]
+    fn a_write_after_a_promotion_in_the_turn_waits_for_its_own_bytes_only() {
+        let mut replication = Replication::default();
+        assert!(replication.ensure_backlog(64));
+        let start = replication.offset_after(0);
+        assert_eq!(replication.offset_after(10), start + 10);
+        // Promoted after 4 bytes of the turn's records (its master's stream's, which do
+        // not go out again): a write ending at byte 10 waits for 6 more bytes.
+        replication.role_changed_at = Some(4);
+        assert_eq!(replication.offset_after(10), start + 6);
     }
 
     #[test]
