@@ -110,6 +110,8 @@ pub struct Loaded {
     /// The function libraries (their code): the server's engine loads them.
     pub functions: Vec<bytes::Bytes>,
     pub manifest: Option<Manifest>,
+    /// With the log off: the replication history `dbfilename` was saved at, if any.
+    pub history: Option<crate::snapshot::SavedHistory>,
     pub keys: u64,
     pub seconds: f64,
 }
@@ -128,9 +130,11 @@ pub fn load_dataset(
         let path = config.dir.join(&config.dbfilename);
         let mut keys = 0;
         let mut functions = Vec::new();
+        let mut history = None;
         if let Ok(size) = storage.len(&path) {
             progress.total_bytes.store(size, Ordering::Relaxed);
-            (keys, functions) = crate::snapshot::load(&*storage, &mut keyspace, &path)?;
+            let read = crate::snapshot::load(&*storage, &mut keyspace, &path)?;
+            (keys, functions, history) = (read.keys, read.functions, read.history);
             progress.loaded_bytes.store(size, Ordering::Relaxed);
             let seconds = started.elapsed().as_secs_f64();
             tracing::info!(
@@ -143,6 +147,7 @@ pub fn load_dataset(
             keyspace,
             functions,
             manifest: None,
+            history,
             keys,
             seconds: started.elapsed().as_secs_f64(),
         });
@@ -176,6 +181,8 @@ pub fn load_dataset(
         keyspace,
         functions,
         manifest: Some(manifest),
+        // The log keeps no replication history (Redis 7.0 with AOF on neither).
+        history: None,
         seconds: started.elapsed().as_secs_f64(),
     })
 }

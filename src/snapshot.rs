@@ -88,16 +88,32 @@ pub fn save_configured(
     keyspace: &Keyspace,
     config: &crate::config::Config,
     scripting: &crate::scripting::Scripting,
+    history: Option<SavedHistory>,
 ) -> Result<u64, SnapshotError> {
     save(
         storage,
         keyspace,
         &config.dir,
         &config.dbfilename,
-        config.rdbcompression,
-        config.rdb_save_incremental_fsync,
-        &scripting.library_codes(),
+        SaveOptions {
+            compression: config.rdbcompression,
+            incremental_fsync: config.rdb_save_incremental_fsync,
+            functions: scripting.library_codes(),
+            history,
+        },
     )
+}
+
+/// How `save` writes its file.
+pub struct SaveOptions {
+    /// `rdbcompression`.
+    pub compression: bool,
+    /// `rdb-save-incremental-fsync`.
+    pub incremental_fsync: bool,
+    /// The function libraries' code.
+    pub functions: Vec<bytes::Bytes>,
+    /// A replica's place in its master's history (`Replication::saved_history`).
+    pub history: Option<SavedHistory>,
 }
 
 /// Writes every database of `keyspace` to `dir/file_name` atomically; returns its size.
@@ -108,20 +124,17 @@ pub fn save(
     keyspace: &Keyspace,
     dir: &Path,
     file_name: &str,
-    compression: bool,
-    incremental_fsync: bool,
-    functions: &[bytes::Bytes],
+    options: SaveOptions,
 ) -> Result<u64, SnapshotError> {
     let temp = dir.join(format!("temp-{}.rdb", std::process::id()));
     let pacing = Pacing {
-        incremental_fsync,
+        incremental_fsync: options.incremental_fsync,
         rate: None,
     };
-    let result =
-        write_rdb(storage, keyspace, &temp, compression, functions, &pacing).and_then(|size| {
-            install_file(storage, &temp, dir, file_name)?;
-            Ok(size)
-        });
+    let result = write_rdb(storage, keyspace, &temp, options, &pacing).and_then(|size| {
+        install_file(storage, &temp, dir, file_name)?;
+        Ok(size)
+    });
     if result.is_err() {
         let _ = storage.remove_file(&temp);
     }
@@ -238,14 +251,14 @@ fn write_rdb(
     storage: &dyn Storage,
     keyspace: &Keyspace,
     path: &Path,
-    compression: bool,
-    functions: &[bytes::Bytes],
+    save: SaveOptions,
     pacing: &Pacing,
 ) -> Result<u64, SnapshotError> {
     let describe = write_error(path);
     let options = RdbWriterOptions {
-        compression,
-        functions: functions.to_vec(),
+        compression: save.compression,
+        functions: save.functions,
+        extra_aux: save.history.map_or_else(Vec::new, |h| h.aux_fields()),
         ..RdbWriterOptions::default()
     };
     let mut writer = create_part(storage, path, &options, pacing)?;
@@ -295,6 +308,25 @@ pub struct ReadFile {
     /// The `repl-stream-db` aux field, when the file is a replication snapshot: the
     /// database its master's stream continues in.
     pub stream_db: Option<usize>,
+    /// The replication history the file was saved at (`repl-id`, `repl-offset` and
+    /// `repl-stream-db`), when it has one.
+    pub history: Option<SavedHistory>,
+}
+
+/// A replica's place in its master's history, as a snapshot of its own records it
+/// (Redis's `rdbSaveInfo`): a restarted replica continues from there (PSYNC).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SavedHistory {
+    pub replid: String,
+    pub offset: i64,
+    pub stream_db: usize,
+}
+
+impl SavedHistory {
+    /// The snapshot's aux fields that record it.
+    pub fn aux_fields(&self) -> Vec<(bytes::Bytes, bytes::Bytes)> {
+        crate::replication::full_sync::aux_fields(&self.replid, self.offset, self.stream_db)
+    }
 }
 
 /// Collects the keys of an RDB file into databases, and its function libraries.
@@ -302,6 +334,8 @@ struct FileVisitor<F> {
     entries: F,
     functions: Vec<bytes::Bytes>,
     stream_db: Option<usize>,
+    replid: Option<String>,
+    offset: Option<i64>,
 }
 
 impl<F: FnMut(u32, Entry) -> Result<(), Refusal>> crate::rdb::RdbVisitor for FileVisitor<F> {
@@ -315,8 +349,18 @@ impl<F: FnMut(u32, Entry) -> Result<(), Refusal>> crate::rdb::RdbVisitor for Fil
     }
 
     fn aux(&mut self, key: &[u8], value: &[u8]) -> Result<(), Refusal> {
-        if key == b"repl-stream-db" {
-            self.stream_db = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok());
+        let text = std::str::from_utf8(value).ok();
+        match key {
+            b"repl-stream-db" => self.stream_db = text.and_then(|v| v.parse().ok()),
+            // Redis's replication IDs are 40 hexadecimal characters; anything else is
+            // no history to continue.
+            b"repl-id" => {
+                self.replid = text
+                    .filter(|v| v.len() == 40 && v.bytes().all(|b| b.is_ascii_hexdigit()))
+                    .map(str::to_string)
+            }
+            b"repl-offset" => self.offset = text.and_then(|v| v.parse().ok()),
+            _ => {}
         }
         Ok(())
     }
@@ -352,6 +396,8 @@ pub fn read_into_dbs(
         entries,
         functions: Vec::new(),
         stream_db: None,
+        replid: None,
+        offset: None,
     };
     let reader = std::io::BufReader::with_capacity(1 << 20, StorageReader::new(file));
     let summary =
@@ -359,13 +405,28 @@ pub fn read_into_dbs(
             path: path.to_path_buf(),
             source,
         })?;
-    let (functions, stream_db) = (visitor.functions, visitor.stream_db);
+    let FileVisitor {
+        functions,
+        stream_db,
+        replid,
+        offset,
+        ..
+    } = visitor;
+    let history = match (replid, offset, stream_db) {
+        (Some(replid), Some(offset), Some(stream_db)) if offset >= 0 => Some(SavedHistory {
+            replid,
+            offset,
+            stream_db,
+        }),
+        _ => None,
+    };
     Ok(ReadFile {
         dbs,
         keys,
         bytes: summary.bytes,
         functions,
         stream_db,
+        history,
     })
 }
 
@@ -375,12 +436,12 @@ pub fn load(
     storage: &dyn Storage,
     keyspace: &mut Keyspace,
     path: &Path,
-) -> Result<(u64, Vec<bytes::Bytes>), SnapshotError> {
-    let read = read_into_dbs(storage, path, keyspace.dbs.len(), 0, ExpiredKeys::Drop)?;
-    for (target, db) in keyspace.dbs.iter_mut().zip(read.dbs) {
+) -> Result<ReadFile, SnapshotError> {
+    let mut read = read_into_dbs(storage, path, keyspace.dbs.len(), 0, ExpiredKeys::Drop)?;
+    for (target, db) in keyspace.dbs.iter_mut().zip(std::mem::take(&mut read.dbs)) {
         target.absorb(db);
     }
-    Ok((read.keys, read.functions))
+    Ok(read)
 }
 
 // ---------------------------------------------------------------------------------------

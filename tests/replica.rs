@@ -417,3 +417,72 @@ fn a_full_sync_stops_the_replicas_running_job() {
         assert!(leftovers.is_empty(), "{job}: {leftovers:?}");
     }
 }
+
+/// With the log off, a replica's own snapshot (SAVE or BGSAVE) records where in its
+/// master's history it was taken (`repl-id`, `repl-offset`, `repl-stream-db`, as
+/// Redis's), and a replica restarted from it continues with a partial resync: the
+/// master's writes after the snapshot (and after a kill -9) come from its backlog,
+/// none twice (INCRs), none lost.
+#[test]
+fn a_replica_restarted_from_its_snapshot_continues_partially() {
+    let (master, _master_dir) = redis_master(true);
+    let mut source = master.connection();
+    common::dataset::populate(&mut source, 0);
+    populate_more(&mut source);
+    let port = master.port.to_string();
+    let args = [
+        "--appendonly",
+        "no",
+        "--replicaof",
+        "127.0.0.1",
+        &port,
+        "--enable-debug-command",
+        "yes",
+    ];
+    let dir = temp_dir();
+    let mut tessera = start_server(dir.path(), &args);
+    let mut replica = tessera.connection();
+    wait_link_up(&mut replica);
+    for (round, save) in ["SAVE", "BGSAVE"].into_iter().enumerate() {
+        // The stream in database 3 when the snapshot is taken: it must go on there.
+        run(&mut source, &["SELECT", "3"]);
+        for _ in 0..50 {
+            run(&mut source, &["INCR", "counter"]);
+        }
+        wait_caught_up(&mut source, &mut replica);
+        run(&mut replica, &[save]);
+        common::wait_for_background_jobs(&mut replica);
+        // Writes after the snapshot: only the master's backlog has them now.
+        for _ in 0..30 {
+            run(&mut source, &["INCR", "counter"]);
+        }
+        run(&mut source, &["SELECT", "0"]);
+        write_load(&mut source, &format!("after-{save}"), 5);
+        wait_caught_up(&mut source, &mut replica);
+        tessera.kill9();
+        let partial_before = info_field(&mut source, "sync_partial_ok");
+        let full_before = info_field(&mut source, "sync_full");
+        tessera = start_server(dir.path(), &args);
+        replica = tessera.connection();
+        wait_link_up(&mut replica);
+        assert_eq!(
+            info_field(&mut source, "sync_full"),
+            full_before,
+            "{save}: a full sync"
+        );
+        let partial: u64 = info_field(&mut source, "sync_partial_ok")
+            .unwrap()
+            .parse()
+            .unwrap();
+        let before: u64 = partial_before.unwrap().parse().unwrap();
+        assert_eq!(partial, before + 1, "{save}");
+        assert_same_dataset(&mut source, &mut replica);
+        run(&mut replica, &["SELECT", "3"]);
+        let counter: i64 = redis::cmd("GET")
+            .arg("counter")
+            .query(&mut replica)
+            .unwrap();
+        assert_eq!(counter, 80 * (round as i64 + 1), "{save}");
+        run(&mut replica, &["SELECT", "0"]);
+    }
+}

@@ -168,6 +168,7 @@ fn save(ctx: &mut Ctx, _args: &Args) -> Action {
         ctx.keyspace,
         &server.config,
         &server.scripting,
+        server.replication.saved_history(),
     ) {
         Ok(size) => {
             tracing::info!("DB saved on disk ({size} bytes)");

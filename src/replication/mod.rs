@@ -152,6 +152,22 @@ impl Replication {
         }
     }
 
+    /// A replica's place in its master's history now, for a snapshot of its own to
+    /// record (Redis's `rdbPopulateSaveInfo`): the offset processed, consistent with the
+    /// dataset at any moment (it moves with each request applied, a transaction's at its
+    /// EXEC), and the database the stream is in. None on a master, or on a replica that
+    /// has not synced yet. (Redis records a master's too, for a restarted master's
+    /// replicas to continue; Tessera does not restore that.)
+    pub fn saved_history(&self) -> Option<crate::snapshot::SavedHistory> {
+        let link = self.master.as_ref()?;
+        let (replid, offset) = link.history.as_ref()?;
+        Some(crate::snapshot::SavedHistory {
+            replid: replid.clone(),
+            offset: *offset,
+            stream_db: link.stream_db,
+        })
+    }
+
     /// Whether there is a stream (a backlog): writes are then counted in the offset.
     pub fn stream_active(&self) -> bool {
         self.backlog.is_some()

@@ -384,6 +384,10 @@ impl Server {
             options: crate::rdb::RdbWriterOptions {
                 compression: config.rdbcompression,
                 functions: self.engine.state.scripting.library_codes(),
+                // A replica's place in its master's history at the capture's instant,
+                // which is now.
+                extra_aux: (self.engine.state.replication.saved_history())
+                    .map_or_else(Vec::new, |history| history.aux_fields()),
                 ..crate::rdb::RdbWriterOptions::default()
             },
             part_aux: Vec::new(),

@@ -286,7 +286,25 @@ impl Server {
         if let Some((host, port)) = state.config.replicaof() {
             // `replicaof` in the configuration: a replica from the start, its link never
             // up (INFO's `master_link_down_since_seconds` -1, as Redis).
-            let mut link = crate::replication::replica::MasterLink::new(host, port, None);
+            // With the log off, `dbfilename` may say where in its master's history this
+            // replica was saved: it continues from there (PSYNC), as Redis's does.
+            let history = loaded
+                .history
+                .as_ref()
+                .filter(|h| h.stream_db < state.config.databases);
+            let mut link = crate::replication::replica::MasterLink::new(
+                host,
+                port,
+                history.map(|h| (h.replid.clone(), h.offset)),
+            );
+            if let Some(history) = history {
+                tracing::info!(
+                    "continuing the replication history {} from offset {} (saved in the snapshot)",
+                    history.replid,
+                    history.offset
+                );
+                link.stream_db = history.stream_db;
+            }
             link.down_since = None;
             state.replication.master = Some(link);
             self.master_changed();

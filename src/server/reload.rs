@@ -222,6 +222,7 @@ impl Server {
             &self.engine.keyspace,
             &state.config,
             &state.scripting,
+            state.replication.saved_history(),
         )
         .map_err(|error| ReloadError::Save(error.to_string()))?;
         tracing::info!("DB saved on disk ({size} bytes)");

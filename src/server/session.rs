@@ -842,6 +842,11 @@ impl Server {
                         produced_output = true;
                     }
                     let request = &client.conn.input[consumed_before..consumed_total];
+                    if client.state.multi.is_none() {
+                        // Where the stream is, with the offset processed: what a
+                        // snapshot of this replica records (`saved_history`).
+                        link.stream_db = client.state.db;
+                    }
                     if client.state.multi.is_some() {
                         link.transaction.extend_from_slice(request);
                     } else if link.transaction.is_empty() {

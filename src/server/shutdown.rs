@@ -187,6 +187,7 @@ impl Server {
                 &self.engine.keyspace,
                 &state.config,
                 &state.scripting,
+                state.replication.saved_history(),
             );
             match saved {
                 Err(error) if flags.force => {
