@@ -75,7 +75,10 @@ use redis::Value;
 use std::collections::{BTreeSet, VecDeque};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-const DEFAULT_SEEDS: &[u64] = &[1, 7, 42, 20240601, 99, 123457];
+/// The last two found bugs in longer sweeps and stay as their regression tests: 180 a
+/// lex range over a skip list of several scores (undefined in Redis: `zsets::lex_range`),
+/// 414 a skip list's member keeping -0 when ZADD sets 0 (Redis compares the numbers).
+const DEFAULT_SEEDS: &[u64] = &[1, 7, 42, 20240601, 99, 123457, 180, 414];
 /// The RESP3 run's seeds (`TESSERA_DIFF_RESP3_SEEDS`): other streams than RESP2's.
 const DEFAULT_RESP3_SEEDS: &[u64] = &[3, 2025];
 const DEFAULT_OPS: usize = 4000;

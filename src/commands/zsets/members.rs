@@ -42,11 +42,11 @@ fn add_one(
             if (flags.lt && new >= current) || (flags.gt && new <= current) {
                 return Ok(None);
             }
-            if new != current || new.is_sign_negative() != current.is_sign_negative() {
+            // Redis's `score != curscore`: -0 and 0 are equal, so a member keeps the sign
+            // it has (a skip list keeps -0; a listpack stores it as 0 anyway).
+            if new != current {
                 zset.insert(member, new);
-                if new != current {
-                    *changed += 1;
-                }
+                *changed += 1;
             }
             Ok(Some(new))
         }
