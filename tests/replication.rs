@@ -418,22 +418,10 @@ fn redis_cli_takes_snapshots_and_follows_the_stream() {
     let mut follower = std::process::Command::new(&cli)
         .args(["-p", &port, "--replica"])
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let stdout = follower.stdout.take().unwrap();
-    let (lines, received) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for line in std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if lines.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let (received, _stderr) = common::read_child_output(&mut follower);
     wait_online(&mut conn, 1);
     run(&mut conn, &["SET", "followed", "yes"]);
     run(&mut conn, &["PUBLISH", "channel", "message"]);

@@ -90,11 +90,7 @@ impl Jobs {
         }
         if let Some(mut sync) = self.full_sync.take() {
             tracing::info!("there is a full sync's snapshot in progress: stopping it");
-            // Its writer may be waiting for room in the pipe: release it.
-            if let Some(pipe) = &sync.pipe {
-                pipe.fail();
-            }
-            sync.job.cancel_and_wait(keyspace);
+            sync.cancel_and_wait(keyspace);
         }
     }
 }
@@ -215,19 +211,10 @@ impl Server {
         }
         if let Some(mut sync) = full_sync {
             tracing::info!("a full sync's snapshot is in progress: stopping it");
-            if let Some(pipe) = &sync.pipe {
-                pipe.fail();
-            }
-            sync.job.cancel_and_wait(&mut self.engine.keyspace);
-            self.engine.state.replication.full_sync_in_progress = false;
+            sync.cancel_and_wait(&mut self.engine.keyspace);
         }
+        // INFO's job figures follow at this turn's `background_snapshot_work`.
         self.engine.keyspace.forget_snapshot();
-        let p = &mut self.engine.state.persistence;
-        (
-            p.capture_held_bytes,
-            p.current_save_keys_processed,
-            p.current_save_keys_total,
-        ) = (0, 0, 0);
     }
 
     /// Runs the jobs in progress, and any they start on ending, to their end on the loop,

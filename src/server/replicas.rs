@@ -91,6 +91,17 @@ pub(super) struct FullSync {
     pub offset: i64,
 }
 
+impl FullSync {
+    /// Stops the snapshot and waits for its threads (a writer waiting for room in the
+    /// pipe is released first).
+    pub fn cancel_and_wait(&mut self, keyspace: &mut crate::keyspace::Keyspace) {
+        if let Some(pipe) = &self.pipe {
+            pipe.fail();
+        }
+        self.job.cancel_and_wait(keyspace);
+    }
+}
+
 /// Full syncs started by this process, naming their files.
 static FULL_SYNCS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 

@@ -49,13 +49,23 @@ pub fn push_get(out: &mut Vec<u8>, key: u64) {
     push_key(out, key);
 }
 
-/// Appends `SET key:<key> <value>`, the value `value_size` fresh random printable bytes.
-pub fn push_set(out: &mut Vec<u8>, key: u64, value_size: usize, rng: &mut impl Rng) {
-    out.extend_from_slice(b"*3\r\n$3\r\nSET\r\n");
+/// Appends a SET's array header, its key and its value's length line (`with_expiry`: an
+/// `EX <seconds>` pair follows the value).
+fn push_set_head(out: &mut Vec<u8>, key: u64, value_len: usize, with_expiry: bool) {
+    out.extend_from_slice(if with_expiry {
+        b"*5\r\n$3\r\nSET\r\n"
+    } else {
+        b"*3\r\n$3\r\nSET\r\n"
+    });
     push_key(out, key);
     out.push(b'$');
-    push_u64(out, value_size as u64);
+    push_u64(out, value_len as u64);
     out.extend_from_slice(b"\r\n");
+}
+
+/// Appends `SET key:<key> <value>`, the value `value_size` fresh random printable bytes.
+pub fn push_set(out: &mut Vec<u8>, key: u64, value_size: usize, rng: &mut impl Rng) {
+    push_set_head(out, key, value_size, false);
     let start = out.len();
     out.resize(start + value_size, 0);
     fill_value(&mut out[start..], rng);
@@ -64,15 +74,7 @@ pub fn push_set(out: &mut Vec<u8>, key: u64, value_size: usize, rng: &mut impl R
 
 /// Appends `SET key:<key> <value>`, and `EX <seconds>` when given.
 pub fn push_set_value(out: &mut Vec<u8>, key: u64, value: &[u8], expire_seconds: Option<u64>) {
-    out.extend_from_slice(if expire_seconds.is_some() {
-        b"*5\r\n$3\r\nSET\r\n"
-    } else {
-        b"*3\r\n$3\r\nSET\r\n"
-    });
-    push_key(out, key);
-    out.push(b'$');
-    push_u64(out, value.len() as u64);
-    out.extend_from_slice(b"\r\n");
+    push_set_head(out, key, value.len(), expire_seconds.is_some());
     out.extend_from_slice(value);
     out.extend_from_slice(b"\r\n");
     if let Some(seconds) = expire_seconds {
