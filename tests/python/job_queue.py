@@ -57,9 +57,11 @@ BEFORE_KILL = 60
 FINISHED_BEFORE_KILL = 15
 AFTER_RESTART = 30
 # How RQ words the failures a crash causes (a lost connection, a work horse that died,
-# an abandoned execution, a job stuck between the queue and the started registry).
+# an abandoned execution, a job stuck between the queue and the started registry, a
+# command answered -LOADING while the restarted server loads its data: Redis too).
 CRASH_FAILURES = (
     "ConnectionError",
+    "BusyLoadingError",
     "Work-horse terminated unexpectedly",
     "AbandonedJobError",
     "stuck in intermediate queue",
