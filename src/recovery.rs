@@ -112,6 +112,9 @@ pub struct Loaded {
     pub manifest: Option<Manifest>,
     /// With the log off: the replication history `dbfilename` was saved at, if any.
     pub history: Option<crate::snapshot::SavedHistory>,
+    /// With the log off, on a master: the keys `dbfilename` held whose expiry had passed
+    /// (dropped; a master continuing its history sends its replicas their DELs).
+    pub expired: Vec<(usize, Vec<u8>)>,
     pub keys: u64,
     pub seconds: f64,
 }
@@ -131,10 +134,19 @@ pub fn load_dataset(
         let mut keys = 0;
         let mut functions = Vec::new();
         let mut history = None;
+        let mut expired = Vec::new();
+        // A replica keeps the keys whose expiry has passed, as Redis's does: its master
+        // deletes them, with a DEL in its stream (its clock decides, not ours).
+        let expired_keys = if config.replicaof().is_some() {
+            crate::snapshot::ExpiredKeys::Keep
+        } else {
+            crate::snapshot::ExpiredKeys::Drop
+        };
         if let Ok(size) = storage.len(&path) {
             progress.total_bytes.store(size, Ordering::Relaxed);
-            let read = crate::snapshot::load(&*storage, &mut keyspace, &path)?;
-            (keys, functions, history) = (read.keys, read.functions, read.history);
+            let read = crate::snapshot::load(&*storage, &mut keyspace, &path, expired_keys)?;
+            (keys, functions, history, expired) =
+                (read.keys, read.functions, read.history, read.expired);
             progress.loaded_bytes.store(size, Ordering::Relaxed);
             let seconds = started.elapsed().as_secs_f64();
             tracing::info!(
@@ -148,6 +160,7 @@ pub fn load_dataset(
             functions,
             manifest: None,
             history,
+            expired,
             keys,
             seconds: started.elapsed().as_secs_f64(),
         });
@@ -183,6 +196,8 @@ pub fn load_dataset(
         manifest: Some(manifest),
         // The log keeps no replication history (Redis 7.0 with AOF on neither).
         history: None,
+        // Kept for the log's records, expired once loading is over.
+        expired: Vec::new(),
         seconds: started.elapsed().as_secs_f64(),
     })
 }

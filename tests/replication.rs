@@ -713,3 +713,110 @@ fn a_stalled_replica_is_dropped_from_a_diskless_sync_after_the_timeout() {
     );
     stalled.signal("CONT");
 }
+
+/// A master with the log off, saved by SHUTDOWN and started again from its snapshot,
+/// lets its replicas continue (Redis 7.0's `loadDataFromDisk`): a redis-server replica
+/// and a Tessera replica each continue with a partial resync, the saved ID becomes the
+/// master's second, and a key that expired while the master was down leaves the replicas
+/// by a DEL in the stream (without it their DBSIZE is one more than the master's).
+#[test]
+fn a_restarted_master_s_replicas_continue_its_history() {
+    let dir = temp_dir();
+    let args = ["--appendonly", "no", "--save", "3600 1"];
+    let mut master = start_master(dir.path(), &args);
+    let port = master.port.to_string();
+    let mut conn = master.connection();
+    common::dataset::populate(&mut conn, 0);
+    populate_more(&mut conn);
+    write_load(&mut conn, "before", 10);
+
+    let redis_replica = Replica::start(master.port);
+    let tessera_dir = temp_dir();
+    let tessera_replica = common::start_server(
+        tessera_dir.path(),
+        &[
+            "--appendonly",
+            "no",
+            "--enable-debug-command",
+            "yes",
+            "--replicaof",
+            "127.0.0.1",
+            &port,
+        ],
+    );
+    wait_online(&mut conn, 2);
+    let mut from_redis = redis_replica.connection();
+    let mut from_tessera = tessera_replica.connection();
+    // A key whose time passes while the master is down, and the stream in database 2
+    // when it stops.
+    let short_lived = Instant::now();
+    run(&mut conn, &["SET", "short-lived", "x", "PX", "3000"]);
+    run(&mut conn, &["SELECT", "2"]);
+    run(&mut conn, &["INCR", "counter"]);
+    wait_caught_up(&mut conn, &mut from_redis);
+    wait_caught_up(&mut conn, &mut from_tessera);
+    let before = info(&mut conn, "replication");
+    let replid = field(&before, "master_replid").unwrap();
+    let offset: i64 = field(&before, "master_repl_offset")
+        .unwrap()
+        .parse()
+        .unwrap();
+    drop(conn);
+
+    master.shutdown();
+    assert!(
+        short_lived.elapsed() < Duration::from_millis(2900),
+        "too slow: the key may have expired before the snapshot"
+    );
+    std::thread::sleep(Duration::from_millis(3100).saturating_sub(short_lived.elapsed()));
+    master = start_master(dir.path(), &[&args[..], &["--port", &port]].concat());
+    let mut conn = master.connection();
+    let after = info(&mut conn, "replication");
+    assert_eq!(field(&after, "master_replid2"), Some(replid.clone()));
+    assert_ne!(field(&after, "master_replid"), Some(replid));
+    // Past the offset read before: the shutdown asked the replicas for acknowledgements
+    // (REPLCONF GETACK in the stream) before it saved.
+    let second: i64 = field(&after, "second_repl_offset")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(second > offset + 1, "{second} after {offset}:\n{after}");
+    // That key at least (the load's short expiries too, if the expiry cycle had not
+    // deleted them yet).
+    let expired: u64 = info_field(&mut conn, "rdb_last_load_keys_expired")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(expired >= 1, "{expired}");
+    wait_online(&mut conn, 2);
+    assert_eq!(info_field(&mut conn, "sync_full").as_deref(), Some("0"));
+    assert_eq!(
+        info_field(&mut conn, "sync_partial_ok").as_deref(),
+        Some("2")
+    );
+    let log = redis_replica.log();
+    assert!(
+        log.contains("Successful partial resynchronization with master"),
+        "replica log:\n{log}"
+    );
+    // The stream goes on: writes after the restart (too few rounds for the load's
+    // SWAPDB, which would move the counter).
+    run(&mut conn, &["SELECT", "2"]);
+    run(&mut conn, &["INCR", "counter"]);
+    write_load(&mut conn, "after", 5);
+    for replica in [&mut from_redis, &mut from_tessera] {
+        wait_caught_up(&mut conn, replica);
+        assert_same_dataset(&mut conn, replica);
+        // The load's own short expiries are deleted by the master's expiry cycle, their
+        // DELs a moment behind: equal once they are all through.
+        wait_until("the replica's DBSIZE", Duration::from_secs(20), || {
+            let master_size: i64 = redis::cmd("DBSIZE").query(&mut conn).unwrap();
+            let size: i64 = redis::cmd("DBSIZE").query(replica).unwrap();
+            size == master_size
+        });
+        run(replica, &["SELECT", "2"]);
+        let counter: i64 = redis::cmd("GET").arg("counter").query(replica).unwrap();
+        assert_eq!(counter, 2);
+        run(replica, &["SELECT", "0"]);
+    }
+}

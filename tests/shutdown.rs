@@ -371,3 +371,39 @@ fn force_shuts_down_despite_a_failed_final_snapshot() {
     assert_eq!(transcripts[0], transcripts[1]);
     assert!(transcripts[0][0].contains("Errors trying to SHUTDOWN"));
 }
+
+/// A plain SHUTDOWN and SIGTERM write `dbfilename` when `save` points are configured
+/// (the log off), as Redis's do, and nothing when none are: a dataset kept only in
+/// snapshots is not lost by a clean stop. Tessera loads either server's file.
+#[test]
+fn a_plain_shutdown_saves_when_save_points_are_configured() {
+    for kind in [Kind::Tessera, Kind::Redis] {
+        for (how, save, saved) in [
+            ("SHUTDOWN", "3600 1", true),
+            ("TERM", "3600 1", true),
+            ("SHUTDOWN", "", false),
+        ] {
+            let what = format!("{kind:?}, {how}, save {save:?}");
+            let mut master = Master::start(kind, &["--appendonly", "no", "--save", save]);
+            let mut conn = master.connection();
+            common::run(&mut conn, &["SET", "kept", "by the snapshot"]);
+            if how == "SHUTDOWN" {
+                let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN").query(&mut conn);
+            } else {
+                master.signal(how);
+            }
+            let status = master.wait_exit(Duration::from_secs(30));
+            assert!(status.is_some_and(|s| s.success()), "{what}: {status:?}");
+            let dir = master._dir.path();
+            assert_eq!(dir.join("dump.rdb").exists(), saved, "{what}");
+            if saved {
+                let restarted = common::start_server(dir, &["--appendonly", "no"]);
+                let value: String = redis::cmd("GET")
+                    .arg("kept")
+                    .query(&mut restarted.connection())
+                    .unwrap();
+                assert_eq!(value, "by the snapshot", "{what}");
+            }
+        }
+    }
+}

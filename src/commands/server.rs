@@ -168,7 +168,7 @@ fn save(ctx: &mut Ctx, _args: &Args) -> Action {
         ctx.keyspace,
         &server.config,
         &server.scripting,
-        server.replication.saved_history(),
+        server.replication.saved_history(ctx.effects),
     ) {
         Ok(size) => {
             tracing::info!("DB saved on disk ({size} bytes)");

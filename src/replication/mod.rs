@@ -152,20 +152,55 @@ impl Replication {
         }
     }
 
-    /// A replica's place in its master's history now, for a snapshot of its own to
-    /// record (Redis's `rdbPopulateSaveInfo`): the offset processed, consistent with the
-    /// dataset at any moment (it moves with each request applied, a transaction's at its
-    /// EXEC), and the database the stream is in. None on a master, or on a replica that
-    /// has not synced yet. (Redis records a master's too, for a restarted master's
-    /// replicas to continue; Tessera does not restore that.)
-    pub fn saved_history(&self) -> Option<crate::snapshot::SavedHistory> {
-        let link = self.master.as_ref()?;
-        let (replid, offset) = link.history.as_ref()?;
+    /// This instance's place in its replication history now, for a snapshot to record
+    /// (Redis's `rdbPopulateSaveInfo`). A replica's: the offset processed, consistent
+    /// with the dataset at any moment (it moves with each request applied, a
+    /// transaction's at its EXEC), and the database its master's stream is in; None
+    /// before its first sync. A master's, while there is a stream: the offset once the
+    /// turn's `effects` so far are fed (the dataset has them), and the database the
+    /// stream's next record applies to. `resume_own_history` restores it.
+    pub fn saved_history(
+        &self,
+        effects: &crate::effects::Effects,
+    ) -> Option<crate::snapshot::SavedHistory> {
+        if let Some(link) = &self.master {
+            let (replid, offset) = link.history.as_ref()?;
+            return Some(crate::snapshot::SavedHistory {
+                replid: replid.clone(),
+                offset: *offset,
+                stream_db: link.stream_db,
+            });
+        }
+        if !self.stream_active() {
+            return None;
+        }
         Some(crate::snapshot::SavedHistory {
-            replid: replid.clone(),
-            offset: *offset,
-            stream_db: link.stream_db,
+            replid: self.ids.replid.clone(),
+            offset: self.offset_after(effects.buffer.len()),
+            // Unknown means the next record carries its SELECT: any database will do.
+            stream_db: effects.selected_db.unwrap_or(0),
         })
+    }
+
+    /// A master started from a snapshot that recorded its history (Redis's
+    /// `loadDataFromDisk`): that history becomes the second, shared up to the saved
+    /// offset, the stream goes on from there under a new ID, and a backlog holds it from
+    /// the first byte on, so that replicas which had all of it continue (PSYNC) instead
+    /// of loading a snapshot again.
+    pub fn resume_own_history(&mut self, history: &crate::snapshot::SavedHistory, size_bytes: u64) {
+        assert!(!self.is_replica(), "a replica follows its master's history");
+        self.ids.change();
+        self.ids.replid2 = history.replid.clone();
+        self.ids.second_offset = history.offset + 1;
+        self.offset = history.offset.max(0) as u64;
+        self.backlog = Some(Backlog::new(size_bytes.max(1) as usize, self.offset + 1));
+        self.no_replicas_since = crate::clock::unix_seconds();
+        tracing::info!(
+            "continuing the replication history {} from offset {} (saved in the snapshot) as {}",
+            history.replid,
+            history.offset,
+            self.ids.replid
+        );
     }
 
     /// Whether there is a stream (a backlog): writes are then counted in the offset.

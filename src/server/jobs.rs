@@ -371,10 +371,14 @@ impl Server {
             options: crate::rdb::RdbWriterOptions {
                 compression: config.rdbcompression,
                 functions: self.engine.state.scripting.library_codes(),
-                // A replica's place in its master's history at the capture's instant,
-                // which is now.
-                extra_aux: (self.engine.state.replication.saved_history())
-                    .map_or_else(Vec::new, |history| history.aux_fields()),
+                // The place in the replication history at the capture's instant, which
+                // is now.
+                extra_aux: (self
+                    .engine
+                    .state
+                    .replication
+                    .saved_history(&self.engine.effects))
+                .map_or_else(Vec::new, |history| history.aux_fields()),
                 ..crate::rdb::RdbWriterOptions::default()
             },
             part_aux: Vec::new(),

@@ -280,6 +280,7 @@ impl Server {
         p.loaded_keys = loaded.keys;
         if !state.config.appendonly {
             p.rdb_last_load_keys_loaded = loaded.keys;
+            p.rdb_last_load_keys_expired = loaded.expired.len() as u64;
         }
         state.dirty = 0;
         tracing::info!("ready to accept connections on port {}", state.tcp_port);
@@ -308,6 +309,21 @@ impl Server {
             link.down_since = None;
             state.replication.master = Some(link);
             self.master_changed();
+        } else if let Some(history) = loaded
+            .history
+            .as_ref()
+            .filter(|h| h.stream_db < state.config.databases)
+        {
+            // A master saved with its history: its replicas may continue it. The keys
+            // dropped as expired are DELs in the stream after the saved offset, as
+            // Redis's loading propagates them.
+            let backlog_bytes = state.config.replication.backlog_bytes;
+            state.replication.resume_own_history(history, backlog_bytes);
+            let effects = &mut self.engine.effects;
+            effects.enabled = true;
+            for (db, key) in &loaded.expired {
+                effects.record(*db, &[b"DEL" as &[u8], key]);
+            }
         }
         Ok(())
     }

@@ -197,6 +197,14 @@ impl Server {
             self.refresh_log_sizes();
         } else {
             p.rdb_last_load_keys_loaded = loaded.keys;
+            p.rdb_last_load_keys_expired = loaded.expired.len() as u64;
+            // The keys dropped as expired leave the replicas too (Redis's RELOAD drops
+            // them silently, and its replicas keep them until a promotion).
+            if self.engine.state.replication.stream_active() {
+                for (db, key) in &loaded.expired {
+                    self.engine.effects.record(*db, &[b"DEL" as &[u8], key]);
+                }
+            }
         }
         Ok(messages)
     }
@@ -222,7 +230,7 @@ impl Server {
             &self.engine.keyspace,
             &state.config,
             &state.scripting,
-            state.replication.saved_history(),
+            state.replication.saved_history(&self.engine.effects),
         )
         .map_err(|error| ReloadError::Save(error.to_string()))?;
         tracing::info!("DB saved on disk ({size} bytes)");

@@ -166,10 +166,11 @@ impl Server {
         }
     }
 
-    /// The last steps (Redis's `finishShutdown`). Only SHUTDOWN SAVE writes
-    /// `dbfilename`. (Redis also saves on a plain SHUTDOWN when save points are
-    /// configured; Tessera, whose log is on by default, does not.) With FORCE, a final
-    /// snapshot or log sync that fails is logged and the process exits anyway.
+    /// The last steps (Redis's `finishShutdown`). SHUTDOWN SAVE writes `dbfilename`, and
+    /// so does a plain SHUTDOWN (or a signal's) when `save` points are configured and
+    /// the log is off, where the snapshot is the dataset. (Redis saves then with its log
+    /// on too; Tessera does not, its log is the dataset.) With FORCE, a final snapshot or
+    /// log sync that fails is logged and the process exits anyway.
     fn finish_shutdown(&mut self, flags: ShutdownFlags) -> Result<(), ServerError> {
         self.end_of_turn();
         self.log_lagging_replicas();
@@ -179,7 +180,13 @@ impl Server {
         // exits. A writer notices the cancellation after the key or slot in hand.
         self.jobs.cancel_all(&mut self.engine.keyspace);
         self.abandon_master_sync();
-        if flags.save == ShutdownSave::Save {
+        let config = &self.engine.state.config;
+        let save = match flags.save {
+            ShutdownSave::Save => true,
+            ShutdownSave::NoSave => false,
+            ShutdownSave::AsConfigured => !config.appendonly && !config.save_points.is_empty(),
+        };
+        if save {
             tracing::info!("saving the final RDB snapshot before exiting");
             let state = &self.engine.state;
             let saved = crate::snapshot::save_configured(
@@ -187,7 +194,7 @@ impl Server {
                 &self.engine.keyspace,
                 &state.config,
                 &state.scripting,
-                state.replication.saved_history(),
+                state.replication.saved_history(&self.engine.effects),
             );
             match saved {
                 Err(error) if flags.force => {

@@ -242,18 +242,19 @@ fn write_rdb(
 /// What loading an RDB file does with keys whose expiry has passed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExpiredKeys {
-    /// Dropped: `dump.rdb` is the whole dataset (Redis drops them at start-up too).
+    /// Dropped: `dump.rdb` is a master's whole dataset (Redis drops them at start-up
+    /// too). Their names are kept (`ReadFile::expired`): a master that continues its
+    /// replication history tells its replicas with a DEL each, as Redis does.
     Drop,
     /// Kept: a base part is followed by the log, whose records may still change them — a
     /// PERSIST or PEXPIRE made before the expiry, logged after the snapshot. Dropping the
     /// key would lose it for good. Redis keeps them when it loads an AOF's RDB base for
     /// the same reason; they expire once loading is over (nothing expires during it).
+    /// A replica keeps them too: only its master's DEL removes a key (its clock may run
+    /// ahead of the master's).
     Keep,
 }
 
-/// Reads the keys of an RDB file into databases of its own (keys already expired are
-/// dropped or kept as `expired` says). Returns them, the keys kept and the bytes read.
-/// `key_delay_us` is `key-load-delay` (tests only).
 /// What one RDB file held: its databases, keys loaded, bytes read, and function
 /// libraries (their code).
 pub struct ReadFile {
@@ -261,6 +262,9 @@ pub struct ReadFile {
     pub keys: u64,
     pub bytes: u64,
     pub functions: Vec<bytes::Bytes>,
+    /// The keys dropped because their expiry had passed (`ExpiredKeys::Drop`): database
+    /// and name.
+    pub expired: Vec<(usize, Vec<u8>)>,
     /// The `repl-stream-db` aux field, when the file is a replication snapshot: the
     /// database its master's stream continues in.
     pub stream_db: Option<usize>,
@@ -269,8 +273,9 @@ pub struct ReadFile {
     pub history: Option<SavedHistory>,
 }
 
-/// A replica's place in its master's history, as a snapshot of its own records it
-/// (Redis's `rdbSaveInfo`): a restarted replica continues from there (PSYNC).
+/// A place in a replication history, as a snapshot records it (Redis's `rdbSaveInfo`):
+/// a restarted replica continues its master's from there (PSYNC), a restarted master
+/// lets its replicas continue its own.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SavedHistory {
     pub replid: String,
@@ -322,6 +327,8 @@ impl<F: FnMut(u32, Entry) -> Result<(), Refusal>> crate::rdb::RdbVisitor for Fil
     }
 }
 
+/// Reads the keys of an RDB file into databases of its own (keys already expired are
+/// dropped or kept as `expired` says). `key_delay_us` is `key-load-delay` (tests only).
 pub fn read_into_dbs(
     storage: &dyn Storage,
     path: &Path,
@@ -335,6 +342,7 @@ pub fn read_into_dbs(
     let now_ms = crate::clock::unix_ms();
     let mut dbs: Vec<Db> = (0..databases).map(|_| Db::default()).collect();
     let mut keys = 0u64;
+    let mut dropped = Vec::new();
     let entries = |db: u32, entry: Entry| {
         let Some(target) = dbs.get_mut(db as usize) else {
             return Err(Refusal::DatabaseOutOfRange { db, databases });
@@ -342,6 +350,8 @@ pub fn read_into_dbs(
         if expired == ExpiredKeys::Keep || !entry.is_expired(now_ms) {
             target.insert(entry);
             keys += 1;
+        } else {
+            dropped.push((db as usize, entry.key.as_ref().to_vec()));
         }
         if key_delay_us > 0 {
             std::thread::sleep(std::time::Duration::from_micros(key_delay_us));
@@ -381,19 +391,21 @@ pub fn read_into_dbs(
         keys,
         bytes: summary.bytes,
         functions,
+        expired: dropped,
         stream_db,
         history,
     })
 }
 
-/// Loads an RDB file into `keyspace` (start-up with the log off); returns the keys loaded
-/// and the file's function libraries.
+/// Loads an RDB file into `keyspace` (start-up with the log off); returns what else it
+/// held (keys loaded, function libraries, replication history, expired keys dropped).
 pub fn load(
     storage: &dyn Storage,
     keyspace: &mut Keyspace,
     path: &Path,
+    expired: ExpiredKeys,
 ) -> Result<ReadFile, SnapshotError> {
-    let mut read = read_into_dbs(storage, path, keyspace.dbs.len(), 0, ExpiredKeys::Drop)?;
+    let mut read = read_into_dbs(storage, path, keyspace.dbs.len(), 0, expired)?;
     for (target, db) in keyspace.dbs.iter_mut().zip(std::mem::take(&mut read.dbs)) {
         target.absorb(db);
     }
