@@ -145,3 +145,76 @@ fn rdbcompression_no_writes_strings_as_they_are_and_redis_conf_preamble_is_accep
     let server = start_server(dir.path(), &["--appendonly", "no"]);
     check(&mut server.connection());
 }
+
+/// FLUSHALL with the log off and `save` points configured writes `dbfilename` at once,
+/// as Redis's does: a crash right after it does not bring the flushed keys back, not
+/// from the last SAVE nor from a BGSAVE that was running (it is stopped, its temp file
+/// removed). Inside MULTI the save follows within a cron tick.
+#[test]
+fn flushall_saves_the_empty_dataset_when_the_snapshot_is_the_persistence() {
+    for case in ["after SAVE", "during BGSAVE", "in MULTI"] {
+        let dir = temp_dir();
+        let args = [
+            "--appendonly",
+            "no",
+            "--save",
+            "3600 1",
+            "--rdb-key-save-delay",
+            "0",
+        ];
+        let mut server = start_server(dir.path(), &args);
+        let mut conn = server.connection();
+        populate(&mut conn);
+        let _: () = redis::cmd("SAVE").query(&mut conn).unwrap();
+        match case {
+            "during BGSAVE" => {
+                let _: () = redis::cmd("CONFIG")
+                    .arg("SET")
+                    .arg("rdb-key-save-delay")
+                    .arg("2000")
+                    .query(&mut conn)
+                    .unwrap();
+                let _: String = redis::cmd("BGSAVE").query(&mut conn).unwrap();
+                let _: () = redis::cmd("FLUSHALL").query(&mut conn).unwrap();
+                // Left running, the job would put the keys back about a second later.
+                common::wait_for_background_jobs(&mut conn);
+                // Stopped: nothing runs any more, no temp file is left.
+                let info: String = redis::cmd("INFO")
+                    .arg("persistence")
+                    .query(&mut conn)
+                    .unwrap();
+                assert!(info.contains("rdb_bgsave_in_progress:0"), "{info}");
+                let temp: Vec<String> = common::dirs::file_names(dir.path())
+                    .into_iter()
+                    .filter(|name| name.starts_with("temp-"))
+                    .collect();
+                assert!(temp.is_empty(), "{temp:?}");
+            }
+            "in MULTI" => {
+                let _: Vec<String> = redis::pipe()
+                    .atomic()
+                    .cmd("FLUSHALL")
+                    .query(&mut conn)
+                    .unwrap();
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+                loop {
+                    let info: String = redis::cmd("INFO")
+                        .arg("persistence")
+                        .query(&mut conn)
+                        .unwrap();
+                    if info.contains("rdb_changes_since_last_save:0") {
+                        break;
+                    }
+                    assert!(std::time::Instant::now() < deadline, "{info}");
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+            }
+            _ => {
+                let _: () = redis::cmd("FLUSHALL").query(&mut conn).unwrap();
+            }
+        }
+        server.kill9();
+        let restarted = start_server(dir.path(), &args);
+        assert_eq!(common::dbsize(&mut restarted.connection()), 0, "{case}");
+    }
+}

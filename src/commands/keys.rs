@@ -750,6 +750,16 @@ fn flush(ctx: &mut Ctx, args: &Args) -> Action {
             db.clear();
         }
         ctx.propagate(&[b"FLUSHALL"]);
+        let config = &ctx.server.config;
+        // Not while replaying the log or applying the master's stream: the snapshot is
+        // not this dataset's persistence then, or the master's history restores it.
+        if !ctx.loading && !config.appendonly && !config.save_points.is_empty() {
+            ctx.server.persistence.flush_save_due = true;
+            if !ctx.in_exec() {
+                ctx.out.ok();
+                return Action::StartJob(super::Job::SaveAfterFlush);
+            }
+        }
     } else {
         ctx.touch_db(ctx.client.db, None);
         ctx.db().clear();

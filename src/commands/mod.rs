@@ -198,6 +198,9 @@ pub enum Job {
     Rewrite,
     /// BGSAVE: a snapshot to `dbfilename`.
     BackgroundSave,
+    /// FLUSHALL with `dbfilename` as the dataset: a running BGSAVE stopped, the empty
+    /// dataset saved now (`PersistenceState::flush_save_due`).
+    SaveAfterFlush,
 }
 
 #[derive(Clone)]

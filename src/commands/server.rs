@@ -172,9 +172,7 @@ fn save(ctx: &mut Ctx, _args: &Args) -> Action {
     ) {
         Ok(size) => {
             tracing::info!("DB saved on disk ({size} bytes)");
-            ctx.server.dirty = 0;
-            ctx.server.last_save_unix_seconds = crate::clock::unix_seconds();
-            ctx.server.persistence.rdb_saves += 1;
+            ctx.server.record_save();
             ctx.out.ok();
         }
         Err(e) => {

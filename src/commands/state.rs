@@ -165,6 +165,13 @@ impl ServerState {
             config,
         }
     }
+
+    /// A synchronous save of `dbfilename` succeeded (SAVE, RELOAD's, FLUSHALL's).
+    pub fn record_save(&mut self) {
+        self.dirty = 0;
+        self.last_save_unix_seconds = crate::clock::unix_seconds();
+        self.persistence.rdb_saves += 1;
+    }
 }
 
 /// A start-up load in progress, for INFO's `loading_*` fields.
@@ -211,6 +218,12 @@ pub struct PersistenceInfo {
     pub current_save_keys_total: u64,
     pub rdb_bgsave_in_progress: bool,
     pub rdb_bgsave_scheduled: bool,
+    /// A FLUSHALL emptied a dataset whose persistence is `dbfilename` (the log off,
+    /// `save` points configured): `dbfilename` must be saved before anything brings the
+    /// old keys back — a BGSAVE that started before, a restart — as Redis's
+    /// `flushAllDataAndResetRDB` does. Done after the command (in EXEC or a script, at the
+    /// next cron, as BGSAVE's schedule).
+    pub flush_save_due: bool,
     pub rdb_bgsave_started: Option<std::time::Instant>,
     pub rdb_last_bgsave_seconds: Option<u64>,
     pub rdb_last_bgsave_failed: bool,

@@ -116,6 +116,54 @@ impl Server {
         match job {
             Job::Rewrite => self.start_rewrite(),
             Job::BackgroundSave => self.start_background_save(),
+            Job::SaveAfterFlush => self.save_after_flush(),
+        }
+    }
+
+    /// FLUSHALL emptied a dataset kept in `dbfilename` (`flush_save_due`): a running
+    /// BGSAVE is stopped — its file would bring the flushed keys back — and `dbfilename`
+    /// is written now, before the reply leaves (Redis's `flushAllDataAndResetRDB`).
+    fn save_after_flush(&mut self) {
+        if !std::mem::take(&mut self.engine.state.persistence.flush_save_due) {
+            return;
+        }
+        if self.jobs.background_save.is_some() {
+            self.stop_background_save();
+            self.engine.keyspace.forget_snapshot();
+        }
+        let state = &mut self.engine.state;
+        let saved = crate::snapshot::save_configured(
+            &*self.storage,
+            &self.engine.keyspace,
+            &state.config,
+            &state.scripting,
+            state.replication.saved_history(&self.engine.effects),
+        );
+        match saved {
+            Ok(size) => {
+                tracing::info!("DB saved on disk ({size} bytes)");
+                state.record_save();
+            }
+            Err(error) => tracing::warn!("can't save the DB after FLUSHALL: {error}"),
+        }
+    }
+
+    /// Stops a running BGSAVE and waits for its thread (its temp file removed). One that
+    /// finished meanwhile is recorded; a stopped one is no failure (nor is Redis's
+    /// killed child).
+    fn stop_background_save(&mut self) {
+        let Some(mut save) = self.jobs.background_save.take() else {
+            return;
+        };
+        tracing::info!("a background save is in progress: stopping it");
+        save.job.cancel_and_wait(&mut self.engine.keyspace);
+        match save.job.take_outcome() {
+            Some(Ok(outcome)) => self.record_background_save_end(Ok(outcome), save.dirty_at_start),
+            _ => {
+                let p = &mut self.engine.state.persistence;
+                p.rdb_bgsave_in_progress = false;
+                p.rdb_bgsave_started = None;
+            }
         }
     }
 
@@ -175,7 +223,6 @@ impl Server {
         // for them (the next tick sets the configured rate again).
         self.jobs.rate.set(crate::storage::Rate::Unlimited);
         let compaction = self.jobs.compaction.take();
-        let background_save = self.jobs.background_save.take();
         let full_sync = self.jobs.full_sync.take();
         if let Some(mut compaction) = compaction {
             tracing::info!("a background append-only log rewrite is in progress: stopping it");
@@ -195,20 +242,7 @@ impl Server {
                 self.refresh_log_sizes();
             }
         }
-        if let Some(mut save) = background_save {
-            tracing::info!("a background save is in progress: stopping it");
-            save.job.cancel_and_wait(&mut self.engine.keyspace);
-            match save.job.take_outcome() {
-                Some(Ok(outcome)) => {
-                    self.record_background_save_end(Ok(outcome), save.dirty_at_start)
-                }
-                _ => {
-                    let p = &mut self.engine.state.persistence;
-                    p.rdb_bgsave_in_progress = false;
-                    p.rdb_bgsave_started = None;
-                }
-            }
-        }
+        self.stop_background_save();
         if let Some(mut sync) = full_sync {
             tracing::info!("a full sync's snapshot is in progress: stopping it");
             sync.cancel_and_wait(&mut self.engine.keyspace);
@@ -454,6 +488,9 @@ impl Server {
 
     /// Starts a job scheduled while another ran (or inside EXEC), once nothing runs.
     pub(super) fn start_scheduled_jobs(&mut self) {
+        // A FLUSHALL's save (one inside EXEC or a script) does not wait for jobs: it
+        // stops a BGSAVE that would bring the old keys back.
+        self.save_after_flush();
         if self.jobs.running() {
             return;
         }

@@ -234,9 +234,7 @@ impl Server {
         )
         .map_err(|error| ReloadError::Save(error.to_string()))?;
         tracing::info!("DB saved on disk ({size} bytes)");
-        state.dirty = 0;
-        state.last_save_unix_seconds = crate::clock::unix_seconds();
-        state.persistence.rdb_saves += 1;
+        state.record_save();
         Ok(())
     }
 }
