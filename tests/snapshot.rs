@@ -218,3 +218,106 @@ fn flushall_saves_the_empty_dataset_when_the_snapshot_is_the_persistence() {
         assert_eq!(common::dbsize(&mut restarted.connection()), 0, "{case}");
     }
 }
+
+/// `stop-writes-on-bgsave-error` (default yes), side by side with Redis: once a BGSAVE
+/// failed (`dbfilename` is a directory, so its rename fails) with `save` points
+/// configured, writes, EXEC with writes, scripts that write and FUNCTION LOAD get
+/// Redis's MISCONF replies while reads are answered; `no` lets writes in; a BGSAVE that
+/// succeeds ends it. Every reply is compared with Redis's.
+#[test]
+fn a_failed_bgsave_stops_writes_as_redis_does() {
+    use common::raw_client::{Conn, V};
+    use std::time::{Duration, Instant};
+    let Some(binary) = require_redis_or_skip(WHOLE_TEST) else {
+        return;
+    };
+    let args = ["--appendonly", "no", "--save", "3600 1"];
+    let tessera_dir = temp_dir();
+    let redis_dir = temp_dir();
+    let tessera = start_server(tessera_dir.path(), &args);
+    let redis = RedisOracle::start_with(&binary, redis_dir.path(), &args);
+    for dir in [&tessera_dir, &redis_dir] {
+        std::fs::create_dir(dir.path().join("dump.rdb")).unwrap();
+    }
+    let mut conns = [Conn::new(tessera.port), Conn::new(redis.port)];
+    let both = |conns: &mut [Conn; 2], words: &[&str]| -> V {
+        let ours = conns[0].cmd(words);
+        let theirs = conns[1].cmd(words);
+        assert_eq!(ours, theirs, "{words:?}");
+        ours
+    };
+    let wait_bgsave_done = |conns: &mut [Conn; 2]| {
+        for conn in conns.iter_mut() {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while conn
+                .cmd(&["INFO", "persistence"])
+                .text()
+                .contains("rdb_bgsave_in_progress:1")
+            {
+                assert!(Instant::now() < deadline, "BGSAVE did not end");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    };
+    both(&mut conns, &["SET", "before", "1"]);
+    both(&mut conns, &["BGSAVE"]);
+    wait_bgsave_done(&mut conns);
+    for conn in conns.iter_mut() {
+        let info = conn.cmd(&["INFO", "persistence"]).text();
+        assert!(info.contains("rdb_last_bgsave_status:err"), "{info}");
+    }
+    let refused = both(&mut conns, &["SET", "after", "1"]);
+    assert!(
+        matches!(&refused, V::Error(e) if e.starts_with("MISCONF")),
+        "{refused:?}"
+    );
+    both(&mut conns, &["GET", "before"]);
+    both(&mut conns, &["MULTI"]);
+    both(&mut conns, &["SET", "after", "1"]);
+    both(&mut conns, &["EXEC"]);
+    for script in [
+        "#!lua\nreturn redis.call('SET', 'after', '1')",
+        "return redis.call('SET', 'after', '1')",
+        "return redis.pcall('SET', 'after', '1')",
+    ] {
+        both(&mut conns, &["EVAL", script, "0"]);
+    }
+    both(
+        &mut conns,
+        &[
+            "EVAL",
+            "#!lua flags=no-writes\nreturn redis.call('GET', 'before')",
+            "0",
+        ],
+    );
+    both(
+        &mut conns,
+        &[
+            "FUNCTION",
+            "LOAD",
+            "#!lua name=lib\nredis.register_function('f', function() return 1 end)",
+        ],
+    );
+    both(
+        &mut conns,
+        &["CONFIG", "SET", "stop-writes-on-bgsave-error", "no"],
+    );
+    both(
+        &mut conns,
+        &["CONFIG", "GET", "stop-writes-on-bgsave-error"],
+    );
+    both(&mut conns, &["SET", "after", "1"]);
+    both(
+        &mut conns,
+        &["CONFIG", "SET", "stop-writes-on-bgsave-error", "yes"],
+    );
+    both(&mut conns, &["SET", "after", "2"]);
+    // The disk takes the snapshot again: a BGSAVE that succeeds lets writes in.
+    for dir in [&tessera_dir, &redis_dir] {
+        std::fs::remove_dir(dir.path().join("dump.rdb")).unwrap();
+    }
+    both(&mut conns, &["BGSAVE"]);
+    wait_bgsave_done(&mut conns);
+    both(&mut conns, &["SET", "after", "3"]);
+    both(&mut conns, &["GET", "after"]);
+}

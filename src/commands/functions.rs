@@ -135,9 +135,8 @@ fn function(ctx: &mut Ctx, args: &Args) -> Action {
         return Action::None;
     }
     let writes = matches!(sub.as_str(), "load" | "delete" | "flush" | "restore");
-    if writes && let Some(error) = &ctx.server.log_error {
-        let message = format!("MISCONF Errors writing to the AOF file: {error}");
-        ctx.out.error(&message);
+    if writes && let Some(error) = ctx.server.disk_error() {
+        ctx.out.error(&error.to_string());
         return Action::None;
     }
     match sub.as_str() {

@@ -63,7 +63,7 @@ pub use debug::{Reload, ReloadCommand};
 use std::sync::Arc;
 
 pub use state::{
-    LoadProgress, LoadingStatus, PersistenceInfo, ReplyShows, ServerState, SessionState,
+    DiskError, LoadProgress, LoadingStatus, PersistenceInfo, ReplyShows, ServerState, SessionState,
 };
 
 pub mod flags {

@@ -139,11 +139,8 @@ pub(super) fn prepare_run(
     read_only_command: bool,
 ) -> Action {
     if flags.declares_writes() {
-        if let Some(error) = &ctx.server.log_error {
-            let message = format!(
-                "MISCONF Redis is configured to persist data to AOF, but it's currently unable to persist to disk. Writable scripts are blocked. Use 'no-writes' flag for read only scripts. AOF error: {error}"
-            );
-            ctx.out.error(&message);
+        if let Some(error) = ctx.server.disk_error() {
+            ctx.out.error(&error.script_message());
             return Action::None;
         }
         if read_only_command {

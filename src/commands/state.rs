@@ -166,11 +166,62 @@ impl ServerState {
         }
     }
 
-    /// A synchronous save of `dbfilename` succeeded (SAVE, RELOAD's, FLUSHALL's).
+    /// A synchronous save of `dbfilename` succeeded (SAVE, RELOAD's, FLUSHALL's): as
+    /// Redis's `rdbSave`, it also clears a failed BGSAVE's status.
     pub fn record_save(&mut self) {
         self.dirty = 0;
         self.last_save_unix_seconds = crate::clock::unix_seconds();
         self.persistence.rdb_saves += 1;
+        self.persistence.rdb_last_bgsave_failed = false;
+    }
+
+    /// Why writes are refused for want of a disk that takes them (Redis's
+    /// `writeCommandsDeniedByDiskError`, in its order): the last BGSAVE failed while
+    /// `save` points make snapshots the promise (`stop-writes-on-bgsave-error`), or the
+    /// log can't be written.
+    pub fn disk_error(&self) -> Option<DiskError> {
+        let config = &self.config;
+        if config.stop_writes_on_bgsave_error
+            && !config.save_points.is_empty()
+            && self.persistence.rdb_last_bgsave_failed
+        {
+            Some(DiskError::Snapshot)
+        } else {
+            self.log_error.clone().map(DiskError::Log)
+        }
+    }
+}
+
+/// What keeps writes out: `ServerState::disk_error`. `Display` is the MISCONF reply a
+/// refused write gets.
+#[derive(Debug, Clone)]
+pub enum DiskError {
+    /// The last BGSAVE failed (`stop-writes-on-bgsave-error`).
+    Snapshot,
+    /// The log writer's error.
+    Log(crate::log::writer::LogError),
+}
+
+impl DiskError {
+    /// The reply to a script that declares writes (Redis's `scriptPrepareForRun`).
+    pub fn script_message(&self) -> String {
+        match self {
+            DiskError::Snapshot => "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Writable scripts are blocked. Use 'no-writes' flag for read only scripts.".to_string(),
+            DiskError::Log(error) => format!(
+                "MISCONF Redis is configured to persist data to AOF, but it's currently unable to persist to disk. Writable scripts are blocked. Use 'no-writes' flag for read only scripts. AOF error: {error}"
+            ),
+        }
+    }
+}
+
+impl std::fmt::Display for DiskError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DiskError::Snapshot => f.write_str(
+                "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. Commands that may modify the data set are disabled, because this instance is configured to report errors during writes if RDB snapshotting fails (stop-writes-on-bgsave-error option). Please check the Redis logs for details about the RDB error.",
+            ),
+            DiskError::Log(error) => write!(f, "MISCONF Errors writing to the AOF file: {error}"),
+        }
     }
 }
 

@@ -220,11 +220,9 @@ fn exec(ctx: &mut Ctx, _args: &Args) -> Action {
         return Action::None;
     }
     if state.has_write
-        && let Some(error) = &ctx.server.log_error
+        && let Some(error) = ctx.server.disk_error()
     {
-        let message = format!(
-            "EXECABORT Transaction discarded because of: MISCONF Errors writing to the AOF file: {error}"
-        );
+        let message = format!("EXECABORT Transaction discarded because of: {error}");
         end_transaction(ctx);
         ctx.out.error(&message);
         return Action::None;

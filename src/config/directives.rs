@@ -346,6 +346,12 @@ pub static DIRECTIVES: &[Directive] = &[
         |c| yes_no(c.rdbcompression),
         |c, a| c.rdbcompression = parse_bool(a)?
     ),
+    directive!(
+        "stop-writes-on-bgsave-error",
+        true,
+        |c| yes_no(c.stop_writes_on_bgsave_error),
+        |c, a| c.stop_writes_on_bgsave_error = parse_bool(a)?
+    ),
     // Tessera's log base is always RDB; accepted so that redis.conf files load unchanged.
     directive!("aof-use-rdb-preamble", true, |_c| yes_no(true), |_c, a| {
         if !parse_bool(a)? {

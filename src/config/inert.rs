@@ -609,7 +609,6 @@ pub static INERT_DIRECTIVES: &[Directive] = &[
     // Persistence: Tessera's own rules (see docs/compatibility.md) stand instead.
     inert!("rdbchecksum", BOOL, "yes").immutable(),
     inert!("rdb-del-sync-files", BOOL, "no"),
-    inert!("stop-writes-on-bgsave-error", BOOL, "yes"),
     inert!("no-appendfsync-on-rewrite", BOOL, "no"),
     inert!("aof-timestamp-enabled", BOOL, "no"),
     inert!("aof-disable-auto-gc", BOOL, "no"),

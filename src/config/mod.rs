@@ -167,6 +167,9 @@ pub struct Config {
     pub key_load_delay_us: u64,
     /// `rdbcompression`: LZF for long strings in snapshots.
     pub rdbcompression: bool,
+    /// `stop-writes-on-bgsave-error`: writes are refused (MISCONF) while the last BGSAVE
+    /// has failed and `save` points are configured.
+    pub stop_writes_on_bgsave_error: bool,
     /// `notify-keyspace-events`: which keyspace notifications are published.
     pub notify_keyspace_events: crate::notify::KeyspaceEvents,
     /// `busy-reply-threshold` (alias `lua-time-limit`): milliseconds a script runs before
@@ -497,6 +500,7 @@ impl Default for Config {
             busy_reply_threshold_ms: 5000,
             tracking_table_max_keys: 1_000_000,
             rdbcompression: true,
+            stop_writes_on_bgsave_error: true,
             notify_keyspace_events: crate::notify::KeyspaceEvents::default(),
             aclfile: String::new(),
             acl_users: Vec::new(),

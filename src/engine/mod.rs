@@ -150,8 +150,8 @@ pub enum Refusal {
     NoAuth,
     /// Over `maxmemory` with nothing left to evict: `denyoom` commands are refused.
     OutOfMemory,
-    /// The log can't be written (the writer's error): writes are refused.
-    LogFailing(crate::log::writer::LogError),
+    /// The log can't be written, or the last BGSAVE failed: writes are refused.
+    DiskError(crate::commands::DiskError),
     /// A command that may not be queued (WATCH, SHUTDOWN…) inside MULTI.
     NotInTransaction,
     Loading,
@@ -203,9 +203,7 @@ impl fmt::Display for Refusal {
             Refusal::OutOfMemory => {
                 f.write_str("OOM command not allowed when used memory > 'maxmemory'.")
             }
-            Refusal::LogFailing(error) => {
-                write!(f, "MISCONF Errors writing to the AOF file: {error}")
-            }
+            Refusal::DiskError(error) => error.fmt(f),
             Refusal::NotInTransaction => {
                 f.write_str("ERR Command not allowed inside a transaction")
             }
@@ -855,11 +853,11 @@ impl Engine {
             })
         } else if *mode == Mode::Client && self.refused_for_memory(session, spec, argv) {
             Some(Refusal::OutOfMemory)
-        } else if let Some(error) = &self.state.log_error
-            && (spec.has(flags::WRITE)
-                || crate::scripting::declares_writes(&self.state.scripting, spec, argv))
+        } else if (spec.has(flags::WRITE)
+            || crate::scripting::declares_writes(&self.state.scripting, spec, argv))
+            && let Some(error) = self.state.disk_error()
         {
-            Some(Refusal::LogFailing(error.clone()))
+            Some(Refusal::DiskError(error))
         } else if *mode == Mode::Client
             && !self.enough_replicas_for_writes()
             && (spec.has(flags::WRITE)
@@ -913,9 +911,9 @@ impl Engine {
             Some(Refusal::WriteInReadOnlyScript)
         } else if writes
             && !script.wrote
-            && let Some(error) = &self.state.log_error
+            && let Some(error) = self.state.disk_error()
         {
-            Some(Refusal::LogFailing(error.clone()))
+            Some(Refusal::DiskError(error))
         } else if writes
             && !script.wrote
             && self.state.replication.is_replica()
