@@ -820,3 +820,36 @@ fn a_restarted_master_s_replicas_continue_its_history() {
         run(replica, &["SELECT", "0"]);
     }
 }
+
+/// DEBUG RELOAD with the log off drops the keys whose time passed (the active expiry
+/// was off, so nothing deleted them) and sends their DELs to the replicas, which would
+/// otherwise keep them (Redis's RELOAD drops them silently).
+#[test]
+fn debug_reload_sends_the_dels_of_the_keys_it_drops() {
+    let dir = temp_dir();
+    let master = start_master(dir.path(), &["--appendonly", "no"]);
+    let mut conn = master.connection();
+    run(&mut conn, &["SET", "kept", "1"]);
+    let replica = Replica::start(master.port);
+    wait_online(&mut conn, 1);
+    let mut replica_conn = replica.connection();
+    run(&mut conn, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    run(&mut conn, &["SET", "gone", "1", "PX", "50"]);
+    wait_caught_up(&mut conn, &mut replica_conn);
+    std::thread::sleep(Duration::from_millis(100));
+    // Expired but not deleted on either side: the replica waits for its master's DEL.
+    let size: i64 = redis::cmd("DBSIZE").query(&mut replica_conn).unwrap();
+    assert_eq!(size, 2);
+    run(&mut conn, &["DEBUG", "RELOAD"]);
+    assert_eq!(
+        info_field(&mut conn, "rdb_last_load_keys_expired").as_deref(),
+        Some("1")
+    );
+    wait_until("the DEL on the replica", Duration::from_secs(20), || {
+        redis::cmd("DBSIZE")
+            .query::<i64>(&mut replica_conn)
+            .unwrap()
+            == 1
+    });
+    run(&mut conn, &["DEBUG", "SET-ACTIVE-EXPIRE", "1"]);
+}
