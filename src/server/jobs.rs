@@ -131,21 +131,26 @@ impl Server {
             self.stop_background_save();
             self.engine.keyspace.forget_snapshot();
         }
-        let state = &mut self.engine.state;
-        let saved = crate::snapshot::save_configured(
+        match self.save_dump_now() {
+            Ok(size) => {
+                tracing::info!("DB saved on disk ({size} bytes)");
+                self.engine.state.record_save();
+            }
+            Err(error) => tracing::warn!("can't save the DB after FLUSHALL: {error}"),
+        }
+    }
+
+    /// Writes `dbfilename` now, on the loop (SAVE's way), with the place in the
+    /// replication history the dataset is at.
+    pub(super) fn save_dump_now(&self) -> Result<u64, crate::snapshot::SnapshotError> {
+        let state = &self.engine.state;
+        crate::snapshot::save_configured(
             &*self.storage,
             &self.engine.keyspace,
             &state.config,
             &state.scripting,
             state.replication.saved_history(&self.engine.effects),
-        );
-        match saved {
-            Ok(size) => {
-                tracing::info!("DB saved on disk ({size} bytes)");
-                state.record_save();
-            }
-            Err(error) => tracing::warn!("can't save the DB after FLUSHALL: {error}"),
-        }
+        )
     }
 
     /// Stops a running BGSAVE and waits for its thread (its temp file removed). One that

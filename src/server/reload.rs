@@ -224,17 +224,11 @@ impl Server {
 
     /// SAVE: RELOAD's save with the log off.
     fn save_now(&mut self) -> Result<(), ReloadError> {
-        let state = &mut self.engine.state;
-        let size = crate::snapshot::save_configured(
-            &*self.storage,
-            &self.engine.keyspace,
-            &state.config,
-            &state.scripting,
-            state.replication.saved_history(&self.engine.effects),
-        )
-        .map_err(|error| ReloadError::Save(error.to_string()))?;
+        let size = self
+            .save_dump_now()
+            .map_err(|error| ReloadError::Save(error.to_string()))?;
         tracing::info!("DB saved on disk ({size} bytes)");
-        state.record_save();
+        self.engine.state.record_save();
         Ok(())
     }
 }

@@ -188,15 +188,7 @@ impl Server {
         };
         if save {
             tracing::info!("saving the final RDB snapshot before exiting");
-            let state = &self.engine.state;
-            let saved = crate::snapshot::save_configured(
-                &*self.storage,
-                &self.engine.keyspace,
-                &state.config,
-                &state.scripting,
-                state.replication.saved_history(&self.engine.effects),
-            );
-            match saved {
+            match self.save_dump_now() {
                 Err(error) if flags.force => {
                     tracing::warn!("{error}");
                     tracing::warn!("Error trying to save the DB. Exit anyway.");
