@@ -22,11 +22,11 @@ use common::in_process::{
     directory_with_history, dump, fresh_directory, populate, restart_after_power_loss,
     start_compaction_after_a_write, wait_for_checkpoint,
 };
-use common::model::{Model, join_load, spawn_load};
+use common::model::{Model, join_load, spawn_load_with_progress};
 use common::{info_field, wait_for_background_jobs};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tessera::storage::{CrashPoint, Fault, SimulatedStorage, TornWrites};
 
 /// Every way a power loss may treat the bytes not yet synced, drawn from `seed`.
@@ -273,7 +273,7 @@ fn random_power_loss_under_load_with_back_to_back_compactions() {
         );
         let stop = Arc::new(AtomicBool::new(false));
         let crashed = Arc::new(AtomicBool::new(false));
-        let load = spawn_load(&server.url(), 4, seed, &stop, usize::MAX);
+        let (load, progress) = spawn_load_with_progress(&server.url(), 4, seed, &stop, usize::MAX);
         let compactor = {
             let mut conn = server.connection();
             let (stop, crashed) = (stop.clone(), crashed.clone());
@@ -293,7 +293,18 @@ fn random_power_loss_under_load_with_back_to_back_compactions() {
             })
         };
         let run_for = 150 + (seed * 7919 % 500);
+        let began = Instant::now();
         std::thread::sleep(Duration::from_millis(run_for));
+        // At least that long, and until the run has what it must show (on a loaded
+        // machine 150 ms may hold a handful of fsyncs): then the crash.
+        let enough = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < enough
+            && (count_reached(&storage, CrashPoint::RewriteCommitted) < MIN_COMPACTIONS
+                || progress.acked().iter().any(|&n| n < MIN_ACKNOWLEDGED))
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let ran_ms = began.elapsed().as_millis();
         crashed.store(true, Ordering::Relaxed);
         storage.crash_now();
         server.halt();
@@ -312,7 +323,7 @@ fn random_power_loss_under_load_with_back_to_back_compactions() {
         cuts += usize::from(cut.is_some());
         let context = format!(
             "seed {seed} ({threads} threads, {started} compactions started, {completed} \
-             committed, crash after {run_for} ms, writes acknowledged per client {acked:?}, \
+             committed, crash after {ran_ms} ms, writes acknowledged per client {acked:?}, \
              log cut by hand: {cut:?})"
         );
         let problems = model.verify_prefix(&mut restarted.connection(), &acked);
