@@ -75,10 +75,12 @@ use redis::Value;
 use std::collections::{BTreeSet, VecDeque};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// The last two found bugs in longer sweeps and stay as their regression tests: 180 a
+/// The last three found bugs in longer sweeps and stay as their regression tests: 180 a
 /// lex range over a skip list of several scores (undefined in Redis: `zsets::lex_range`),
-/// 414 a skip list's member keeping -0 when ZADD sets 0 (Redis compares the numbers).
-const DEFAULT_SEEDS: &[u64] = &[1, 7, 42, 20240601, 99, 123457, 180, 414];
+/// 414 a skip list's member keeping -0 when ZADD sets 0 (Redis compares the numbers),
+/// 1006 a GEORADIUS with COUNT over a set that STOREDIST had filled with ties (ordered
+/// by Redis's partial quicksort: `geo`'s module header).
+const DEFAULT_SEEDS: &[u64] = &[1, 7, 42, 20240601, 99, 123457, 180, 414, 1006];
 /// The RESP3 run's seeds (`TESSERA_DIFF_RESP3_SEEDS`): other streams than RESP2's.
 const DEFAULT_RESP3_SEEDS: &[u64] = &[3, 2025];
 const DEFAULT_OPS: usize = 4000;

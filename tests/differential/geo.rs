@@ -6,13 +6,30 @@
 //! ±180) and near them; radii and boxes range from zero to the whole Earth, in every
 //! unit. Geo sets live in keys of their own, sometimes the shared keys (wrong types,
 //! plain sorted sets with scores that are no geohash). Only one coordinate of a point is
-//! ever a fixed value, so two members share a position (a tie that Redis's sorting does
-//! not order) only by chance.
+//! ever a fixed value, so two members share a position only by chance.
+//!
+//! Ties matter because a search with COUNT (without ANY) that finds more than COUNT
+//! points is sorted in Redis by its partial quicksort, whose order among equal distances
+//! no other server shares (a full sort is glibc's merge sort: ties keep the order found,
+//! as Tessera's). STOREDIST is the one option that makes ties in bulk: it stores
+//! distances as scores, and every distance within the same metre truncates to the same
+//! geohash, so a set stored that way and then searched holds many members at one point.
+//! Its destination is therefore a key of its own, `geo:dist`, which no search reads; the
+//! step that writes it reads it back whole (ZRANGE WITHSCORES) so what it stored is still
+//! compared. Ties still come from elsewhere (the fixed scores of the ZADD step, the
+//! shared keys' sorted sets), so a search that reads with COUNT and without ANY is
+//! compared with its tied members blurred (`search_with_count`), and a command that may
+//! store (GEORADIUS, GEORADIUSBYMEMBER, GEOSEARCHSTORE) with COUNT always has ANY, which
+//! cuts before sorting: no partial sort (GEORADIUS_RO and GEOSEARCH cover COUNT alone).
 
-use super::{Check, Gen, Step, shuffle};
+use super::{Check, Gen, Reply, Step, query, shuffle};
 use rand::RngExt;
+use redis::Value;
+use std::collections::BTreeMap;
 
 const GEO_KEYS: &[&str] = &["geo:1", "geo:2", "geo:3"];
+/// Where STOREDIST writes: never the source of a search (see the module header).
+const GEO_DIST_KEY: &[u8] = b"geo:dist";
 const MEMBERS: &[&str] = &[
     "p0", "p1", "p2", "p3", "p4", "p5", "p6", "p7", "p8", "p9", "p10", "p11",
 ];
@@ -142,7 +159,10 @@ impl Gen {
                 _ => self.range(1, 8).to_string(),
             };
             let mut group = vec![self.word("count"), count.into_bytes()];
-            if self.chance(0.4) {
+            // A store is compared through the stored key, where blurring ties cannot
+            // reach: a command that may store (GEORADIUS, GEORADIUSBYMEMBER,
+            // GEOSEARCHSTORE) always cuts with ANY.
+            if self.chance(0.4) || store.is_some() {
                 group.push(self.word("any"));
             }
             groups.push(group);
@@ -152,7 +172,12 @@ impl Gen {
         match store {
             Some("georadius") if self.chance(0.5) => {
                 let option = self.pick(&["store", "storedist"]);
-                groups.push(vec![self.word(option), self.geo_key()]);
+                // The key is drawn either way, so the rest of the stream stays the same.
+                let mut destination = self.geo_key();
+                if option == "storedist" {
+                    destination = GEO_DIST_KEY.to_vec();
+                }
+                groups.push(vec![self.word(option), destination]);
             }
             Some("geosearchstore") if self.chance(0.5) => groups.push(vec![self.word("storedist")]),
             _ => {}
@@ -248,9 +273,94 @@ impl Gen {
                 args.extend([b"0".to_vec(), b"-1".to_vec(), b"withscores".to_vec()]);
             }
         }
-        vec![Step {
-            args,
-            check: Check::Exact,
-        }]
+        let mut steps = Vec::new();
+        let stores_distances = args.iter().any(|a| a.eq_ignore_ascii_case(b"storedist"));
+        if stores_distances && args[0].eq_ignore_ascii_case(b"geosearchstore") {
+            args[1] = GEO_DIST_KEY.to_vec();
+        }
+        let has = |word: &[u8]| args.iter().any(|a| a.eq_ignore_ascii_case(word));
+        let stores =
+            stores_distances || has(b"store") || args[0].eq_ignore_ascii_case(b"geosearchstore");
+        let searches = [
+            "geosearch",
+            "georadius",
+            "georadius_ro",
+            "georadiusbymember",
+            "georadiusbymember_ro",
+        ]
+        .iter()
+        .any(|name| args[0].eq_ignore_ascii_case(name.as_bytes()));
+        let check = if searches && !stores && has(b"count") && !has(b"any") {
+            Check::Run(search_with_count)
+        } else {
+            Check::Exact
+        };
+        steps.push(Step { args, check });
+        if stores_distances {
+            let read_back = ["ZRANGE", "geo:dist", "0", "-1", "WITHSCORES"];
+            steps.push(Step {
+                args: read_back.iter().map(|a| a.as_bytes().to_vec()).collect(),
+                check: Check::Exact,
+            });
+        }
+        steps
     }
+}
+
+/// A search with COUNT and without ANY, reduced to what Redis defines: when it finds more
+/// than COUNT points, Redis orders them with its partial quicksort, which places equal
+/// distances in an order of its own (and, where the cut falls among them, keeps members
+/// of its own choosing). Every returned point whose distance (as replied, with WITHDIST)
+/// is shared by another point of the whole search is replaced by a placeholder naming
+/// that distance and how many share it; the others are compared whole. The whole search
+/// is the same command without COUNT and with WITHDIST: a read, on both servers alike.
+fn search_with_count(conn: &mut redis::Connection, step: &Step) -> Reply {
+    let reply = query(conn, &step.args)?;
+    let Value::Array(items) = &reply else {
+        return Ok(reply);
+    };
+    let mut whole = step.args.clone();
+    let Some(at) = whole.iter().position(|a| a.eq_ignore_ascii_case(b"count")) else {
+        return Ok(reply);
+    };
+    whole.drain(at..at + 2);
+    whole.push(b"WITHDIST".to_vec());
+    let Ok(Value::Array(all)) = query(conn, &whole) else {
+        return Err(format!(
+            "<the whole search failed: {}>",
+            super::show(&whole)
+        ));
+    };
+    let member_of = |item: &Value| match item {
+        Value::Array(parts) => parts.first().cloned(),
+        other => Some(other.clone()),
+    };
+    let mut distance_of: BTreeMap<String, String> = BTreeMap::new();
+    let mut sharing: BTreeMap<String, usize> = BTreeMap::new();
+    for item in &all {
+        let Value::Array(parts) = item else {
+            return Err(format!("<the whole search replied {item:?}>"));
+        };
+        let (Some(member), Some(distance)) = (parts.first(), parts.get(1)) else {
+            return Err(format!("<the whole search replied {item:?}>"));
+        };
+        let distance = format!("{distance:?}");
+        *sharing.entry(distance.clone()).or_default() += 1;
+        distance_of.insert(format!("{member:?}"), distance);
+    }
+    let reduced = items
+        .iter()
+        .map(|item| {
+            let member = member_of(item)
+                .map(|m| format!("{m:?}"))
+                .unwrap_or_default();
+            match distance_of.get(&member) {
+                Some(distance) if sharing[distance] > 1 => {
+                    Value::SimpleString(format!("<one of {} at {distance}>", sharing[distance]))
+                }
+                _ => item.clone(),
+            }
+        })
+        .collect();
+    Ok(Value::Array(reduced))
 }
