@@ -742,6 +742,7 @@ fn flush(ctx: &mut Ctx, args: &Args) -> Action {
     }
     // One invalidation of everything for the whole command, as Redis's signalFlushedDb.
     ctx.invalidate_all_tracked();
+    let mut action = Action::None;
     if all {
         for db in 0..ctx.keyspace.dbs.len() {
             ctx.touch_db(db, None);
@@ -756,8 +757,7 @@ fn flush(ctx: &mut Ctx, args: &Args) -> Action {
         if !ctx.loading && !config.appendonly && !config.save_points.is_empty() {
             ctx.server.persistence.flush_save_due = true;
             if !ctx.in_exec() {
-                ctx.out.ok();
-                return Action::StartJob(super::Job::SaveAfterFlush);
+                action = Action::StartJob(super::Job::SaveAfterFlush);
             }
         }
     } else {
@@ -766,7 +766,7 @@ fn flush(ctx: &mut Ctx, args: &Args) -> Action {
         ctx.propagate(&[b"FLUSHDB"]);
     }
     ctx.out.ok();
-    Action::None
+    action
 }
 
 fn swapdb(ctx: &mut Ctx, args: &Args) -> Action {

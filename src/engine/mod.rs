@@ -853,9 +853,9 @@ impl Engine {
             })
         } else if *mode == Mode::Client && self.refused_for_memory(session, spec, argv) {
             Some(Refusal::OutOfMemory)
-        } else if (spec.has(flags::WRITE)
-            || crate::scripting::declares_writes(&self.state.scripting, spec, argv))
-            && let Some(error) = self.state.disk_error()
+        } else if let Some(error) = self.state.disk_error()
+            && (spec.has(flags::WRITE)
+                || crate::scripting::declares_writes(&self.state.scripting, spec, argv))
         {
             Some(Refusal::DiskError(error))
         } else if *mode == Mode::Client
