@@ -438,9 +438,9 @@ fn client(ctx: &mut Ctx, args: &Args) -> Action {
                 let ids: Option<Vec<u64>> = args[3..]
                     .iter()
                     .map(|a| {
-                        crate::resp::parse_i64(a)
-                            .filter(|&n| n > 0)
-                            .map(|n| n as u64)
+                        // Any integer, as Redis's: one no client has (0 or
+                        // negative) lists nothing.
+                        crate::resp::parse_i64(a).map(|n| u64::try_from(n).unwrap_or(0))
                     })
                     .collect();
                 let Some(ids) = ids else {

@@ -426,19 +426,30 @@ fn hrandfield(ctx: &mut Ctx, args: &Args) -> Action {
     };
     let picks = super::picks::random_picks(hash.len(), count);
     let resp3 = ctx.client.resp3;
-    if with_values && !resp3 {
-        ctx.out.array(picks.len() * 2);
+    let announced = picks.announced() as usize;
+    ctx.out.array(if with_values && !resp3 {
+        announced * 2
     } else {
-        ctx.out.array(picks.len());
-    }
+        announced
+    });
+    let limit = ctx.reply_limit();
+    // A listpack is reached by position in linear time: its pairs are listed once (it is
+    // small by definition) rather than walked again for each of the client's picks.
+    let listed: Option<Vec<_>> = matches!(hash, Hash::Listpack(_)).then(|| hash.iter().collect());
     for index in picks {
-        let (field, value) = hash.get_index(index).expect("in range");
+        let (field, value) = match &listed {
+            Some(pairs) => pairs[index],
+            None => hash.get_index(index).expect("in range"),
+        };
         if with_values && resp3 {
             ctx.out.array(2);
         }
         bulk_value(&mut ctx.out, field);
         if with_values {
             bulk_value(&mut ctx.out, value);
+        }
+        if limit.is_some_and(|limit| ctx.out.buf.len() > limit) {
+            break;
         }
     }
     Action::None

@@ -544,6 +544,20 @@ impl<'a> Ctx<'a> {
         self.server.blocked.signal_db(db);
     }
 
+    /// The reply size past which a loop writing as many elements as the client asked for
+    /// (random picks with a negative count) stops: the client's hard output limit, as
+    /// Redis's loops stop once the client is to be closed (`CLIENT_CLOSE_ASAP`); the end of
+    /// the turn then closes it. None without a limit, and in a script, whose reply goes to
+    /// Lua (Redis's script client has no limit either).
+    pub fn reply_limit(&self) -> Option<usize> {
+        if self.in_script {
+            return None;
+        }
+        let limits = &self.server.config.output_buffer_limits;
+        let hard = ClientKind::of(self.client).output_limit(limits).hard_bytes;
+        (hard != 0).then(|| usize::try_from(hard).unwrap_or(usize::MAX))
+    }
+
     /// Removes `key` if it has expired (logging a DEL, as Redis does). Returns true if removed.
     pub fn expire_if_needed(&mut self, key: &[u8]) -> bool {
         let db_index = self.client.db;

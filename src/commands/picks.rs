@@ -119,51 +119,102 @@ pub(crate) fn reply_scan<T: AsRef<[u8]>>(ctx: &mut Ctx, next: u64, items: &[T]) 
     }
 }
 
-/// `key [count [WITHWORD]]` of HRANDFIELD / ZRANDMEMBER: (count, with) or None after
-/// replying Redis's error.
+/// HRANDFIELD's / ZRANDMEMBER's arguments after the key: the count, if given, and whether
+/// `with_word` (WITHVALUES / WITHSCORES) follows. None after Redis's error, in Redis's
+/// order: the count first (its whole range but `i64::MIN`, whose negation overflows), then
+/// the syntax, then a count that doubled for the pairs would not fit.
 pub(crate) fn random_args(
     ctx: &mut Ctx,
     args: &Args,
     with_word: &str,
 ) -> Option<(Option<i64>, bool)> {
-    let (count, with) = match args.len() {
-        2 => (None, false),
-        3 | 4 => {
-            if args.len() == 4 && !args[3].eq_ignore_ascii_case(with_word.as_bytes()) {
-                ctx.out.error(SYNTAX_ERROR);
-                return None;
-            }
-            let Some(count) = crate::resp::parse_i64(args[2]) else {
-                ctx.out.error(NOT_INTEGER);
-                return None;
-            };
-            (Some(count), args.len() == 4)
-        }
-        _ => {
-            ctx.out.error(SYNTAX_ERROR);
-            return None;
-        }
-    };
-    // Redis doubles the count for the pairs; past half the range it refuses.
-    if with && count.is_some_and(|c| c < -(i64::MAX / 2)) {
+    if args.len() < 3 {
+        return Some((None, false));
+    }
+    let count = random_count(ctx, args[2])?;
+    if args.len() > 4 || (args.len() == 4 && !args[3].eq_ignore_ascii_case(with_word.as_bytes())) {
+        ctx.out.error(SYNTAX_ERROR);
+        return None;
+    }
+    let with = args.len() == 4;
+    if with && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&count) {
         ctx.out.error("ERR value is out of range");
         return None;
     }
-    Some((count, with))
+    Some((Some(count), with))
+}
+
+/// The count of HRANDFIELD / SRANDMEMBER / ZRANDMEMBER: any integer whose negation fits
+/// (Redis's `getRangeLongFromObjectOrReply(-LONG_MAX, LONG_MAX)`). None after the error.
+pub(crate) fn random_count(ctx: &mut Ctx, arg: &[u8]) -> Option<i64> {
+    match crate::resp::parse_i64(arg) {
+        None => {
+            ctx.out.error(NOT_INTEGER);
+            None
+        }
+        Some(i64::MIN) => {
+            ctx.out.error(
+                "ERR value is out of range, value must between -9223372036854775807 and \
+                 9223372036854775807",
+            );
+            None
+        }
+        Some(n) => Some(n),
+    }
 }
 
 /// The positions a random-members reply shows for `count` out of `len` (len > 0,
 /// count != 0): distinct ones when positive (all of them when count >= len), |count| with
-/// repeats when negative.
-pub(crate) fn random_picks(len: usize, count: i64) -> Vec<usize> {
+/// repeats when negative. Drawn as the reply is written: a negative count is the client's
+/// number, not the collection's size, so nothing is allocated from it.
+pub(crate) fn random_picks(len: usize, count: i64) -> Picks {
     if count < 0 {
-        (0..count.unsigned_abs())
-            .map(|_| rand::random_range(0..len))
-            .collect()
-    } else if count as usize >= len {
-        (0..len).collect()
+        Picks::Repeating {
+            left: count.unsigned_abs(),
+            len,
+        }
+    } else if count as u64 >= len as u64 {
+        Picks::Distinct((0..len).collect::<Vec<_>>().into_iter())
     } else {
-        rand::seq::index::sample(&mut rand::rng(), len, count as usize).into_vec()
+        Picks::Distinct(
+            rand::seq::index::sample(&mut rand::rng(), len, count as usize)
+                .into_vec()
+                .into_iter(),
+        )
+    }
+}
+
+/// The positions of `random_picks`, in the order they are replied.
+pub(crate) enum Picks {
+    /// `left` more positions drawn independently from `0..len`.
+    Repeating { left: u64, len: usize },
+    /// Distinct positions, at most the collection's size.
+    Distinct(std::vec::IntoIter<usize>),
+}
+
+impl Picks {
+    /// How many positions the reply announces.
+    pub(crate) fn announced(&self) -> u64 {
+        match self {
+            Picks::Repeating { left, .. } => *left,
+            Picks::Distinct(positions) => positions.len() as u64,
+        }
+    }
+}
+
+impl Iterator for Picks {
+    type Item = usize;
+    fn next(&mut self) -> Option<usize> {
+        match self {
+            Picks::Repeating { left, len } => {
+                if *left == 0 {
+                    return None;
+                }
+                *left -= 1;
+                Some(rand::random_range(0..*len))
+            }
+            Picks::Distinct(positions) => positions.next(),
+        }
     }
 }
 

@@ -81,6 +81,11 @@ fn evalsha_ro(ctx: &mut Ctx, args: &Args) -> Action {
 /// Redis's `evalGenericCommand` up to the run: the key count, the script (compiled and
 /// cached on first sight for EVAL), and the checks its shebang flags call for.
 fn eval_generic(ctx: &mut Ctx, args: &Args, by_sha: bool, read_only_command: bool) -> Action {
+    if by_sha && args[1].len() != 40 {
+        // No script has that name; Redis answers so before it reads the key count.
+        ctx.out.error(NOSCRIPT);
+        return Action::None;
+    }
     let Some(numkeys) = super::int_arg(ctx, args[2]) else {
         return Action::None;
     };

@@ -9,7 +9,7 @@
 //! `sinterstore` / `sunionstore` / `sdiffstore` (or `del` when an empty result deletes
 //! the destination), `del` when a set is emptied, `new` when one is created.
 
-use super::{Action, AlreadyReplied, Args, Ctx, EventClass, NOT_INTEGER, SYNTAX_ERROR, flags};
+use super::{Action, AlreadyReplied, Args, Ctx, EventClass, SYNTAX_ERROR, flags};
 use crate::command;
 use crate::glob::glob_match;
 use crate::keyspace::{Access, Entry, Keyspace, NO_EXPIRY, Value};
@@ -315,19 +315,9 @@ fn spop(ctx: &mut Ctx, args: &Args) -> Action {
 fn srandmember(ctx: &mut Ctx, args: &Args) -> Action {
     let count = match args.len() {
         2 => None,
-        3 => match crate::resp::parse_i64(args[2]) {
-            None => {
-                ctx.out.error(NOT_INTEGER);
-                return Action::None;
-            }
-            Some(i64::MIN) => {
-                ctx.out.error(
-                    "ERR value is out of range, value must between -9223372036854775807 and \
-                     9223372036854775807",
-                );
-                return Action::None;
-            }
-            Some(n) => Some(n),
+        3 => match super::picks::random_count(ctx, args[2]) {
+            None => return Action::None,
+            count => count,
         },
         _ => {
             ctx.out.error(SYNTAX_ERROR);
@@ -356,10 +346,14 @@ fn srandmember(ctx: &mut Ctx, args: &Args) -> Action {
         return Action::None;
     };
     let picks = super::picks::random_picks(set.len(), count);
-    ctx.out.array(picks.len());
+    ctx.out.array(picks.announced() as usize);
+    let limit = ctx.reply_limit();
     for index in picks {
         let member = set.get_index(index).expect("in range");
         ctx.out.bulk(&member);
+        if limit.is_some_and(|limit| ctx.out.buf.len() > limit) {
+            break;
+        }
     }
     Action::None
 }

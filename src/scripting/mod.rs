@@ -18,6 +18,7 @@
 pub mod busy;
 pub mod functions;
 mod libs;
+mod patches;
 mod rand;
 pub mod reply;
 pub mod run;

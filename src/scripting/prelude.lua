@@ -125,6 +125,73 @@ coroutine.resume = function(co, ...)
   return unless_killed(lua_resume(co, ...))
 end
 
+-- Redis's fixes to its Lua (`patches.rs` lists them). `unpack` counts its range without
+-- overflow.
+real.unpack = internal.unpack
+
+-- Every chunk is read as text, as Redis's patched parser reads it: a binary chunk (Lua
+-- bytecode, which can escape the sandbox) starts with ESC, which is no token, so a space
+-- before it gives the same syntax error at the same place while no undump is tried. The
+-- chunk's name is always an argument here, so the parser's copy of it is anchored.
+local byte, concat = string.byte, table.concat
+local function load_text(text, name)
+  if byte(text, 1) == 27 then
+    return loadstring(' ' .. text, name)
+  end
+  return loadstring(text, name)
+end
+-- A bad argument's message, as luaL_argerror words it (the C closure `checked` adds the
+-- script's position).
+local function argument_error(position, function_name, expected, ...)
+  local got = select('#', ...) == 0 and 'no value' or type((...))
+  return false,
+    'bad argument #' .. position .. " to '" .. function_name .. "' (" .. expected .. ' expected, got ' .. got .. ')'
+end
+real.loadstring = checked(function(...)
+  local text, name = ...
+  local kind = type(text)
+  if kind ~= 'string' and kind ~= 'number' then
+    return argument_error(1, 'loadstring', 'string', ...)
+  end
+  text = tostring(text)
+  if name == nil then
+    name = text
+  elseif type(name) ~= 'string' and type(name) ~= 'number' then
+    return argument_error(2, 'loadstring', 'string', select(2, ...))
+  end
+  return true, load_text(text, tostring(name))
+end)
+-- load(reader [, name]): the pieces are read first, then loaded as one text. A reader's
+-- error or a piece that is no string fails the load, as Lua's does.
+real.load = checked(function(...)
+  local reader, name = ...
+  if type(reader) ~= 'function' then
+    return argument_error(1, 'load', 'function', ...)
+  end
+  if name == nil then
+    name = '=(load)'
+  elseif type(name) ~= 'string' and type(name) ~= 'number' then
+    return argument_error(2, 'load', 'string', select(2, ...))
+  end
+  local pieces = {}
+  while true do
+    local ok, piece = lua_pcall(reader)
+    if not ok then
+      return true, nil, piece
+    end
+    if piece == nil or piece == '' then
+      break
+    end
+    if type(piece) == 'number' then
+      piece = tostring(piece) -- a number is a string to Lua's reader
+    elseif type(piece) ~= 'string' then
+      return true, nil, 'reader function must return a string'
+    end
+    pieces[#pieces + 1] = piece
+  end
+  return true, load_text(concat(pieces), tostring(name))
+end)
+
 -- What Redis's Lua does not have.
 real.loadfile, real.dofile, real.print, real.debug = nil, nil, nil, nil
 real.getfenv, real.setfenv, real.newproxy = nil, nil, nil
@@ -190,11 +257,38 @@ real.pairs = function(t)
   return next_through, t, nil
 end
 
+local string_metatable = dbg.getmetatable('')
 for _, name in ipairs({ 'string', 'math', 'table', 'coroutine', 'redis', 'cjson', 'cmsgpack', 'bit', 'struct' }) do
   if type(real[name]) == 'table' then
     real[name] = proxy(real[name])
   end
 end
+
+-- Strings' metatable is read-only too, and its __index (what `('x'):upper()` and
+-- `getmetatable('').__index` reach) is the read-only `string`: scripts could otherwise
+-- change the string library of every later script through it.
+string_metatable.__index = real.string
+string_metatable.__metatable = proxy(string_metatable)
+
+-- setmetatable on a read-only table fails as Redis's does (its message has no position).
+local lua_setmetatable = setmetatable
+real.setmetatable = checked(function(...)
+  local t, metatable = ...
+  if type(t) ~= 'table' then
+    return argument_error(1, 'setmetatable', 'table', ...)
+  end
+  if metatable ~= nil and type(metatable) ~= 'table' then
+    return false, "bad argument #2 to 'setmetatable' (nil or table expected)"
+  end
+  if targets[t] or t == real then
+    error('Attempt to modify a readonly table', 0)
+  end
+  local current = dbg.getmetatable(t)
+  if current ~= nil and rawget(current, '__metatable') ~= nil then
+    return false, 'cannot change a protected metatable'
+  end
+  return true, lua_setmetatable(t, metatable)
+end)
 
 -- Scripts' globals read through to the real ones with no function call (a table
 -- __index); a name the real globals lack reaches their own __index, which refuses it as
@@ -213,7 +307,7 @@ internal.real_globals = real
 
 -- Compiles a script in the protected environment: the function, or nil and Lua's message.
 function internal.compile(body)
-  local f, message = loadstring(body, '@user_script')
+  local f, message = load_text(body, '@user_script')
   if not f then
     return nil, message
   end
@@ -261,7 +355,7 @@ end)
 
 -- Compiles and runs a library's code: true, or false and Redis's message.
 function internal.load_library(body)
-  local f, message = loadstring(body, '@user_function')
+  local f, message = load_text(body, '@user_function')
   if not f then
     return false, 'Error compiling function: ' .. message
   end

@@ -123,6 +123,10 @@ impl Sandbox {
             "raising",
             lua.create_function(|lua, f: Function| raise_from_c(lua, f, Raise::AsIs))?,
         )?;
+        // SAFETY: `patches::unpack` is a C function written against Lua's C API.
+        internal.set("unpack", unsafe {
+            lua.create_c_function(super::patches::unpack)?
+        })?;
         internal.set("killed_message", super::busy::KILLED)?;
         internal.set("version", REDIS_VERSION)?;
         internal.set("version_num", REDIS_VERSION_NUM)?;
@@ -347,7 +351,9 @@ fn random(lua: &Lua, args: MultiValue) -> Result<MultiValue, String> {
             if lower > upper {
                 return Err("bad argument #2 to 'random' (interval is empty)".into());
             }
-            (r * (upper as f64 - lower as f64 + 1.0)).floor() + lower as f64
+            // `u-l+1` in C int arithmetic, wrapping as Lua 5.1's does on Redis's build.
+            let width = upper.wrapping_sub(lower).wrapping_add(1);
+            (r * width as f64).floor() + lower as f64
         }
         _ => return Err("wrong number of arguments".into()),
     };

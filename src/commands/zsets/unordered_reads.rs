@@ -1,7 +1,7 @@
 //! Reads that hand out members in no score order: ZRANDMEMBER's random picks and
 //! ZSCAN's cursor walk.
 
-use super::{exists, peek, reply_elements};
+use super::{exists, peek};
 use crate::commands::keys::ScanOptions;
 use crate::commands::{Action, Args, Ctx, picks};
 use crate::glob::glob_match;
@@ -34,8 +34,27 @@ pub(super) fn zrandmember(ctx: &mut Ctx, args: &Args) -> Action {
     };
     let all: Vec<(Vec<u8>, f64)> = zset.iter().map(|(m, s)| (m.into_owned(), s)).collect();
     let picks = picks::random_picks(all.len(), count);
-    let picked: Vec<(Vec<u8>, f64)> = picks.into_iter().map(|i| all[i].clone()).collect();
-    reply_elements(ctx, &picked, with_scores);
+    let resp3 = ctx.client.resp3;
+    let announced = picks.announced() as usize;
+    ctx.out.array(if with_scores && !resp3 {
+        announced * 2
+    } else {
+        announced
+    });
+    let limit = ctx.reply_limit();
+    for index in picks {
+        let (member, score) = &all[index];
+        if with_scores && resp3 {
+            ctx.out.array(2);
+        }
+        ctx.out.bulk(member);
+        if with_scores {
+            ctx.out.double(*score);
+        }
+        if limit.is_some_and(|limit| ctx.out.buf.len() > limit) {
+            break;
+        }
+    }
     Action::None
 }
 

@@ -104,9 +104,14 @@ fn bswap(lua: &Lua, args: MultiValue) -> Result<MultiValue, String> {
 fn tohex(lua: &Lua, args: MultiValue) -> Result<MultiValue, String> {
     let value = arg(lua, &args, 0, "tohex")?;
     let mut digits = to_bits(opt_number(lua, &args, 1, "tohex", 8.0)?) as i32;
+    // Redis's fix of CVE-2024-31449: INT_MIN, whose negation overflows, counts as
+    // INT_MIN + 1 (eight upper-case digits).
+    if digits == i32::MIN {
+        digits += 1;
+    }
     let upper = digits < 0;
     if upper {
-        digits = digits.wrapping_neg();
+        digits = -digits;
     }
     let digits = digits.clamp(0, 8) as usize;
     let alphabet: &[u8; 16] = if upper {
