@@ -1,6 +1,11 @@
 //! Glob-style pattern matching with Redis's rules (KEYS, SCAN MATCH, CONFIG GET):
 //! `*`, `?`, `[abc]`, `[^abc]`, `[a-z]`, and `\` to escape the next character.
 
+/// Redis treats a pattern that nests more stars than this as matching nothing (its
+/// matcher recurses once per star; the cap answers CVE-2024-31228). Tessera's matcher does
+/// not recurse, but answers as Redis does.
+const NESTING_MAX: usize = 1000;
+
 pub fn glob_match(pattern: &[u8], text: &[u8], nocase: bool) -> bool {
     let eq = |a: u8, b: u8| {
         if nocase {
@@ -12,6 +17,8 @@ pub fn glob_match(pattern: &[u8], text: &[u8], nocase: bool) -> bool {
     let (mut p, mut t) = (0usize, 0usize);
     // Where to resume after the most recent `*`: (pattern index after it, text index).
     let mut backtrack: Option<(usize, usize)> = None;
+    // Stars passed with text left (Redis's recursion depth, which it caps: CVE-2024-31228).
+    let mut nesting = 0usize;
     loop {
         if p < pattern.len() {
             let matched_len = match pattern[p] {
@@ -21,6 +28,14 @@ pub fn glob_match(pattern: &[u8], text: &[u8], nocase: bool) -> bool {
                     }
                     if p == pattern.len() {
                         return true;
+                    }
+                    if t < text.len() {
+                        // Each star group is reached once: a backtrack resumes after
+                        // the last one.
+                        nesting += 1;
+                        if nesting > NESTING_MAX {
+                            return false;
+                        }
                     }
                     backtrack = Some((p, t));
                     continue;
@@ -107,5 +122,19 @@ mod tests {
         assert!(m("a\\*b", "a*b"));
         assert!(!m("a\\*b", "axb"));
         assert!(glob_match(b"MAX*", b"maxclients", true));
+    }
+
+    /// Redis's cap on nested stars (CVE-2024-31228), as redis-server 7.0.15 answers: 1,000
+    /// star groups with text left match, 1,001 match nothing; a trailing star is no nesting.
+    #[test]
+    fn more_than_a_thousand_nested_stars_match_nothing() {
+        let text = "a".repeat(2000);
+        let m = |p: String| glob_match(p.as_bytes(), text.as_bytes(), false);
+        assert!(m("*?".repeat(1000)));
+        assert!(m("*?".repeat(1000) + "*"));
+        assert!(!m("*?".repeat(1001)));
+        assert!(!m("*?".repeat(1001) + "*"));
+        assert!(m("?*".repeat(1001)));
+        assert!(!m("*?".repeat(50000)));
     }
 }

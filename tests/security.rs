@@ -6,8 +6,9 @@
 
 mod common;
 
-use common::side_by_side::{raw_connect, raw_reply};
+use common::side_by_side::raw_connect;
 use common::{start_server, temp_dir};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 
 /// A reproducer: the advisory it comes from, and the command (run in order: earlier ones
@@ -258,16 +259,424 @@ const CASES: &[Case] = &[
     (
         "CVE-2024-31449",
         &["EVAL", "return bit.tohex(65535, -8)", "0"],
+    ), // CVE-2015-8080 / CVE-2020-14147: struct's size digits overflow.
+    (
+        "CVE-2020-14147",
+        &["EVAL", "return struct.pack('>I2147483648', '10')", "0"],
+    ),
+    (
+        "CVE-2020-14147",
+        &["EVAL", "return struct.pack('i99999999999', 1)", "0"],
+    ),
+    (
+        "CVE-2020-14147",
+        &["EVAL", "return struct.size('c2147483648')", "0"],
+    ),
+    // CVE-2018-11219: struct's offsets (a size_t in Redis: only 0 is refused).
+    (
+        "CVE-2018-11219",
+        &[
+            "EVAL",
+            "return struct.unpack('f', 'xxxxxxxxxxxxx', -3)",
+            "0",
+        ],
+    ),
+    (
+        "CVE-2018-11219",
+        &["EVAL", "return struct.unpack('f', 'xxxxxxxxxxxxx', 0)", "0"],
+    ),
+    (
+        "CVE-2018-11219",
+        &["EVAL", "return struct.unpack('i4', 'xxxx', 2)", "0"],
+    ),
+    // CVE-2018-11218: cmsgpack with as many arguments as the stack holds.
+    (
+        "CVE-2018-11218",
+        &[
+            "EVAL",
+            "local t = {} for i = 1, 7000 do t[i] = i end return #cmsgpack.pack(unpack(t))",
+            "0",
+        ],
+    ),
+    (
+        "CVE-2018-11218",
+        &[
+            "EVAL",
+            "return #{cmsgpack.unpack(cmsgpack.pack(unpack({1, 2, 3})))}",
+            "0",
+        ],
+    ),
+    // CVE-2022-24834: cjson and cmsgpack of long strings (the buffer is 6 x the length).
+    (
+        "CVE-2022-24834",
+        &[
+            "EVAL",
+            "return #cjson.encode(string.rep('\\1', 1000000))",
+            "0",
+        ],
+    ),
+    (
+        "CVE-2022-24834",
+        &[
+            "EVAL",
+            "return #cmsgpack.pack(string.rep('x', 1000000))",
+            "0",
+        ],
+    ),
+    // CVE-2022-24735: the globals and the libraries stay read-only.
+    (
+        "CVE-2022-24735",
+        &[
+            "EVAL",
+            "local g = getmetatable(_G) g.__index = {} return 1",
+            "0",
+        ],
+    ),
+    (
+        "CVE-2022-24735",
+        &["EVAL", "redis = function() return 1 end", "0"],
+    ),
+    ("CVE-2022-24735", &["EVAL", "_G = {}", "0"]),
+    (
+        "CVE-2022-24735",
+        &["EVAL", "redis.call = function() return 1 end", "0"],
+    ),
+    (
+        "CVE-2022-24735",
+        &["EVAL", "cjson.encode = function() return 1 end", "0"],
+    ),
+    (
+        "CVE-2022-24735",
+        &["EVAL", "cmsgpack.pack = function() return 1 end", "0"],
+    ),
+    (
+        "CVE-2022-24735",
+        &["EVAL", "bit.lshift = function() return 1 end", "0"],
+    ),
+    ("CVE-2022-24735", &["EVAL", "loadfile('/etc/passwd')", "0"]),
+    ("CVE-2022-24735", &["EVAL", "dofile('/etc/passwd')", "0"]),
+    ("CVE-2022-24735", &["EVAL", "print('x')", "0"]),
+    // CVE-2024-46981: a script that stops the collector, then SCRIPT FLUSH.
+    (
+        "CVE-2024-46981",
+        &[
+            "EVAL",
+            "collectgarbage('stop') local t = {} for i = 1, 1000 do t[i] = {i} end return 1",
+            "0",
+        ],
+    ),
+    ("CVE-2024-46981", &["SCRIPT", "FLUSH"]),
+    (
+        "CVE-2024-46981",
+        &["EVAL", "return collectgarbage('count') > 0", "0"],
+    ),
+    ("CVE-2024-46981", &["SCRIPT", "FLUSH", "ASYNC"]),
+    ("CVE-2024-46981", &["EVAL", "return 1", "0"]),
+    // CVE-2025-46819: long brackets the lexer cannot finish.
+    ("CVE-2025-46819", &["EVAL", "return [==", "0"]),
+    ("CVE-2025-46819", &["EVAL", "return [=", "0"]),
+    ("CVE-2025-46819", &["EVAL", "--[==", "0"]),
+    ("CVE-2025-46819", &["EVAL", "return [=[abc]=]", "0"]),
+    ("CVE-2025-46819", &["EVAL", "return [==[abc]=]", "0"]),
+    // CVE-2018-12453: XGROUP on a key of another type.
+    ("CVE-2018-12453", &["SET", "foo", "bar"]),
+    ("CVE-2018-12453", &["XGROUP", "CREATE", "foo", "g", "$"]),
+    ("CVE-2018-12453", &["XGROUP", "SETID", "foo", "g", "$"]),
+    (
+        "CVE-2018-12453",
+        &["XGROUP", "CREATECONSUMER", "foo", "g", "c"],
+    ),
+    // CVE-2022-31144: XAUTOCLAIM over deleted entries with a count.
+    ("CVE-2022-31144", &["XADD", "x", "1-0", "f", "v"]),
+    ("CVE-2022-31144", &["XADD", "x", "2-0", "f", "v"]),
+    ("CVE-2022-31144", &["XADD", "x", "3-0", "f", "v"]),
+    ("CVE-2022-31144", &["XGROUP", "CREATE", "x", "grp", "0"]),
+    (
+        "CVE-2022-31144",
+        &["XREADGROUP", "GROUP", "grp", "Alice", "STREAMS", "x", ">"],
+    ),
+    ("CVE-2022-31144", &["XDEL", "x", "1-0"]),
+    ("CVE-2022-31144", &["XDEL", "x", "2-0"]),
+    (
+        "CVE-2022-31144",
+        &["XAUTOCLAIM", "x", "grp", "Bob", "0", "0-0", "COUNT", "1"],
+    ),
+    (
+        "CVE-2022-31144",
+        &["XAUTOCLAIM", "x", "grp", "Bob", "0", "2-0", "COUNT", "1"],
+    ),
+    (
+        "CVE-2022-31144",
+        &["XAUTOCLAIM", "x", "grp", "Bob", "0", "3-0", "COUNT", "1"],
+    ),
+    // CVE-2022-35951: XAUTOCLAIM's COUNT times its attempts factor.
+    (
+        "CVE-2022-35951",
+        &[
+            "XAUTOCLAIM",
+            "x",
+            "grp",
+            "Bob",
+            "0",
+            "3-0",
+            "COUNT",
+            "8070450532247928833",
+        ],
+    ),
+    (
+        "CVE-2022-35951",
+        &[
+            "XAUTOCLAIM",
+            "x",
+            "grp",
+            "Bob",
+            "0",
+            "3-0",
+            "COUNT",
+            "922337203685477580",
+        ],
+    ),
+    (
+        "CVE-2022-35951",
+        &[
+            "XAUTOCLAIM",
+            "x",
+            "grp",
+            "Bob",
+            "0",
+            "3-0",
+            "COUNT",
+            "922337203685477581",
+        ],
+    ),
+    // CVE-2022-35977: SETRANGE, APPEND and SORT's LIMIT overflow.
+    (
+        "CVE-2022-35977",
+        &["SETRANGE", "K", "9223372036854775807", "A"],
+    ),
+    ("CVE-2022-35977", &["SETRANGE", "K", "2147483647", "A"]),
+    ("CVE-2022-35977", &["SETRANGE", "K", "536870911", ""]),
+    ("CVE-2022-35977", &["LPUSH", "L", "2", "1", "0"]),
+    (
+        "CVE-2022-35977",
+        &[
+            "SORT_RO",
+            "L",
+            "BY",
+            "a",
+            "LIMIT",
+            "2",
+            "9223372036854775807",
+        ],
+    ),
+    (
+        "CVE-2022-35977",
+        &[
+            "SORT",
+            "L",
+            "LIMIT",
+            "-9223372036854775808",
+            "9223372036854775807",
+        ],
+    ),
+    (
+        "CVE-2022-35977",
+        &["SORT", "L", "LIMIT", "9223372036854775807", "-1"],
+    ),
+    // CVE-2022-36021 and CVE-2024-31228: patterns that take a recursive matcher
+    // exponential time or a deep stack.
+    (
+        "CVE-2022-36021",
+        &["SET", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "1"],
+    ),
+    (
+        "CVE-2022-36021",
+        &["KEYS", "a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*b"],
+    ),
+    (
+        "CVE-2022-36021",
+        &[
+            "SCAN",
+            "0",
+            "MATCH",
+            "a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*b",
+            "COUNT",
+            "1000",
+        ],
+    ),
+    // CVE-2023-28425: MSETNX naming a key twice.
+    (
+        "CVE-2023-28425",
+        &["MSETNX", "x1{t}", "xxx", "x1{t}", "yyy"],
+    ),
+    ("CVE-2023-28425", &["GET", "x1{t}"]),
+    (
+        "CVE-2023-28425",
+        &["MSETNX", "x1{t}", "xxx", "x1{t}", "zzz"],
+    ),
+    ("CVE-2023-28425", &["GET", "x1{t}"]),
+    // CVE-2023-28856: HINCRBYFLOAT by an infinite increment creates nothing.
+    ("CVE-2023-28856", &["HINCRBYFLOAT", "hfoo", "field", "+inf"]),
+    ("CVE-2023-28856", &["HINCRBYFLOAT", "hfoo", "field", "nan"]),
+    ("CVE-2023-28856", &["EXISTS", "hfoo"]),
+    ("CVE-2023-28856", &["HSET", "hfoo", "field", "1"]),
+    (
+        "CVE-2023-28856",
+        &["HINCRBYFLOAT", "hfoo", "field", "1e308"],
+    ),
+    (
+        "CVE-2023-28856",
+        &["HINCRBYFLOAT", "hfoo", "field", "1e308"],
+    ),
+    ("CVE-2023-28856", &["HGETALL", "hfoo"]),
+    // CVE-2023-41053: SORT_RO's key is a key (for ACL and COMMAND GETKEYS).
+    ("CVE-2023-41053", &["COMMAND", "GETKEYS", "SORT_RO", "abc"]),
+    ("CVE-2023-41053", &["SET", "secret", "1"]),
+    (
+        "CVE-2023-41053",
+        &[
+            "ACL",
+            "SETUSER",
+            "sorter",
+            "on",
+            "nopass",
+            "~allowed*",
+            "+@all",
+        ],
+    ),
+    ("CVE-2023-41053", &["AUTH", "sorter", "x"]),
+    ("CVE-2023-41053", &["SORT_RO", "secret"]),
+    ("CVE-2023-41053", &["AUTH", "default", "x"]),
+    // CVE-2024-31227 and CVE-2024-51741: malformed ACL selectors.
+    (
+        "CVE-2024-31227",
+        &["ACL", "SETUSER", "u1", "on", "nopass", "%~key", "+@all"],
+    ),
+    (
+        "CVE-2024-51741",
+        &["ACL", "SETUSER", "u2", "on", "nopass", "%RW", "+@all"],
+    ),
+    (
+        "CVE-2024-51741",
+        &["ACL", "SETUSER", "u3", "on", "nopass", "(%RW +@all)"],
+    ),
+    (
+        "CVE-2024-51741",
+        &["ACL", "SETUSER", "u4", "on", "nopass", "(%R~ +get)"],
+    ),
+    ("CVE-2024-51741", &["ACL", "GETUSER", "u2"]),
+    ("CVE-2024-51741", &["AUTH", "u2", "x"]),
+    ("CVE-2024-51741", &["SET", "x", "5"]),
+    ("CVE-2024-51741", &["AUTH", "default", "x"]),
+    // CVE-2023-36824: key extraction with counts the arguments do not hold.
+    (
+        "CVE-2023-36824",
+        &[
+            "COMMAND",
+            "GETKEYS",
+            "ZUNIONSTORE",
+            "target",
+            "3",
+            "a",
+            "b",
+            "c",
+        ],
+    ),
+    (
+        "CVE-2023-36824",
+        &["COMMAND", "GETKEYS", "ZUNIONSTORE", "target", "5", "a", "b"],
+    ),
+    ("CVE-2023-36824", &["COMMAND", "GETKEYS", "EVAL", "x", "5"]),
+    ("CVE-2023-36824", &["COMMAND", "GETKEYS", "EVAL", "x", "-1"]),
+    (
+        "CVE-2023-36824",
+        &[
+            "COMMAND",
+            "GETKEYS",
+            "LMPOP",
+            "9223372036854775807",
+            "a",
+            "LEFT",
+        ],
+    ),
+    // CVE-2021-32761: bit offsets past 32 bits.
+    ("CVE-2021-32761", &["GETBIT", "bits", "4294967296"]),
+    (
+        "CVE-2021-32761",
+        &["BITFIELD", "bits", "GET", "u8", "4294967296"],
+    ),
+    (
+        "CVE-2021-32761",
+        &["BITFIELD_RO", "bits", "GET", "i64", "4294967295"],
+    ),
+    ("CVE-2021-32761", &["SETBIT", "bits", "4294967296", "1"]),
+    ("CVE-2021-32761", &["BITPOS", "bits", "1", "4294967296"]),
+    // CVE-2021-29478 / CVE-2021-32687: set-max-intset-entries past what an intset holds.
+    (
+        "CVE-2021-32687",
+        &[
+            "CONFIG",
+            "SET",
+            "set-max-intset-entries",
+            "9223372036854775807",
+        ],
+    ),
+    ("CVE-2021-32687", &["SADD", "ints", "1", "2", "3"]),
+    ("CVE-2021-32687", &["OBJECT", "ENCODING", "ints"]),
+    ("CVE-2021-32687", &["COPY", "ints", "ints2"]),
+    ("CVE-2021-32687", &["SCARD", "ints2"]),
+    (
+        "CVE-2021-32687",
+        &["CONFIG", "SET", "set-max-intset-entries", "512"],
+    ),
+    // Redis's release of February 2026 (no CVE): a script's error cannot inject a reply.
+    (
+        "2026-02 reply injection",
+        &["EVAL", "return redis.error_reply('x\\r\\n+OK')", "0"],
+    ),
+    (
+        "2026-02 reply injection",
+        &["EVAL", "return {err = 'x\\r\\n+OK'}", "0"],
+    ),
+    (
+        "2026-02 reply injection",
+        &["EVAL", "error('x\\r\\n+OK')", "0"],
     ),
 ];
+
+/// The reply's bytes, as they came (a PING after the command marks where they end), or
+/// a marker if the server closed the connection instead.
+fn exchange(stream: &mut TcpStream, args: &[&[u8]]) -> Vec<u8> {
+    let mut request = common::encode_command(args);
+    request.extend_from_slice(b"PING\r\n");
+    if stream.write_all(&request).is_err() {
+        return b"<closed>".to_vec();
+    }
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let mut out = Vec::new();
+    let mut buffer = [0u8; 65536];
+    while !out.ends_with(b"+PONG\r\n") {
+        match stream.read(&mut buffer) {
+            Ok(0) | Err(_) => {
+                out.extend_from_slice(b"<closed>");
+                return out;
+            }
+            Ok(n) => out.extend_from_slice(&buffer[..n]),
+        }
+    }
+    out.truncate(out.len() - b"+PONG\r\n".len());
+    out
+}
 
 /// Sends every case to both servers; returns the differences.
 fn differences(ours: &mut TcpStream, theirs: &mut TcpStream, cases: &[Case]) -> Vec<String> {
     let mut found = Vec::new();
     for (advisory, args) in cases {
         let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
-        let mine = raw_reply(ours, &args);
-        let redis = raw_reply(theirs, &args);
+        let mine = exchange(ours, &args);
+        let redis = exchange(theirs, &args);
         if mine != redis {
             found.push(format!(
                 "{advisory} {args:?}\n  tessera: {:?}\n  redis:   {:?}",
@@ -339,4 +748,24 @@ fn a_huge_negative_random_count_is_stopped_by_the_output_limit() {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .expect("VmHWM");
     assert!(peak_kb < 256 << 10, "peak resident memory {peak_kb} kB");
+}
+
+/// CVE-2021-32626: a reply nested past Lua's stack (a table that contains itself) ends in
+/// Redis's error, not a crash (7,995 arrays deep in Redis, 1,001 here: documented in
+/// docs/security.md), and the connection goes on.
+#[test]
+fn a_reply_nested_past_the_stack_ends_in_an_error() {
+    let dir = temp_dir();
+    let server = start_server(dir.path(), &[]);
+    let mut conn = raw_connect(server.port);
+    let script = "local a = {} local b = {a} a[1] = b return a";
+    let reply = exchange(&mut conn, &[b"EVAL", script.as_bytes(), b"0"]);
+    assert!(
+        reply.ends_with(b"-ERR reached lua stack limit\r\n"),
+        "{:?}",
+        String::from_utf8_lossy(&reply[reply.len().saturating_sub(100)..])
+    );
+    let depth = reply.windows(4).filter(|w| w == b"*1\r\n").count();
+    assert!((1000..=7995).contains(&depth), "nested {depth} deep");
+    assert_eq!(exchange(&mut conn, &[b"PING"]), b"+PONG\r\n");
 }

@@ -360,7 +360,9 @@ fn keys_by_specs(command: &AclCommand, argv: &[&[u8]]) -> Option<Keys> {
                     .and_then(|a| crate::resp::parse_i64(a))
                     .filter(|&n| n >= 0)?;
                 first += first_key;
-                (first + count - 1, *key_step)
+                // The count is the client's: a huge one names keys past the arguments
+                // (an error below), never an overflow.
+                (first.checked_add(count - 1)?, *key_step)
             }
             FindKeys::Unknown => return None,
         };

@@ -301,6 +301,10 @@ setmetatable(real, {
   end,
   __metatable = false,
 })
+-- getmetatable(_G) hands out a read-only view of the globals' metatable, as Redis's
+-- read-only metatable of its globals.
+local globals_metatable = dbg.getmetatable(globals)
+globals_metatable.__metatable = proxy(globals_metatable)
 real._G = globals
 internal.globals = globals
 internal.real_globals = real

@@ -25,9 +25,17 @@ fn done(values: Result<Vec<Value>, String>) -> Result<MultiValue, String> {
     values.map(MultiValue::from_vec)
 }
 
+/// The most arguments `cmsgpack.pack` takes, as redis-server 7.0.15 answers.
+const PACK_ARGUMENTS_MAX: usize = 4000;
+
 fn pack(lua: &Lua, args: MultiValue) -> Result<MultiValue, String> {
     if args.is_empty() {
         return Err("bad argument #0 to 'pack' (MessagePack pack needs input.)".into());
+    }
+    // Redis's pack asks Lua's stack (8,000 slots, the arguments already on it) for room for
+    // as many values again (its fix of CVE-2018-11218): past 4,000 arguments it refuses.
+    if args.len() > PACK_ARGUMENTS_MAX {
+        return Err("bad argument #0 to 'pack' (Too many arguments for MessagePack pack.)".into());
     }
     let mut out = Vec::new();
     let result = args

@@ -229,7 +229,9 @@ fn unpack(lua: &Lua, args: MultiValue) -> Result<MultiValue, String> {
     let format_bytes = check_string(lua, &args, 0, "unpack")?;
     let data = check_string(lua, &args, 1, "unpack")?;
     let start = opt_number(lua, &args, 2, "unpack", 1.0)? as i64;
-    if start <= 0 {
+    // Redis's struct reads the offset into a size_t: only 0 is refused here; a negative
+    // one wraps to a position past any string and is "data string too short" below.
+    if start == 0 {
         return Err(bad_argument(2, "unpack", "offset must be 1 or greater"));
     }
     let mut format = Format {
@@ -237,12 +239,12 @@ fn unpack(lua: &Lua, args: MultiValue) -> Result<MultiValue, String> {
         at: 0,
     };
     let mut header = Header::default();
-    let mut position = (start - 1) as usize;
+    let mut position = (start as u64).wrapping_sub(1) as usize;
     let mut out: Vec<Value> = Vec::new();
     let too_short = || bad_argument(1, "unpack", "data string too short");
     while let Some(option) = format.next_option() {
         let mut size = format.size_of(option)?;
-        position += padding(position, &header, option, size);
+        position = position.wrapping_add(padding(position, &header, option, size));
         if size > data.len() || position > data.len() - size {
             return Err(too_short());
         }
@@ -326,7 +328,7 @@ fn size(lua: &Lua, args: MultiValue) -> Result<MultiValue, String> {
     let mut position = 0usize;
     while let Some(option) = format.next_option() {
         let size = format.size_of(option)?;
-        position += padding(position, &header, option, size);
+        position = position.wrapping_add(padding(position, &header, option, size));
         if option == b's' {
             return Err(bad_argument(0, "size", "option 's' has no fixed size"));
         } else if option == b'c' && size == 0 {
