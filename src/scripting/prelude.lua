@@ -177,6 +177,9 @@ real.load = checked(function(...)
   while true do
     local ok, piece = lua_pcall(reader)
     if not ok then
+      if internal.killed then
+        error(piece, 0) -- a stopped script may not catch its way on
+      end
       return true, nil, piece
     end
     if piece == nil or piece == '' then
