@@ -21,6 +21,7 @@ pub mod command_stats;
 pub mod commands;
 pub mod compaction;
 pub mod config;
+pub mod crash_report;
 pub mod digest;
 pub mod effects;
 pub mod engine;

@@ -102,6 +102,10 @@ fn main() {
         eprintln!("{error}");
         std::process::exit(1);
     }
+    // From here a panic or a fatal signal leaves its report in the log.
+    tessera::crash_report::install(
+        (!config.logfile.is_empty()).then(|| std::path::Path::new(&config.logfile)),
+    );
     tracing::info!(
         "Tessera {} starting (pid {}), Redis {} compatible",
         env!("CARGO_PKG_VERSION"),

@@ -109,6 +109,10 @@ enum Sub {
     Error,
     ClientEviction,
     ClusterLink,
+    /// DEBUG SEGFAULT: the process dies of SIGSEGV (its crash report in the log).
+    Segfault,
+    /// DEBUG PANIC: the event loop panics (its crash report in the log).
+    Panic,
     /// A subcommand of Redis 7.0 that Tessera does not have.
     NotSupported,
 }
@@ -135,8 +139,8 @@ const SUBCOMMANDS: &[(&str, Words, Sub)] = &[
     ("error", Words::Exactly(3), Sub::Error),
     ("client-eviction", Words::Exactly(2), Sub::ClientEviction),
     ("clusterlink", Words::Exactly(5), Sub::ClusterLink),
-    ("segfault", Words::Any, Sub::NotSupported),
-    ("panic", Words::Any, Sub::NotSupported),
+    ("segfault", Words::Any, Sub::Segfault),
+    ("panic", Words::Any, Sub::Panic),
     ("restart", Words::Any, Sub::NotSupported),
     ("crash-and-recover", Words::Any, Sub::NotSupported),
     ("oom", Words::Any, Sub::NotSupported),
@@ -389,6 +393,14 @@ fn debug(ctx: &mut Ctx, args: &Args) -> Action {
         Sub::ClusterLink => ctx
             .out
             .error("ERR Debug option only available for cluster mode enabled setup!"),
+        Sub::Segfault => {
+            // SAFETY: raise sends the signal to this thread; its handler writes the crash
+            // report and the process ends by the signal, as Redis's DEBUG SEGFAULT.
+            unsafe {
+                libc::raise(libc::SIGSEGV);
+            }
+        }
+        Sub::Panic => panic!("DEBUG PANIC"),
         Sub::NotSupported => {
             let name = lossy(args[1]).to_ascii_uppercase();
             ctx.out

@@ -671,7 +671,10 @@ impl Engine {
         };
         let memory_max_before = ctx.server.config.memory_bytes_max;
         crate::access::set_now(now_ms);
+        // A crash report names the command (never its arguments).
+        let running = crate::crash_report::running(spec.name);
         let action = (spec.handler)(&mut ctx, request.argv);
+        drop(running);
         let ctx_errors = std::mem::take(&mut ctx.out.error_kinds);
         if spec.has(flags::READONLY) && self.state.tracking.client_count() > 0 && !replay {
             self.remember_tracked_keys(session, spec, request.argv, in_script);
