@@ -233,7 +233,7 @@ fn the_corpus_decodes() {
         tessera::rdb::payload::decode_value(&payload).expect("a payload Redis wrote");
     }
     tessera::rdb::payload::decode_functions(&corpus("functions")[0]).expect("FUNCTION DUMP");
-    let file = &corpus("dump.rdb")[0];
+    let file = &corpus("rdb-")[0];
     let mut reader = tessera::rdb::RdbReader::new(&file[..]).expect("an RDB file");
     let mut items = 0;
     while reader.next_item().expect("an item").is_some() {
@@ -282,7 +282,7 @@ fn rdb_files() {
     // A whole file per input: fewer of them by default.
     fuzz(
         "rdb",
-        &corpus("dump.rdb"),
+        &corpus("rdb-"),
         2_000,
         refresh_rdb_checksum,
         |input| {
