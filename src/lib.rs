@@ -25,6 +25,8 @@ pub mod crash_report;
 pub mod digest;
 pub mod effects;
 pub mod engine;
+#[cfg(feature = "fault-injection")]
+pub mod fuzz_targets;
 pub mod glob;
 pub mod keyspace;
 pub mod latency;

@@ -19,7 +19,7 @@ mod common;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use std::path::Path;
-use tessera::resp::{Parse, ParseLimits, Progress, parse_request};
+use tessera::fuzz_targets as targets;
 
 fn corpus(prefix: &str) -> Vec<Vec<u8>> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fuzz_corpus");
@@ -122,18 +122,15 @@ fn mutate(input: &[u8], rng: &mut StdRng) -> Vec<u8> {
     out
 }
 
-/// A payload's footer (RDB version, CRC64 of all before it) made right again.
-fn refresh_footer(payload: &mut [u8]) {
-    if payload.len() >= 10 {
-        let body = payload.len() - 8;
-        let crc = tessera::rdb::crc64(&payload[..body]);
-        payload[body..].copy_from_slice(&crc.to_le_bytes());
-    }
-}
-
 /// Runs `target` over mutated inputs (`default` of them, or `TESSERA_FUZZ_ITERATIONS`);
 /// fails naming the first that panics.
-fn fuzz(name: &str, seeds: &[Vec<u8>], default: u64, prepare: fn(&mut [u8]), target: fn(&[u8])) {
+fn fuzz(
+    name: &str,
+    seeds: &[Vec<u8>],
+    default: u64,
+    prepare: fn(&[u8]) -> Vec<u8>,
+    target: fn(&[u8]),
+) {
     let iterations: u64 = common::env_number("TESSERA_FUZZ_ITERATIONS", default, 1);
     let first_seed: u64 = common::env_number("TESSERA_FUZZ_SEED", 0, 0);
     let mut rng = StdRng::seed_from_u64(first_seed);
@@ -145,7 +142,7 @@ fn fuzz(name: &str, seeds: &[Vec<u8>], default: u64, prepare: fn(&mut [u8]), tar
         let seed = &seeds[rng.random_range(0..seeds.len())];
         let mut input = mutate(seed, &mut rng);
         if rng.random_bool(0.8) {
-            prepare(&mut input);
+            input = prepare(&input);
         }
         let outcome = std::panic::catch_unwind(|| target(&input));
         if outcome.is_err() {
@@ -158,42 +155,6 @@ fn fuzz(name: &str, seeds: &[Vec<u8>], default: u64, prepare: fn(&mut [u8]), tar
             );
         }
     }
-}
-
-fn parse_all(input: &[u8], limits: &ParseLimits) {
-    let mut start = 0;
-    let mut args = Vec::new();
-    let mut progress = Progress::default();
-    // Each step consumes bytes or stops: at most one step per byte, plus one.
-    for _ in 0..=input.len() {
-        match parse_request(&input[start..], limits, &mut args, &mut progress) {
-            Parse::Complete(used) | Parse::Inline(_, used) => {
-                assert!(used > 0 && start + used <= input.len(), "consumed {used}");
-                for range in &args {
-                    assert!(range.end <= used, "an argument past the request");
-                }
-                start += used;
-            }
-            Parse::Incomplete | Parse::Invalid(_) => return,
-            Parse::BigArgument { start: at, len } => {
-                assert!(start + at <= input.len() && len >= limits.big_argument_bytes_min);
-                return;
-            }
-        }
-    }
-    panic!("the parser made no progress");
-}
-
-fn resp_target(input: &[u8]) {
-    let mut limits = ParseLimits::default();
-    parse_all(input, &limits);
-    limits.unauthenticated = true;
-    parse_all(input, &limits);
-    limits.unauthenticated = false;
-    limits.big_argument_bytes_min = 16;
-    limits.bulk_bytes_max = 1 << 20;
-    limits.inline_bytes_max = 64;
-    parse_all(input, &limits);
 }
 
 fn resp_seeds() -> Vec<Vec<u8>> {
@@ -222,7 +183,13 @@ fn resp_seeds() -> Vec<Vec<u8>> {
 
 #[test]
 fn resp_requests() {
-    fuzz("resp", &resp_seeds(), 20_000, |_| {}, resp_target);
+    fuzz(
+        "resp",
+        &resp_seeds(),
+        20_000,
+        |input| input.to_vec(),
+        targets::resp,
+    );
 }
 
 /// The corpus is what Redis wrote: every seed decodes (so mutations start from inputs
@@ -244,61 +211,33 @@ fn the_corpus_decodes() {
 
 #[test]
 fn restore_payloads() {
+    let footer = |input: &[u8]| targets::with_checksum(input, 10);
     fuzz(
         "restore",
         &corpus("restore-"),
         20_000,
-        refresh_footer,
-        |input| {
-            let _ = tessera::rdb::payload::decode_value(input);
-        },
+        footer,
+        targets::restore,
     );
 }
 
 #[test]
 fn function_restore_payloads() {
+    let footer = |input: &[u8]| targets::with_checksum(input, 10);
     fuzz(
         "functions",
         &corpus("functions"),
         20_000,
-        refresh_footer,
-        |input| {
-            let _ = tessera::rdb::payload::decode_functions(input);
-        },
+        footer,
+        targets::function_restore,
     );
-}
-
-/// An RDB file's trailing checksum made right again (the reader checks it at the end).
-fn refresh_rdb_checksum(file: &mut [u8]) {
-    if file.len() >= 17 {
-        let body = file.len() - 8;
-        let crc = tessera::rdb::crc64(&file[..body]);
-        file[body..].copy_from_slice(&crc.to_le_bytes());
-    }
 }
 
 #[test]
 fn rdb_files() {
     // A whole file per input: fewer of them by default.
-    fuzz(
-        "rdb",
-        &corpus("rdb-"),
-        2_000,
-        refresh_rdb_checksum,
-        |input| {
-            let Ok(mut reader) = tessera::rdb::RdbReader::new(input) else {
-                return;
-            };
-            // Each item takes at least a byte of the file.
-            for _ in 0..=input.len() {
-                match reader.next_item() {
-                    Ok(Some(_)) => {}
-                    Ok(None) | Err(_) => return,
-                }
-            }
-            panic!("the reader made no progress");
-        },
-    );
+    let checksum = |input: &[u8]| targets::with_checksum(input, 17);
+    fuzz("rdb", &corpus("rdb-"), 2_000, checksum, targets::rdb);
 }
 
 #[test]
@@ -307,9 +246,7 @@ fn manifests() {
         "manifest",
         &corpus("manifest"),
         20_000,
-        |_| {},
-        |input| {
-            let _ = tessera::log::manifest::Manifest::parse(input);
-        },
+        |input| input.to_vec(),
+        targets::manifest,
     );
 }

@@ -2,13 +2,6 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use tessera::fuzz_targets::{function_restore, with_checksum};
 
-fuzz_target!(|input: &[u8]| {
-    let mut payload = input.to_vec();
-    if payload.len() >= 10 {
-        let body = payload.len() - 8;
-        let crc = tessera::rdb::crc64(&payload[..body]);
-        payload[body..].copy_from_slice(&crc.to_le_bytes());
-    }
-    let _ = tessera::rdb::payload::decode_functions(&payload);
-});
+fuzz_target!(|input: &[u8]| function_restore(&with_checksum(input, 10)));

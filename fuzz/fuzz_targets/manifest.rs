@@ -3,6 +3,4 @@
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|input: &[u8]| {
-    let _ = tessera::log::manifest::Manifest::parse(input);
-});
+fuzz_target!(|input: &[u8]| tessera::fuzz_targets::manifest(input));

@@ -1,15 +1,7 @@
-//! RESTORE payloads of every type and encoding. The CRC64 footer is recomputed, so the
-//! decoders are reached rather than refused at the checksum.
+//! RESTORE payloads of every type and encoding, their CRC64 footer recomputed.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use tessera::fuzz_targets::{restore, with_checksum};
 
-fuzz_target!(|input: &[u8]| {
-    let mut payload = input.to_vec();
-    if payload.len() >= 10 {
-        let body = payload.len() - 8;
-        let crc = tessera::rdb::crc64(&payload[..body]);
-        payload[body..].copy_from_slice(&crc.to_le_bytes());
-    }
-    let _ = tessera::rdb::payload::decode_value(&payload);
-});
+fuzz_target!(|input: &[u8]| restore(&with_checksum(input, 10)));
