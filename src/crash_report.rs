@@ -33,11 +33,15 @@ const FATAL_SIGNALS: [(c_int, &str); 5] = [
 
 /// Marks `name` as the running command until the guard is dropped (which restores the one
 /// before: a script's `redis.call` runs inside EVAL).
+/// Plain loads and stores, no read-modify-write: it runs around every command, and only
+/// the event loop's thread stores.
 pub fn running(name: &'static str) -> Running {
     let previous = (
-        COMMAND_PTR.swap(name.as_ptr().cast_mut(), Ordering::Relaxed),
-        COMMAND_LEN.swap(name.len(), Ordering::Relaxed),
+        COMMAND_PTR.load(Ordering::Relaxed),
+        COMMAND_LEN.load(Ordering::Relaxed),
     );
+    COMMAND_PTR.store(name.as_ptr().cast_mut(), Ordering::Relaxed);
+    COMMAND_LEN.store(name.len(), Ordering::Relaxed);
     Running { previous }
 }
 

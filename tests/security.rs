@@ -6,9 +6,8 @@
 
 mod common;
 
-use common::side_by_side::raw_connect;
+use common::side_by_side::{raw_connect, raw_reply_or_closed};
 use common::{start_server, temp_dir};
-use std::io::{Read, Write};
 use std::net::TcpStream;
 
 /// A reproducer: the advisory it comes from, and the command (run in order: earlier ones
@@ -644,30 +643,13 @@ const CASES: &[Case] = &[
     ),
 ];
 
-/// The reply's bytes, as they came (a PING after the command marks where they end), or
-/// a marker if the server closed the connection instead.
+/// The reply's bytes, as they came, or what came before the server closed the connection
+/// with a marker after it.
 fn exchange(stream: &mut TcpStream, args: &[&[u8]]) -> Vec<u8> {
-    let mut request = common::encode_command(args);
-    request.extend_from_slice(b"PING\r\n");
-    if stream.write_all(&request).is_err() {
-        return b"<closed>".to_vec();
-    }
-    stream
-        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
-        .unwrap();
-    let mut out = Vec::new();
-    let mut buffer = [0u8; 65536];
-    while !out.ends_with(b"+PONG\r\n") {
-        match stream.read(&mut buffer) {
-            Ok(0) | Err(_) => {
-                out.extend_from_slice(b"<closed>");
-                return out;
-            }
-            Ok(n) => out.extend_from_slice(&buffer[..n]),
-        }
-    }
-    out.truncate(out.len() - b"+PONG\r\n".len());
-    out
+    raw_reply_or_closed(stream, args).unwrap_or_else(|mut before| {
+        before.extend_from_slice(b"<closed>");
+        before
+    })
 }
 
 /// Sends every case to both servers; returns the differences.

@@ -425,33 +425,26 @@ fn hrandfield(ctx: &mut Ctx, args: &Args) -> Action {
         return Action::None;
     };
     let picks = super::picks::random_picks(hash.len(), count);
-    let resp3 = ctx.client.resp3;
-    let announced = picks.announced() as usize;
-    ctx.out.array(if with_values && !resp3 {
-        announced * 2
-    } else {
-        announced
-    });
-    let limit = ctx.reply_limit();
     // A listpack is reached by position in linear time: its pairs are listed once (it is
     // small by definition) rather than walked again for each of the client's picks.
     let listed: Option<Vec<_>> = matches!(hash, Hash::Listpack(_)).then(|| hash.iter().collect());
-    for index in picks {
-        let (field, value) = match &listed {
-            Some(pairs) => pairs[index],
-            None => hash.get_index(index).expect("in range"),
-        };
-        if with_values && resp3 {
-            ctx.out.array(2);
-        }
-        bulk_value(&mut ctx.out, field);
-        if with_values {
-            bulk_value(&mut ctx.out, value);
-        }
-        if limit.is_some_and(|limit| ctx.out.buf.len() > limit) {
-            break;
-        }
-    }
+    let limit = ctx.reply_limit();
+    picks.reply(
+        &mut ctx.out,
+        ctx.client.resp3,
+        with_values,
+        limit,
+        |out, index| {
+            let (field, value) = match &listed {
+                Some(pairs) => pairs[index],
+                None => hash.get_index(index).expect("in range"),
+            };
+            bulk_value(out, field);
+            if with_values {
+                bulk_value(out, value);
+            }
+        },
+    );
     Action::None
 }
 

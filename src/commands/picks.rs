@@ -4,6 +4,7 @@
 
 use super::keys::{ScanOptions, parse_cursor, scan_options};
 use super::{Action, Args, Collection, Ctx, EventClass, NOT_INTEGER, SYNTAX_ERROR};
+use crate::resp::ReplyWriter;
 use crate::types::{Hash, Set, ZSet};
 
 /// A collection addressed by element (a hash's field, a set's or sorted set's member).
@@ -198,6 +199,36 @@ impl Picks {
         match self {
             Picks::Repeating { left, .. } => *left,
             Picks::Distinct(positions) => positions.len() as u64,
+        }
+    }
+}
+
+impl Picks {
+    /// Writes the reply: the array's length as announced (doubled for RESP2 pairs), then
+    /// each position through `write` (a pair in RESP3 is an array of two), stopping once
+    /// the reply passes `limit` (`Ctx::reply_limit`).
+    pub(crate) fn reply(
+        self,
+        out: &mut ReplyWriter,
+        resp3: bool,
+        pairs: bool,
+        limit: Option<usize>,
+        mut write: impl FnMut(&mut ReplyWriter, usize),
+    ) {
+        let announced = self.announced() as usize;
+        out.array(if pairs && !resp3 {
+            announced * 2
+        } else {
+            announced
+        });
+        for index in self {
+            if pairs && resp3 {
+                out.array(2);
+            }
+            write(out, index);
+            if limit.is_some_and(|limit| out.buf.len() > limit) {
+                break;
+            }
         }
     }
 }

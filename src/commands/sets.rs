@@ -346,15 +346,16 @@ fn srandmember(ctx: &mut Ctx, args: &Args) -> Action {
         return Action::None;
     };
     let picks = super::picks::random_picks(set.len(), count);
-    ctx.out.array(picks.announced() as usize);
     let limit = ctx.reply_limit();
-    for index in picks {
-        let member = set.get_index(index).expect("in range");
-        ctx.out.bulk(&member);
-        if limit.is_some_and(|limit| ctx.out.buf.len() > limit) {
-            break;
-        }
-    }
+    picks.reply(
+        &mut ctx.out,
+        ctx.client.resp3,
+        false,
+        limit,
+        |out, index| {
+            out.bulk(&set.get_index(index).expect("in range"));
+        },
+    );
     Action::None
 }
 

@@ -62,21 +62,29 @@ pub fn raw_connect(port: u16) -> TcpStream {
 /// Sends `args` and returns the reply's bytes exactly as they came (a PING after it marks
 /// where it ends).
 pub fn raw_reply(stream: &mut TcpStream, args: &[&[u8]]) -> Vec<u8> {
+    raw_reply_or_closed(stream, args).expect("the server closed the connection")
+}
+
+/// `raw_reply`, or what came before the server closed the connection (Err).
+pub fn raw_reply_or_closed(stream: &mut TcpStream, args: &[&[u8]]) -> Result<Vec<u8>, Vec<u8>> {
     let mut request = encode_command(args);
     request.extend_from_slice(b"PING\r\n");
-    stream.write_all(&request).unwrap();
+    if stream.write_all(&request).is_err() {
+        return Err(Vec::new());
+    }
     stream
         .set_read_timeout(Some(Duration::from_secs(30)))
         .unwrap();
     let mut out = Vec::new();
     let mut buffer = [0u8; 65536];
     while !out.ends_with(b"+PONG\r\n") {
-        let n = stream.read(&mut buffer).expect("a reply");
-        assert!(n > 0, "the server closed the connection");
-        out.extend_from_slice(&buffer[..n]);
+        match stream.read(&mut buffer) {
+            Ok(0) | Err(_) => return Err(out),
+            Ok(n) => out.extend_from_slice(&buffer[..n]),
+        }
     }
     out.truncate(out.len() - b"+PONG\r\n".len());
-    out
+    Ok(out)
 }
 
 /// A line's space-separated words as bytes.

@@ -34,27 +34,20 @@ pub(super) fn zrandmember(ctx: &mut Ctx, args: &Args) -> Action {
     };
     let all: Vec<(Vec<u8>, f64)> = zset.iter().map(|(m, s)| (m.into_owned(), s)).collect();
     let picks = picks::random_picks(all.len(), count);
-    let resp3 = ctx.client.resp3;
-    let announced = picks.announced() as usize;
-    ctx.out.array(if with_scores && !resp3 {
-        announced * 2
-    } else {
-        announced
-    });
     let limit = ctx.reply_limit();
-    for index in picks {
-        let (member, score) = &all[index];
-        if with_scores && resp3 {
-            ctx.out.array(2);
-        }
-        ctx.out.bulk(member);
-        if with_scores {
-            ctx.out.double(*score);
-        }
-        if limit.is_some_and(|limit| ctx.out.buf.len() > limit) {
-            break;
-        }
-    }
+    picks.reply(
+        &mut ctx.out,
+        ctx.client.resp3,
+        with_scores,
+        limit,
+        |out, index| {
+            let (member, score) = &all[index];
+            out.bulk(member);
+            if with_scores {
+                out.double(*score);
+            }
+        },
+    );
     Action::None
 }
 
