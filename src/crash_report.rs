@@ -7,8 +7,24 @@
 //!
 //! What it owns: the running command's name (set by the engine around each handler, read
 //! from a signal handler: two atomics holding a `&'static str`), the log's raw descriptor,
-//! the panic hook and the signal handlers.
+//! the panic hook and the signal handlers, and the panic policy.
+//!
+//! **The panic policy.** A panic ends the process, right after its report, as Redis's
+//! assertions do; nothing unwinds, no destructor runs. A command's panic is not turned into
+//! an error reply: the handler may have changed half of a value, and a transaction or a
+//! script part of its writes, with no way to prove either consistent; what was
+//! acknowledged is in the log already (a reply leaves only after its write reached the
+//! log file), so the restart's replay is the consistent state. The same holds for the log
+//! writer and fsync threads, which carry every write's durability: a server going on
+//! without them would hang its clients or acknowledge what no file holds.
+//! Two kinds of threads are *contained* ([`contain_panics`]): a snapshot part's writer
+//! (its job fails as on a write error, the manifest in force stays, the server goes on:
+//! Redis's parent outlives a crashed child too) and a loading thread at start-up (the
+//! load fails, the server exits with its error and nothing on disk changed). Their joiners
+//! turn the panic into a typed error; they own nothing the event loop reads afterwards.
+//! Tests inject panics at named points ([`inject`], the `fault-injection` feature).
 
+use std::cell::Cell;
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicUsize, Ordering};
 
@@ -30,6 +46,19 @@ const FATAL_SIGNALS: [(c_int, &str); 5] = [
     (libc::SIGILL, "SIGILL"),
     (libc::SIGABRT, "SIGABRT"),
 ];
+
+thread_local! {
+    /// Whether a panic on this thread is contained (see the module's panic policy).
+    static CONTAINED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks the calling thread as contained: its panic is reported and unwinds to its joiner,
+/// which turns it into a failed job, instead of ending the process. For threads whose
+/// joiner handles `Err` from `join` and whose shared state stays valid at any panic point
+/// (a snapshot part's writer, a loading thread).
+pub fn contain_panics() {
+    CONTAINED.with(|contained| contained.set(true));
+}
 
 /// Marks `name` as the running command until the guard is dropped (which restores the one
 /// before: a script's `redis.call` runs inside EVAL).
@@ -140,13 +169,123 @@ fn report_panic(info: &std::panic::PanicHookInfo<'_>) {
         .downcast_ref::<&'static str>()
         .copied()
         .unwrap_or("(a formatted message, left out: it may hold data)");
+    let contained = CONTAINED.with(Cell::get);
+    let outcome = if contained {
+        "The thread's job fails with an error: a contained thread (see the panic policy)."
+    } else {
+        "The server stops; its log holds every acknowledged write."
+    };
     let report = format!(
         "{START}Tessera {} panicked (Guru Meditation: {message} #{place})\n\
-         Thread: {thread}\nCrashed running the command: {}\n{END}",
+         Thread: {thread}\nCrashed running the command: {}\n{outcome}\n{END}",
         env!("CARGO_PKG_VERSION"),
         command(),
     );
     write_all(report.as_bytes());
+    if !contained {
+        // SAFETY: restoring SIGABRT's default action and aborting have no memory-safety
+        // preconditions; the default action keeps the SIGABRT handler from writing a
+        // second report.
+        unsafe {
+            libc::signal(libc::SIGABRT, libc::SIG_DFL);
+            libc::abort();
+        }
+    }
+}
+
+/// The named points where tests inject a panic: `TESSERA_PANIC_AT=<point>` (its first
+/// occurrence) or `<point>:N` (its Nth). Without the `fault-injection` feature [`inject`]
+/// compiles to nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PanicPoint {
+    /// The log writer appending a batch (on its thread or inline on the loop's).
+    LogWrite,
+    /// The fsync thread, before an fsync.
+    Fsync,
+    /// A snapshot part's writer, before it writes a captured slot.
+    SnapshotPart,
+    /// A thread loading a base file at start-up.
+    BaseLoad,
+    /// The thread parsing a log file at start-up.
+    LogReplay,
+    /// A script's `redis.call` / `redis.pcall`, before the command runs.
+    ScriptCall,
+}
+
+impl PanicPoint {
+    #[cfg(feature = "fault-injection")]
+    const ALL: [PanicPoint; 6] = [
+        PanicPoint::LogWrite,
+        PanicPoint::Fsync,
+        PanicPoint::SnapshotPart,
+        PanicPoint::BaseLoad,
+        PanicPoint::LogReplay,
+        PanicPoint::ScriptCall,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            PanicPoint::LogWrite => "log-write",
+            PanicPoint::Fsync => "fsync",
+            PanicPoint::SnapshotPart => "snapshot-part",
+            PanicPoint::BaseLoad => "base-load",
+            PanicPoint::LogReplay => "log-replay",
+            PanicPoint::ScriptCall => "script-call",
+        }
+    }
+}
+
+/// The environment variable naming where a panic is injected (see [`PanicPoint`]).
+#[cfg(feature = "fault-injection")]
+pub const PANIC_AT_ENV: &str = "TESSERA_PANIC_AT";
+
+/// Panics here when `TESSERA_PANIC_AT` names this point and occurrence (test equipment);
+/// the report gives the caller's place.
+#[inline]
+#[track_caller]
+pub fn inject(point: PanicPoint) {
+    #[cfg(feature = "fault-injection")]
+    injection::reached(point);
+    #[cfg(not(feature = "fault-injection"))]
+    let _ = point;
+}
+
+#[cfg(feature = "fault-injection")]
+mod injection {
+    use super::{PANIC_AT_ENV, PanicPoint};
+    use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    #[track_caller]
+    pub(super) fn reached(point: PanicPoint) {
+        static TARGET: OnceLock<Option<(PanicPoint, u64)>> = OnceLock::new();
+        static REACHED: AtomicU64 = AtomicU64::new(0);
+        let Some((target, nth)) = *TARGET.get_or_init(from_environment) else {
+            return;
+        };
+        if target == point && REACHED.fetch_add(1, Ordering::Relaxed) + 1 == nth {
+            // A fixed text, so the report carries it.
+            std::panic::panic_any(point.as_str());
+        }
+    }
+
+    /// `point` or `point:N`; anything else is reported and ignored (a test relying on it
+    /// then fails for want of the panic).
+    fn from_environment() -> Option<(PanicPoint, u64)> {
+        let text = std::env::var(PANIC_AT_ENV).ok()?;
+        let (name, nth) = match text.split_once(':') {
+            Some((name, nth)) => (name, nth.parse().ok().filter(|&n| n > 0)),
+            None => (text.as_str(), Some(1)),
+        };
+        let point = PanicPoint::ALL.into_iter().find(|p| p.as_str() == name);
+        match (point, nth) {
+            (Some(point), Some(nth)) => Some((point, nth)),
+            _ => {
+                tracing::error!("{PANIC_AT_ENV}={text} ignored: no such point or occurrence");
+                None
+            }
+        }
+    }
 }
 
 extern "C" fn on_fatal_signal(signal: c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {

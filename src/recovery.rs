@@ -455,11 +455,13 @@ fn replay_file(
     let (sender, receiver) = std::sync::mpsc::sync_channel::<Vec<Replayed>>(16);
     std::thread::scope(|scope| {
         let parser = scope.spawn(move || {
+            crate::crash_report::contain_panics();
             let mut batch = Vec::with_capacity(REPLAY_BATCH);
             let result = scan_records(
                 storage,
                 path,
                 |args, offset| -> Result<(), ApplyingStopped> {
+                    crate::crash_report::inject(crate::crash_report::PanicPoint::LogReplay);
                     batch.push(classify(args, offset));
                     if batch.len() == REPLAY_BATCH {
                         let full = std::mem::replace(&mut batch, Vec::with_capacity(REPLAY_BATCH));
@@ -524,7 +526,11 @@ fn load_base_parts(
             .iter()
             .map(|base| {
                 let path = paths.file(&base.name);
-                scope.spawn(move || load_base_part(storage, &path, databases, key_delay_us))
+                scope.spawn(move || {
+                    crate::crash_report::contain_panics();
+                    crate::crash_report::inject(crate::crash_report::PanicPoint::BaseLoad);
+                    load_base_part(storage, &path, databases, key_delay_us)
+                })
             })
             .collect();
         handles

@@ -739,6 +739,8 @@ impl Engine {
         match action {
             Action::None => Outcome::Done,
             Action::Exec(queued) => {
+                // A crash report names EXEC between its commands (each names itself).
+                let _running = crate::crash_report::running(session.last_command);
                 transaction::exec(self, session, reply, queued, host);
                 Outcome::Done
             }
@@ -748,6 +750,7 @@ impl Engine {
                     .tracking
                     .remembers_reads(session.id)
                     .then(|| call.keys.clone());
+                let _running = crate::crash_report::running(session.last_command);
                 // Inside EXEC the script's records are already inside EXEC's own block.
                 let end = crate::scripting::run::run(self, session, reply, *call, !in_exec, host);
                 self.script_tracked_keys = None;

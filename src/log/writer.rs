@@ -842,6 +842,7 @@ impl WriterThread {
             let end = offset + batch.bytes.len() as u64;
             if end > self.written_len {
                 let start = (self.written_len - offset) as usize;
+                crate::crash_report::inject(crate::crash_report::PanicPoint::LogWrite);
                 if let Err(e) = self.file.append(&batch.bytes[start..]) {
                     self.shared.fail("write", e);
                     return Err(());

@@ -669,6 +669,7 @@ unsafe fn command_from_lua(state: *mut ffi::lua_State, raise: bool) -> c_int {
 /// `state` is a valid Lua state whose stack holds the arguments (1 to top) for as long as
 /// this runs. Calls no Lua function that may raise an error.
 unsafe fn run_command(state: *mut ffi::lua_State, run: &mut RunContext<'_>) -> Ran {
+    crate::crash_report::inject(crate::crash_report::PanicPoint::ScriptCall);
     // SAFETY: the caller's guarantees; `lua_type`, `lua_tonumber` and `lua_tolstring` of a
     // string read the stack without allocating or raising. A string's bytes stay valid
     // while the string is on the stack, which outlasts this function.

@@ -139,6 +139,12 @@ impl JobShared {
         }
     }
 
+    /// The job failed: the writers stop, queued captures are dropped, no more are taken.
+    fn cancel_all(&self) {
+        self.cancelled.store(true, Ordering::Release);
+        self.close_all();
+    }
+
     /// The next capture for a writer; None when the queue is closed and empty, or the job
     /// was cancelled.
     fn next(&self, part: usize) -> Option<Captured> {
@@ -398,8 +404,7 @@ impl<E> SnapshotJob<E> {
     /// Stops the job: the writers give up, the finisher does not run, the capture ends.
     pub fn cancel(&mut self, keyspace: &mut Keyspace) {
         keyspace.cancel_capture();
-        self.shared.cancelled.store(true, Ordering::Release);
-        self.shared.close_all();
+        self.shared.cancel_all();
     }
 
     /// Cancels the job and waits until its threads are gone (they touch no file after).
@@ -473,6 +478,8 @@ fn run_job<E: From<SnapshotError>>(
                 let spawned = std::thread::Builder::new()
                     .name(format!("snapshot-part-{}", part + 1))
                     .spawn_scoped(scope, move || {
+                        crate::crash_report::contain_panics();
+                        let _cancel = CancelOnPanic(shared);
                         let target = PartTarget {
                             storage,
                             path,
@@ -482,14 +489,12 @@ fn run_job<E: From<SnapshotError>>(
                         let result = write_part(shared, part, &target, &hints, delay);
                         if result.is_err() {
                             // One part failed: the snapshot is lost, stop the others.
-                            shared.cancelled.store(true, Ordering::Release);
-                            shared.close_all();
+                            shared.cancel_all();
                         }
                         result
                     });
                 if spawned.is_err() {
-                    shared.cancelled.store(true, Ordering::Release);
-                    shared.close_all();
+                    shared.cancel_all();
                 }
                 spawned
             })
@@ -553,6 +558,19 @@ fn lower_thread_priority() {
     }
 }
 
+/// Cancels the job when a part's writer unwinds from a panic (a contained thread, see
+/// `crash_report`): otherwise its queue would fill with captures nobody takes, the
+/// capture would wait on them, and the other parts would never see their queues close.
+struct CancelOnPanic<'a>(&'a JobShared);
+
+impl Drop for CancelOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.cancel_all();
+        }
+    }
+}
+
 /// While a writer thread writes its part, its buffers (the file's and the RDB writer's
 /// staging) count as the capture's own memory: eviction leaves them out of its measure,
 /// as it leaves out the captured slots (deleting keys cannot free them; counted, they had
@@ -613,6 +631,7 @@ fn write_part(
     let mut announced = vec![false; hints.len()];
     let mut first = true;
     while let Some(captured) = shared.next(part) {
+        crate::crash_report::inject(crate::crash_report::PanicPoint::SnapshotPart);
         if first {
             storage.checkpoint(CrashPoint::SnapshotFirstCaptureTaken);
             first = false;

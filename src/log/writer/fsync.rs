@@ -315,6 +315,7 @@ fn run(slot_and_signal: &(Mutex<Slot>, Condvar), shared: &Shared) {
         slot.last_start = started;
         drop(slot);
 
+        crate::crash_report::inject(crate::crash_report::PanicPoint::Fsync);
         let result = file.sync_data();
 
         slot = mutex.lock().unwrap();
