@@ -399,6 +399,73 @@ fn subcommands_and_their_errors_answer_as_redis() {
     assert_eq!(errors(&mut ours), errors(&mut theirs));
 }
 
+#[test]
+fn populate_makes_redis_s_keys_and_refuses_a_count_memory_cannot_hold() {
+    let Some(binary) = require_redis_or_skip(WHOLE_TEST) else {
+        return;
+    };
+    let (redis_dir, dir) = (temp_dir(), temp_dir());
+    let redis = redis_with_debug(&binary, redis_dir.path());
+    let mut server = tessera_with_debug(dir.path(), &["--appendfsync", "always"]);
+    let mut ours = connect(server.port);
+    let mut theirs = connect(redis.port);
+    let long_prefix = format!("DEBUG POPULATE 2 {} 3", "p".repeat(200));
+    let lines = [
+        "SET key:1 kept",
+        "DEBUG POPULATE 3",
+        "DEBUG POPULATE 2 short 4",
+        "DEBUG POPULATE 2 padded 12",
+        "DEBUG POPULATE 2 plain 0",
+        "DEBUG POPULATE 0",
+        // Both names cut at 127 bytes, to one key.
+        &long_prefix,
+        "DEBUG POPULATE -1",
+        "DEBUG POPULATE abc",
+        "DEBUG POPULATE 1 x -3",
+        "DEBUG POPULATE 1 x abc",
+        "DEBUG POPULATE",
+        "DEBUG POPULATE 1 x 2 extra",
+        "DBSIZE",
+        "GET key:0",
+        "GET key:1",
+        "GET short:1",
+        "GET padded:1",
+        "GET plain:0",
+        "DEBUG DIGEST",
+    ];
+    let found = byte_differences(&mut ours, &mut theirs, &lines);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+    assert_eq!(
+        raw_reply(&mut ours, &split("GET padded:1")),
+        b"$12\r\nvalue:1\0\0\0\0\0\r\n"
+    );
+    assert_eq!(raw_reply(&mut ours, &split("DBSIZE")), b":10\r\n");
+
+    // Redis 7.0.15 fills 2^32 keys until the kernel kills it; Tessera refuses a count
+    // whose keys could not fit in physical memory, and stays up.
+    for line in [
+        "DEBUG POPULATE 4294967296",
+        "DEBUG POPULATE 1000000 big 100000000",
+    ] {
+        assert_eq!(
+            raw_reply(&mut ours, &split(line)),
+            b"-ERR OOM in dictTryExpand\r\n",
+            "{line}"
+        );
+    }
+    assert_eq!(raw_reply(&mut ours, &split("DBSIZE")), b":10\r\n");
+
+    // As in Redis, the keys are not logged: only the SET survives a crash.
+    server.kill9();
+    let server = start_server(dir.path(), &[]);
+    let mut conn = server.connection();
+    assert_eq!(dbsize(&mut conn), 1);
+    assert_eq!(
+        run(&mut conn, &["GET", "key:1"]),
+        redis::Value::BulkString(b"kept".to_vec())
+    );
+}
+
 /// DEBUG OBJECT's fields, by name (`Value at` is `at`).
 fn object_fields(line: &str) -> std::collections::BTreeMap<String, String> {
     let line = line.strip_prefix("Value at:").expect("Redis's line");

@@ -10,13 +10,15 @@
 //! have no plain nodes, so there is nothing for it to change), STRINGMATCH-TEST (a fuzz run
 //! of `crate::glob`), CHANGE-REPL-ID (a new replication ID, no second one), LOG, ERROR,
 //! CLIENT-EVICTION and CLUSTERLINK (what a Redis without `maxmemory-clients` and without
-//! cluster support answers), and RELOAD and LOADAOF, which the handler only checks: the
-//! event loop owns the files and does them (`Action::Reload`, `server::reload`).
+//! cluster support answers), POPULATE (Redis's keys and values, a count memory cannot
+//! hold refused up front; like Redis's, neither logged nor sent to replicas), and RELOAD
+//! and LOADAOF, which the handler only checks: the event loop owns the files and does
+//! them (`Action::Reload`, `server::reload`).
 //!
 //! Redis matches a subcommand together with its number of arguments: a known name with
 //! the wrong count gets the same "unknown subcommand or wrong number of arguments" error
 //! as an unknown name. The other subcommands Redis 7.0 lists (crashes, restarts, the
-//! allocator's and the structures' internals, POPULATE) are refused by name.
+//! allocator's and the structures' internals) are refused by name.
 
 use super::flags::*;
 use super::{Action, Args, CommandSpec, Ctx, lossy};
@@ -113,6 +115,7 @@ enum Sub {
     Segfault,
     /// DEBUG PANIC: the event loop panics (its crash report in the log).
     Panic,
+    Populate,
     /// A subcommand of Redis 7.0 that Tessera does not have.
     NotSupported,
 }
@@ -154,7 +157,7 @@ const SUBCOMMANDS: &[(&str, Words, Sub)] = &[
     ("sdslen", Words::Exactly(3), Sub::NotSupported),
     ("listpack", Words::Exactly(3), Sub::NotSupported),
     ("quicklist", Words::Between(3, 4), Sub::NotSupported),
-    ("populate", Words::Between(3, 5), Sub::NotSupported),
+    ("populate", Words::Between(3, 5), Sub::Populate),
     (
         "set-skip-checksum-validation",
         Words::Exactly(3),
@@ -401,6 +404,7 @@ fn debug(ctx: &mut Ctx, args: &Args) -> Action {
             }
         }
         Sub::Panic => panic!("DEBUG PANIC"),
+        Sub::Populate => populate(ctx, args),
         Sub::NotSupported => {
             let name = lossy(args[1]).to_ascii_uppercase();
             ctx.out
@@ -408,6 +412,78 @@ fn debug(ctx: &mut Ctx, args: &Args) -> Action {
         }
     }
     Action::None
+}
+
+/// Redis's `dictTryExpand` fails only when the allocator refuses the table, and then
+/// fills keys until the kernel kills it (Redis 7.0.15 on a 24 GB machine, asked for 2^32
+/// keys). Tessera refuses up front a count whose keys alone could not fit in physical
+/// memory: this many bytes per key at least (entry, key, value and table slot).
+const POPULATE_BYTES_PER_KEY_MIN: u64 = 64;
+
+/// Physical memory in bytes, or `u64::MAX` where the system does not say.
+fn physical_memory_bytes() -> u64 {
+    // SAFETY: sysconf reads a system constant; it has no preconditions.
+    let (pages, page_size) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    match (u64::try_from(pages), u64::try_from(page_size)) {
+        (Ok(pages), Ok(size)) if pages > 0 && size > 0 => pages.saturating_mul(size),
+        _ => u64::MAX,
+    }
+}
+
+/// DEBUG POPULATE count [prefix] [size]: string keys `prefix:N` (`key:N`), each valued
+/// `value:N` cut or padded with zero bytes to `size`; existing keys are left alone. As in
+/// Redis the keys are neither logged nor sent to replicas (a test aid), and a name is cut
+/// at 127 bytes (Redis formats it into a 128-byte buffer).
+fn populate(ctx: &mut Ctx, args: &Args) {
+    const NOT_POSITIVE: &str = "ERR value is out of range, must be positive";
+    let Some(count) = crate::resp::parse_i64(args[2]).and_then(|n| u64::try_from(n).ok()) else {
+        ctx.out.error(NOT_POSITIVE);
+        return;
+    };
+    let size = match args.get(4) {
+        None => None,
+        Some(arg) => match crate::resp::parse_i64(arg).and_then(|n| usize::try_from(n).ok()) {
+            Some(0) => None,
+            Some(size) => Some(size),
+            None => {
+                ctx.out.error(NOT_POSITIVE);
+                return;
+            }
+        },
+    };
+    let per_key = POPULATE_BYTES_PER_KEY_MIN.saturating_add(size.unwrap_or(0) as u64);
+    if count.saturating_mul(per_key) > physical_memory_bytes() {
+        ctx.out.error("ERR OOM in dictTryExpand");
+        return;
+    }
+    let prefix = args.get(3).copied().unwrap_or(b"key");
+    let mut key = Vec::new();
+    for j in 0..count {
+        key.clear();
+        key.extend_from_slice(prefix);
+        key.push(b':');
+        key.extend_from_slice(itoa::Buffer::new().format(j).as_bytes());
+        key.truncate(127);
+        if ctx.lookup(&key).is_some() {
+            continue;
+        }
+        let mut value = format!("value:{j}").into_bytes();
+        if let Some(size) = size {
+            value.resize(size, 0);
+        }
+        ctx.db().insert(crate::keyspace::Entry {
+            key: crate::keyspace::Key::from(&key[..]),
+            value: Value::string(crate::types::string::Str::from(&value[..])),
+            expire_at_ms: crate::keyspace::NO_EXPIRY,
+        });
+        ctx.signal_modified(&key);
+    }
+    ctx.out.ok();
 }
 
 /// Redis's `addReplySubcommandSyntaxError`: the subcommand as given, cut at 128 bytes.
