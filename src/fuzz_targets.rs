@@ -87,3 +87,177 @@ pub fn rdb(file: &[u8]) {
 pub fn manifest(text: &[u8]) {
     let _ = crate::log::manifest::Manifest::parse(text);
 }
+
+/// A log file's records, scanned with small reads (1 to 64 bytes, from the first byte)
+/// and with one read of the whole file (as the 4 MB reads see a small file): the reads'
+/// sizes must not change a record, an offset or the verdict, and the records lie inside
+/// the file.
+pub fn log_scan(input: &[u8]) {
+    use crate::log::scan::scan_records_in_chunks;
+    use crate::storage::{SimulatedStorage, Storage};
+    let Some((&first, file)) = input.split_first() else {
+        return;
+    };
+    let storage = SimulatedStorage::new();
+    let path = std::path::Path::new("appendonly.aof.1.incr.aof");
+    storage.create(path).unwrap().append(file).unwrap();
+    let scan = |chunk: usize| {
+        let mut records = Vec::new();
+        let verdict = scan_records_in_chunks(&storage, path, chunk, |args, offset| {
+            let bytes: usize = args.iter().map(|a| a.len()).sum();
+            assert!(
+                offset as usize + bytes <= file.len(),
+                "a record past the file"
+            );
+            records.push((offset, args.len(), bytes));
+            Ok::<(), std::convert::Infallible>(())
+        })
+        .map_err(|e| e.into_damage().to_string());
+        (records, verdict)
+    };
+    let small = scan(1 + usize::from(first % 64));
+    let large = scan(file.len() + 1);
+    assert_eq!(small, large, "the read size changed the scan");
+    if let Ok(consumed) = large.1 {
+        assert!(consumed as usize <= file.len());
+    }
+}
+
+/// The Lua libraries Redis bundles (cjson, cmsgpack, struct, bit), called as scripts call
+/// them with arguments made of the input; the first byte picks the call. A Lua error is
+/// an answer; a panic, a crash or unbounded memory (the interpreter's limit) is not.
+pub fn lua_libraries(input: &[u8]) {
+    use mlua::{MultiValue, Table, Value};
+    thread_local! {
+        static LIBRARIES: (crate::scripting::sandbox::Sandbox, Table) = {
+            let sandbox = crate::scripting::sandbox::Sandbox::new().expect("a sandbox");
+            let libraries = sandbox.internals.table.get("libraries").expect("the libraries");
+            (sandbox, libraries)
+        };
+    }
+    let Some((&selector, data)) = input.split_first() else {
+        return;
+    };
+    LIBRARIES.with(|(sandbox, libraries)| {
+        let lua = &sandbox.lua;
+        let string = |bytes: &[u8]| Value::String(lua.create_string(bytes).unwrap());
+        // `library.name(args…)`: its results, or None on a Lua error.
+        let call = |library: &str, name: &str, args: Vec<Value>| -> Option<MultiValue> {
+            let table: Table = libraries.get(library).unwrap();
+            let function: mlua::Function = table.get(name).unwrap();
+            let mut results = function
+                .call::<MultiValue>(MultiValue::from_vec(args))
+                .ok()?;
+            match results.pop_front() {
+                Some(Value::Boolean(true)) => Some(results),
+                _ => None,
+            }
+        };
+        // Numbers from the data, 8 bytes each: as doubles, and as the 32-bit integers
+        // `bit` works on (both signs, the edges included).
+        let numbers: Vec<Value> = data
+            .chunks(8)
+            .map(|c| {
+                let mut bytes = [0u8; 8];
+                bytes[..c.len()].copy_from_slice(c);
+                if c[0] & 1 == 0 {
+                    Value::Number(f64::from_le_bytes(bytes))
+                } else {
+                    Value::Number(f64::from(i32::from_le_bytes([
+                        bytes[1], bytes[2], bytes[3], bytes[4],
+                    ])))
+                }
+            })
+            .collect();
+        // A format and its data, split where the first data byte says.
+        let split = data
+            .first()
+            .map_or(0, |&b| usize::from(b) % (data.len().max(1)));
+        let (format, rest) = data.split_at(split);
+        match selector % 10 {
+            0 => {
+                call("cjson", "decode", vec![string(data)]);
+            }
+            1 => {
+                call("cmsgpack", "unpack", vec![string(data)]);
+            }
+            2 => {
+                let position = numbers.last().cloned().unwrap_or(Value::Nil);
+                call("struct", "unpack", vec![string(format), string(rest)]);
+                call(
+                    "struct",
+                    "unpack",
+                    vec![string(format), string(rest), position],
+                );
+            }
+            3 => {
+                let mut args = vec![string(format)];
+                args.extend(
+                    rest.chunks(8)
+                        .zip(&numbers)
+                        .map(|(c, n)| if c[0] & 2 == 0 { n.clone() } else { string(c) }),
+                );
+                call("struct", "pack", args);
+            }
+            4 => {
+                call("struct", "size", vec![string(data)]);
+            }
+            5 => {
+                // What cmsgpack decodes, cjson encodes (nested tables, cycles excluded).
+                if let Some(values) = call("cmsgpack", "unpack", vec![string(data)]) {
+                    for value in values {
+                        call("cjson", "encode", vec![value.clone()]);
+                        call("cmsgpack", "pack", vec![value]);
+                    }
+                }
+            }
+            6 => {
+                if let Some(values) = call("cjson", "decode", vec![string(data)]) {
+                    let packed = call("cmsgpack", "pack", values.into_vec());
+                    if let Some(Value::String(packed)) = packed.and_then(|mut p| p.pop_front()) {
+                        call("cmsgpack", "unpack", vec![Value::String(packed)]);
+                    }
+                }
+            }
+            7 => {
+                let limit = numbers.first().cloned().unwrap_or(Value::Nil);
+                let offset = numbers.get(1).cloned().unwrap_or(Value::Nil);
+                call("cmsgpack", "unpack_one", vec![string(rest), offset.clone()]);
+                call(
+                    "cmsgpack",
+                    "unpack_limit",
+                    vec![string(rest), limit, offset],
+                );
+            }
+            8 => {
+                for name in [
+                    "tobit", "bnot", "band", "bor", "bxor", "lshift", "rshift", "arshift", "rol",
+                    "ror", "bswap", "tohex",
+                ] {
+                    call("bit", name, numbers.iter().take(3).cloned().collect());
+                }
+            }
+            _ => {
+                // cjson.encode of a table built from the data: keys and values, nested.
+                let table = lua.create_table().unwrap();
+                let mut current = table.clone();
+                for (i, chunk) in data.chunks(3).enumerate() {
+                    match chunk[0] % 4 {
+                        0 => {
+                            let inner = lua.create_table().unwrap();
+                            current.set(i + 1, inner.clone()).unwrap();
+                            current = inner;
+                        }
+                        1 => current.set(string(chunk), i).unwrap(),
+                        2 => current.set(i + 1, string(chunk)).unwrap(),
+                        _ => current
+                            .set(f64::from(chunk[0]) - 128.5, numbers.get(i).cloned())
+                            .unwrap(),
+                    }
+                }
+                call("cjson", "encode", vec![Value::Table(table.clone())]);
+                call("cmsgpack", "pack", vec![Value::Table(table)]);
+            }
+        }
+    });
+}

@@ -1,7 +1,9 @@
 //! Seeded, structure-aware mutation fuzzing of the parsers of untrusted bytes, in process:
 //! the RESP request parser (multibulk, inline, the big-argument path, unauthenticated
-//! limits), RESTORE payloads of every type and encoding, FUNCTION RESTORE payloads, the
-//! RDB reader (a replica's full sync comes from the network) and the manifest parser.
+//! limits), RESTORE payloads of every type and encoding (the ziplist-era ones of dumps
+//! before 7.0 too), FUNCTION RESTORE payloads, the RDB reader (a replica's full sync comes
+//! from the network), the manifest parser, the log scanner (small reads must agree with
+//! large ones) and the Lua libraries Redis bundles (cjson, cmsgpack, struct, bit).
 //!
 //! Inputs start from a corpus kept in `tests/fuzz_corpus` (payloads and an RDB file that
 //! redis-server 7.0.15 wrote, a manifest) and from generated requests, and are mutated
@@ -238,6 +240,28 @@ fn rdb_files() {
     // A whole file per input: fewer of them by default.
     let checksum = |input: &[u8]| targets::with_checksum(input, 17);
     fuzz("rdb", &corpus("rdb-"), 2_000, checksum, targets::rdb);
+}
+
+#[test]
+fn log_files() {
+    fuzz(
+        "log_scan",
+        &corpus("log-"),
+        20_000,
+        |input| input.to_vec(),
+        targets::log_scan,
+    );
+}
+
+#[test]
+fn lua_libraries() {
+    fuzz(
+        "lua_libraries",
+        &corpus("lua-"),
+        20_000,
+        |input| input.to_vec(),
+        targets::lua_libraries,
+    );
 }
 
 #[test]

@@ -100,15 +100,37 @@ pub fn check_records(storage: &dyn Storage, path: &Path) -> Result<u64, LogDamag
 pub fn scan_records<E>(
     storage: &dyn Storage,
     path: &Path,
+    apply: impl FnMut(&[&[u8]], u64) -> Result<(), E>,
+) -> Result<u64, ScanError<E>> {
+    scan(storage, path, READ_CHUNK_BYTES, apply)
+}
+
+/// `scan_records` reading `chunk_bytes` at a time (test equipment: the fuzz target checks
+/// that the read size changes nothing).
+#[cfg(feature = "fault-injection")]
+pub fn scan_records_in_chunks<E>(
+    storage: &dyn Storage,
+    path: &Path,
+    chunk_bytes: usize,
+    apply: impl FnMut(&[&[u8]], u64) -> Result<(), E>,
+) -> Result<u64, ScanError<E>> {
+    scan(storage, path, chunk_bytes, apply)
+}
+
+fn scan<E>(
+    storage: &dyn Storage,
+    path: &Path,
+    chunk_bytes: usize,
     mut apply: impl FnMut(&[&[u8]], u64) -> Result<(), E>,
 ) -> Result<u64, ScanError<E>> {
+    assert!(chunk_bytes > 0);
     let damaged = |offset, reason| ScanError::Damaged(LogDamage::Corrupt { offset, reason });
     let mut file = storage
         .open_read(path)
         .map(StorageReader::new)
         .map_err(|e| damaged(0, Corruption::Unreadable(e)))?;
     let limits = log_limits();
-    let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
+    let mut buf: Vec<u8> = Vec::with_capacity(chunk_bytes);
     let mut start = 0usize; // parse position in buf
     let mut base_offset = 0u64; // file offset of buf[0]
     let mut ranges: Vec<Range<usize>> = Vec::new();
@@ -190,7 +212,7 @@ pub fn scan_records<E>(
                 base_offset += start as u64;
                 start = 0;
                 let old_len = buf.len();
-                buf.resize(old_len + READ_CHUNK_BYTES, 0);
+                buf.resize(old_len + chunk_bytes, 0);
                 let read = loop {
                     match file.read(&mut buf[old_len..]) {
                         Ok(n) => break n,

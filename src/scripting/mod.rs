@@ -22,7 +22,7 @@ mod patches;
 mod rand;
 pub mod reply;
 pub mod run;
-mod sandbox;
+pub(crate) mod sandbox;
 pub mod shebang;
 
 use bytes::Bytes;
