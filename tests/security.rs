@@ -751,3 +751,109 @@ fn a_reply_nested_past_the_stack_ends_in_an_error() {
     assert!((1000..=7995).contains(&depth), "nested {depth} deep");
     assert_eq!(exchange(&mut conn, &[b"PING"]), b"+PONG\r\n");
 }
+
+/// A DUMP payload of `body` (an RDB type byte and value) for RDB version 9, with its
+/// footer: what an attacker can send RESTORE with a checksum that passes.
+fn crafted_payload(body: &[u8]) -> Vec<u8> {
+    let mut payload = body.to_vec();
+    payload.extend_from_slice(&9u16.to_le_bytes());
+    let checksum = tessera::rdb::crc64(&payload);
+    payload.extend_from_slice(&checksum.to_le_bytes());
+    payload
+}
+
+/// A zipmap hash (RDB type 9) holding `blob`.
+fn zipmap_payload(blob: &[u8]) -> Vec<u8> {
+    let mut body = vec![9, blob.len() as u8];
+    body.extend_from_slice(blob);
+    crafted_payload(&body)
+}
+
+/// CVE-2026-25243 and its stream sibling: RESTORE payloads whose checksums pass but whose
+/// structure lies — a zipmap length in an overlong form (Redis read the pairs back
+/// misaligned), a consumer owning one entry twice (Redis freed the entry twice) — are
+/// refused with Redis's reply, side by side, and both servers go on.
+#[test]
+fn crafted_restore_payloads_get_redis_replies() {
+    let Some(redis_path) = common::require_redis_or_skip(common::WHOLE_TEST) else {
+        return;
+    };
+    let dir = temp_dir();
+    let server = start_server(dir.path(), &[]);
+    let oracle = common::RedisOracle::start(&redis_path);
+    let mut ours = raw_connect(server.port);
+    let mut theirs = raw_connect(oracle.port);
+
+    // Zipmap "field" → "value": a count, each length, a free byte before the value.
+    let mut cases: Vec<(&str, Vec<u8>)> = vec![
+        (
+            "zipmap as written",
+            zipmap_payload(b"\x01\x05field\x05\x00value\xff"),
+        ),
+        (
+            "zipmap field length 5 in the 5-byte form",
+            zipmap_payload(b"\x01\xfe\x05\x00\x00\x00field\x05\x00value\xff"),
+        ),
+        (
+            "zipmap value length 5 in the 5-byte form",
+            zipmap_payload(b"\x01\x05field\xfe\x05\x00\x00\x00\x00value\xff"),
+        ),
+    ];
+
+    // A stream whose entries are deleted, one group, alice owning 1-1 and bob 2-2 (the
+    // payload is Tessera's DUMP; Redis writes the same bytes, tests/stream_groups.rs).
+    let mut setup = common::raw_client::Conn::new(server.port);
+    for line in [
+        "XADD s 1-1 a b",
+        "XADD s 2-2 c d",
+        "XGROUP CREATE s g1 0",
+        "XREADGROUP GROUP g1 alice COUNT 1 STREAMS s >",
+        "XREADGROUP GROUP g1 bob STREAMS s >",
+        "XDEL s 1-1 2-2",
+    ] {
+        setup.cmd(&line.split(' ').collect::<Vec<_>>());
+    }
+    let common::raw_client::V::Bulk(Some(stream)) = setup.cmd(&["DUMP", "s"]) else {
+        panic!("no payload");
+    };
+    let body = &stream[..stream.len() - 10];
+    // After alice's name: her seen time (8 bytes), her count of IDs (1), the ID (16).
+    let count_at = body
+        .windows(6)
+        .position(|w| w == b"\x05alice")
+        .expect("alice")
+        + 6
+        + 8;
+    assert_eq!(body[count_at], 1, "alice owns one entry");
+    let id = &body[count_at + 1..count_at + 17];
+    let mut twice = body[..count_at].to_vec();
+    twice.push(2);
+    twice.extend_from_slice(id);
+    twice.extend_from_slice(id);
+    twice.extend_from_slice(&body[count_at + 17..]);
+    cases.push(("stream as written", crafted_payload(body)));
+    cases.push(("stream consumer owning 1-1 twice", crafted_payload(&twice)));
+
+    let mut found = Vec::new();
+    for (name, payload) in &cases {
+        let args: [&[u8]; 5] = [b"RESTORE", b"k", b"0", payload, b"REPLACE"];
+        let mine = exchange(&mut ours, &args);
+        let redis = exchange(&mut theirs, &args);
+        if mine != redis {
+            found.push(format!(
+                "{name}\n  tessera: {:?}\n  redis:   {:?}",
+                String::from_utf8_lossy(&mine),
+                String::from_utf8_lossy(&redis)
+            ));
+        }
+        let expected: &[u8] = if name.ends_with("as written") {
+            b"+OK\r\n"
+        } else {
+            b"-ERR Bad data format\r\n"
+        };
+        assert_eq!(mine, expected, "{name}");
+        assert_eq!(exchange(&mut ours, &[b"PING"]), b"+PONG\r\n", "{name}");
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+    assert_eq!(exchange(&mut theirs, &[b"PING"]), b"+PONG\r\n");
+}

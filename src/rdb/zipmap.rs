@@ -56,6 +56,11 @@ fn length(bytes: &[u8]) -> Result<(usize, &[u8]), InvalidZipmap> {
                 .get(1..5)
                 .ok_or(InvalidZipmap("a length runs past the end"))?;
             let len = u32::from_le_bytes(raw.try_into().expect("4 bytes"));
+            // Redis reads a pair back with the length's shortest form, so a short length
+            // written long would misalign it (CVE-2026-25243); Redis's fix refuses it.
+            if len < u32::from(BIG_LEN) {
+                return Err(InvalidZipmap("a short length in the long form"));
+            }
             Ok((len as usize, &bytes[5..]))
         }
         Some(_) => Err(InvalidZipmap("the end marker where a length belongs")),
@@ -112,5 +117,21 @@ mod tests {
         let mut trailing = blob.clone();
         trailing.push(0);
         assert!(pairs(&trailing).is_err());
+    }
+
+    #[test]
+    fn a_short_length_in_the_long_form_is_refused() {
+        // "a" → "1", with the field's length 1 written as 254 + four bytes, then the
+        // value's; 254 itself in the long form is the shortest form, so it is read.
+        let field_long = [1, BIG_LEN, 1, 0, 0, 0, b'a', 1, 0, b'1', END];
+        assert_eq!(
+            pairs(&field_long),
+            Err(InvalidZipmap("a short length in the long form"))
+        );
+        let value_long = [1, 1, b'a', BIG_LEN, 1, 0, 0, 0, 0, b'1', END];
+        assert!(pairs(&value_long).is_err());
+        let exact = zipmap(&[(&[b'f'; 254], b"1", 0)]);
+        assert_eq!(exact[1], BIG_LEN);
+        assert_eq!(pairs(&exact).unwrap(), vec![(&[b'f'; 254][..], &b"1"[..])]);
     }
 }
