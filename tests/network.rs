@@ -70,7 +70,14 @@ fn expect_reply(stream: &mut TcpStream, request: &str, expected: &str) {
 }
 
 fn info_stat(stream: &mut TcpStream, field: &str) -> Option<u64> {
-    stream.write_all(b"INFO stats\r\n").unwrap();
+    info_number(stream, "stats", field)
+}
+
+/// A number of INFO `section`.
+fn info_number(stream: &mut TcpStream, section: &str, field: &str) -> Option<u64> {
+    stream
+        .write_all(format!("INFO {section}\r\n").as_bytes())
+        .unwrap();
     let (reply, _) = read_bytes(stream, usize::MAX, Duration::from_millis(500));
     String::from_utf8_lossy(&reply).lines().find_map(|l| {
         l.strip_prefix(field)?
@@ -524,6 +531,69 @@ fn running_out_of_descriptors_refuses_newcomers_and_never_wedges_the_listener() 
         log.contains("Accepting client connection: Too many open files"),
         "{log}"
     );
+}
+
+/// Closes `stream` with a reset (SO_LINGER 0) instead of a FIN.
+fn reset(stream: TcpStream) {
+    use std::os::fd::AsRawFd;
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: the descriptor is open (owned by `stream`) and `linger` is the option's
+    // type, passed with its size.
+    let set = unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(set, 0, "SO_LINGER");
+}
+
+/// CVE-2025-48367: Redis's accept loop returned on a connection that failed while it was
+/// accepted, leaving the others waiting. Connections reset in the backlog (while the
+/// server sleeps in DEBUG SLEEP) are passed over: every good client queued among them is
+/// served, and none of the reset ones stays counted.
+#[test]
+fn connections_reset_before_they_are_accepted_leave_the_listener_serving() {
+    let dir = temp_dir();
+    let server = start_server(dir.path(), &["--enable-debug-command", "yes"]);
+    let mut sleeper = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    expect_reply(&mut sleeper, "PING\r\n", "+PONG\r\n");
+    sleeper.write_all(b"DEBUG SLEEP 1\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let mut good = Vec::new();
+    for round in 0..20 {
+        for _ in 0..10 {
+            reset(TcpStream::connect(("127.0.0.1", server.port)).unwrap());
+        }
+        if round % 4 == 0 {
+            let mut stream = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+            stream.write_all(b"PING\r\n").unwrap();
+            good.push(stream);
+        }
+    }
+    let (reply, _) = read_bytes(&mut sleeper, 5, Duration::from_secs(10));
+    assert_eq!(show(&reply), show(b"+OK\r\n"), "DEBUG SLEEP");
+    for (i, stream) in good.iter_mut().enumerate() {
+        let (reply, closed) = read_bytes(stream, 7, Duration::from_secs(5));
+        assert_eq!(show(&reply), show(b"+PONG\r\n"), "good client {i}");
+        assert!(!closed, "good client {i}");
+    }
+    // The sleeper and the five good clients; the 200 reset ones are gone.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let connected = info_number(&mut sleeper, "clients", "connected_clients");
+        if connected == Some(1 + good.len() as u64) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "connected_clients {connected:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 // ---------------------------------------------------------------------------------------
