@@ -628,6 +628,28 @@ const CASES: &[Case] = &[
         "CVE-2021-32687",
         &["CONFIG", "SET", "set-max-intset-entries", "512"],
     ),
+    // CVE-2021-29477 / CVE-2021-32625: the LCS table's size, checked against
+    // proto-max-bulk-len before anything is allocated (strings made with SETRANGE: a
+    // table of 6.4 GB for two 40,000-byte strings is refused at once).
+    (
+        "CVE-2021-29477",
+        &["CONFIG", "SET", "proto-max-bulk-len", "1mb"],
+    ),
+    ("CVE-2021-29477", &["SETRANGE", "lcs-a", "510", "x"]),
+    ("CVE-2021-29477", &["SETRANGE", "lcs-b", "510", "y"]),
+    ("CVE-2021-29477", &["SETRANGE", "lcs-c", "511", "y"]),
+    // 512 x 512 cells of 4 bytes: exactly 1 MB, allowed.
+    ("CVE-2021-29477", &["LCS", "lcs-a", "lcs-b", "LEN"]),
+    // 512 x 513: over.
+    ("CVE-2021-29477", &["LCS", "lcs-a", "lcs-c", "LEN"]),
+    ("CVE-2021-29477", &["LCS", "lcs-c", "lcs-a", "IDX"]),
+    (
+        "CVE-2021-29477",
+        &["CONFIG", "SET", "proto-max-bulk-len", "512mb"],
+    ),
+    ("CVE-2021-29477", &["SETRANGE", "lcs-big-a", "39999", "x"]),
+    ("CVE-2021-29477", &["SETRANGE", "lcs-big-b", "39999", "y"]),
+    ("CVE-2021-29477", &["LCS", "lcs-big-a", "lcs-big-b"]),
     // Redis's release of February 2026 (no CVE): a script's error cannot inject a reply.
     (
         "2026-02 reply injection",
