@@ -879,3 +879,38 @@ fn crafted_restore_payloads_get_redis_replies() {
     assert!(found.is_empty(), "{}", found.join("\n"));
     assert_eq!(exchange(&mut theirs, &[b"PING"]), b"+PONG\r\n");
 }
+
+/// CVE-2025-46819: Lua 5.1's lexer keeps a long bracket's level in a C int and doubles it
+/// to cut the brackets off, so a string whose brackets carry 2^30 - 1 `=` each comes out
+/// 4 GB long, read past the lexer's buffer. Such a chunk is 2 GB; the interpreter's heap
+/// is bounded at 1 GB (`LUA_MEMORY_BYTES_MAX`), so a script cannot build it and EVAL's body
+/// cannot hold it. With the bound raised to 16 GB, this script returned 4,294,967,297
+/// for the length of `[x]`.
+#[test]
+fn a_long_bracket_past_the_lexer_s_int_cannot_be_built() {
+    let dir = temp_dir();
+    let server = start_server(dir.path(), &[]);
+    let mut conn = raw_connect(server.port);
+    let script = |doublings: u32| {
+        format!(
+            "local eq = string.rep('=', 1048576) \
+             for _ = 1, {doublings} do eq = eq .. eq end \
+             eq = eq:sub(2) \
+             local chunk = 'return [' .. eq .. '[x]' .. eq .. ']' \
+             eq = nil \
+             return #assert(loadstring(chunk))()"
+        )
+    };
+    // A level of 2^20 - 1 `=` reads back as it should.
+    assert_eq!(
+        exchange(&mut conn, &[b"EVAL", script(0).as_bytes(), b"0"]),
+        b":1\r\n"
+    );
+    let past = exchange(&mut conn, &[b"EVAL", script(10).as_bytes(), b"0"]);
+    let past = String::from_utf8_lossy(&past);
+    assert!(
+        past.starts_with("-ERR Error running script") && past.ends_with("not enough memory\r\n"),
+        "{past}"
+    );
+    assert_eq!(exchange(&mut conn, &[b"PING"]), b"+PONG\r\n");
+}

@@ -34,7 +34,9 @@ pub use shebang::ScriptFlags;
 
 /// Bytes of memory the interpreter may hold. Redis sets no bound (only `maxmemory`); a
 /// script that builds a huge string or table gets Lua's "not enough memory" error here
-/// instead of taking the server's memory.
+/// instead of taking the server's memory. It must stay under 2 GB: it is also what keeps
+/// chunks of 2 GB, whose long brackets overflow Lua 5.1's lexer (CVE-2025-46819,
+/// `patches.rs`), out of the interpreter.
 pub const LUA_MEMORY_BYTES_MAX: usize = 1024 * 1024 * 1024;
 
 /// A cached script: its text, its shebang flags and its compiled function.

@@ -14,6 +14,9 @@
 //! - The parser's chunk name freed by a collection during parsing (CVE-2025-49844): every
 //!   chunk is loaded through `loadstring` with its name on the Lua stack, so the name is
 //!   always anchored.
+//! - Long brackets whose level overflows the lexer's int (CVE-2025-46819): the string is
+//!   cut out 4 GB long, past the lexer's buffer. It takes a chunk of 2 GB; the heap bound
+//!   (`LUA_MEMORY_BYTES_MAX`, 1 GB) keeps any such chunk out of the interpreter.
 //!
 //! The libraries Redis ships in C (cjson, cmsgpack, struct, bit) are Tessera's own Rust
 //! (`libs/`), where their advisories' overflows are checked arithmetic; `docs/security.md`
