@@ -16,7 +16,7 @@
 mod common;
 
 use common::raw_client::{Conn, V};
-use common::side_by_side::{connections, require_redis};
+use common::side_by_side::connections;
 use common::*;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
@@ -204,7 +204,9 @@ fn run_all(conn: &mut redis::Connection, commands: &[Vec<Vec<u8>>]) {
 
 #[test]
 fn bitmaps_survive_kill_9_and_a_compaction_as_redis_holds_them() {
-    let redis_path = require_redis();
+    let Some(redis_path) = require_redis_or_skip(WHOLE_TEST) else {
+        return;
+    };
     let dir = temp_dir();
     let mut server = start_server(
         dir.path(),
@@ -373,7 +375,9 @@ fn writes_are_logged_only_when_they_change_something() {
 
 #[test]
 fn errors_and_edge_cases_match_redis_in_resp2_and_resp3() {
-    let redis_path = require_redis();
+    let Some(redis_path) = require_redis_or_skip(WHOLE_TEST) else {
+        return;
+    };
     let dir = temp_dir();
     let server = start_server(dir.path(), &["--appendonly", "no"]);
     let redis = RedisOracle::start(&redis_path);
@@ -601,7 +605,9 @@ fn errors_and_edge_cases_match_redis_in_resp2_and_resp3() {
 
 #[test]
 fn lcs_matches_redis_in_resp2_and_resp3() {
-    let redis_path = require_redis();
+    let Some(redis_path) = require_redis_or_skip(WHOLE_TEST) else {
+        return;
+    };
     let dir = temp_dir();
     let server = start_server(dir.path(), &["--appendonly", "no"]);
     let redis = RedisOracle::start(&redis_path);
@@ -676,7 +682,9 @@ fn lcs_matches_redis_in_resp2_and_resp3() {
 
 #[test]
 fn bitop_touches_its_destination_only_and_events_are_redis_s() {
-    let redis_path = require_redis();
+    let Some(redis_path) = require_redis_or_skip(WHOLE_TEST) else {
+        return;
+    };
     let dir = temp_dir();
     let server = start_server(dir.path(), &["--appendonly", "no"]);
     let redis = RedisOracle::start(&redis_path);

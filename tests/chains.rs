@@ -7,7 +7,9 @@
 mod common;
 
 use common::replication::*;
-use common::{RedisOracle, TestServer, run, start_server, temp_dir};
+use common::{
+    RedisOracle, TestServer, WHOLE_TEST, require_redis_or_skip, run, start_server, temp_dir,
+};
 use std::time::Duration;
 
 fn replicaof(conn: &mut redis::Connection, port: u16) {
@@ -68,6 +70,9 @@ fn assert_one_history(nodes: &mut [&mut redis::Connection]) {
 /// the sub-replica's cut link continues from Tessera's backlog.
 #[test]
 fn a_redis_tessera_redis_chain_holds_one_history() {
+    if require_redis_or_skip(WHOLE_TEST).is_none() {
+        return;
+    }
     let (master, _master_dir, mut source) = populated_redis_master();
 
     let (tessera, _dir, mut middle) = tessera_replica_of(master.port);
@@ -191,6 +196,9 @@ fn a_tessera_chain_with_diskless_syncs() {
 /// redis-server sibling that follows it continues (`+CONTINUE`), no full sync.
 #[test]
 fn a_promoted_tessera_continues_its_sibling() {
+    if require_redis_or_skip(WHOLE_TEST).is_none() {
+        return;
+    }
     let (master, _master_dir, mut source) = populated_redis_master();
     let (tessera, _dir, mut promoted) = tessera_replica_of(master.port);
     let sibling = Replica::start(master.port);
@@ -231,6 +239,9 @@ fn a_promoted_tessera_continues_its_sibling() {
 /// and continues the history it followed (`+CONTINUE <new id>`).
 #[test]
 fn a_tessera_replica_continues_with_a_promoted_redis() {
+    if require_redis_or_skip(WHOLE_TEST).is_none() {
+        return;
+    }
     let (master, _master_dir, mut source) = populated_redis_master();
     let promoted = Replica::start(master.port);
     let mut new_master = promoted.connection();
@@ -270,6 +281,9 @@ fn a_tessera_replica_continues_with_a_promoted_redis() {
 /// resyncs from it, and the chain has the new master's dataset and history.
 #[test]
 fn a_demoted_tessera_master_takes_its_replica_along() {
+    if require_redis_or_skip(WHOLE_TEST).is_none() {
+        return;
+    }
     let dir = temp_dir();
     let tessera = start_master(dir.path(), &[]);
     let mut middle = tessera.connection();

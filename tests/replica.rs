@@ -9,13 +9,18 @@ mod common;
 
 use common::raw_client::{Conn, V};
 use common::replication::*;
-use common::{RedisOracle, info_field, run, start_server, temp_dir};
+use common::{
+    RedisOracle, WHOLE_TEST, info_field, require_redis_or_skip, run, start_server, temp_dir,
+};
 use std::time::Duration;
 
 /// The dataset a Redis master replicates to Tessera, through a full sync (diskless or
 /// not), the stream, a cut link (a partial resync), and into Tessera's own log.
 #[test]
 fn tessera_replicates_a_redis_master_into_its_own_log() {
+    if require_redis_or_skip(WHOLE_TEST).is_none() {
+        return;
+    }
     for diskless in [true, false] {
         let (master, _master_dir) = redis_master(diskless);
         let mut source = master.connection();
@@ -90,6 +95,9 @@ fn tessera_replicates_a_redis_master_into_its_own_log() {
 /// REPLICAOF NO ONE promotes both with the same second replication ID and offset.
 #[test]
 fn a_tessera_replica_answers_as_a_redis_replica() {
+    if require_redis_or_skip(WHOLE_TEST).is_none() {
+        return;
+    }
     let (master, _master_dir) = redis_master(true);
     let mut source = master.connection();
     run(&mut source, &["SET", "k", "v"]);
@@ -194,6 +202,9 @@ fn a_tessera_replica_answers_as_a_redis_replica() {
 /// what CONFIG GET (and so CONFIG REWRITE) says.
 #[test]
 fn replicaof_in_the_configuration_starts_a_replica() {
+    if require_redis_or_skip(WHOLE_TEST).is_none() {
+        return;
+    }
     let (master, _master_dir) = redis_master(false);
     let mut source = master.connection();
     run(&mut source, &["SET", "from-master", "yes"]);
@@ -229,7 +240,9 @@ fn replicaof_in_the_configuration_starts_a_replica() {
 /// with `replica-serve-stale-data no` answers MASTERDOWN but to `stale` commands.
 #[test]
 fn masterauth_and_stale_data() {
-    let binary = common::side_by_side::require_redis();
+    let Some(binary) = require_redis_or_skip(WHOLE_TEST) else {
+        return;
+    };
     let master_dir = temp_dir();
     let master = RedisOracle::start_with(
         &binary,
@@ -294,6 +307,9 @@ fn masterauth_and_stale_data() {
 /// buffer nor its transactions).
 #[test]
 fn a_master_transaction_past_the_query_buffer_limit_applies_whole() {
+    if require_redis_or_skip(WHOLE_TEST).is_none() {
+        return;
+    }
     let (master, _master_dir) = redis_master(true);
     let mut source = master.connection();
     let dir = temp_dir();
@@ -323,6 +339,9 @@ fn a_master_transaction_past_the_query_buffer_limit_applies_whole() {
 /// change), and goes through when sent again.
 #[test]
 fn a_second_role_change_in_one_turn_is_refused() {
+    if require_redis_or_skip(WHOLE_TEST).is_none() {
+        return;
+    }
     let (master, _master_dir) = redis_master(true);
     let dir = temp_dir();
     let tessera = start_server(dir.path(), &[]);
@@ -355,6 +374,9 @@ fn a_second_role_change_in_one_turn_is_refused() {
 /// restarted, must hold the master's dataset.
 #[test]
 fn a_full_sync_stops_the_replicas_running_job() {
+    if require_redis_or_skip(WHOLE_TEST).is_none() {
+        return;
+    }
     let (master, _master_dir) = redis_master(true);
     let mut source = master.connection();
     common::dataset::populate(&mut source, 0);
@@ -425,6 +447,9 @@ fn a_full_sync_stops_the_replicas_running_job() {
 /// none twice (INCRs), none lost.
 #[test]
 fn a_replica_restarted_from_its_snapshot_continues_partially() {
+    if require_redis_or_skip(WHOLE_TEST).is_none() {
+        return;
+    }
     let (master, _master_dir) = redis_master(true);
     let mut source = master.connection();
     common::dataset::populate(&mut source, 0);
@@ -493,6 +518,9 @@ fn a_replica_restarted_from_its_snapshot_continues_partially() {
 /// would leave the replica one key short of its master for good.
 #[test]
 fn a_restarted_replica_keeps_what_its_master_has_not_expired_yet() {
+    if require_redis_or_skip(WHOLE_TEST).is_none() {
+        return;
+    }
     let (master, _master_dir) = redis_master(true);
     let mut source = master.connection();
     run(&mut source, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);

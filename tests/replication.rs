@@ -9,7 +9,7 @@ mod common;
 
 use common::raw_client::{Conn, V};
 use common::replication::*;
-use common::{RedisOracle, info_field, run, temp_dir};
+use common::{RedisOracle, WHOLE_TEST, info_field, require_redis_or_skip, run, temp_dir};
 use std::time::{Duration, Instant};
 
 /// The whole path of a replica: a full sync taken while writes go on (the snapshot is
@@ -17,6 +17,9 @@ use std::time::{Duration, Instant};
 /// each step.
 #[test]
 fn a_redis_replica_syncs_follows_and_resumes_partially() {
+    if require_redis_or_skip(WHOLE_TEST).is_none() {
+        return;
+    }
     let dir = temp_dir();
     // A slow snapshot: the load runs during the full sync, so the stream since the
     // snapshot's point accumulates in the replica's output.
@@ -85,6 +88,9 @@ fn a_redis_replica_syncs_follows_and_resumes_partially() {
 /// limit, the master's memory stays bounded meanwhile, and once it runs again it resyncs.
 #[test]
 fn a_replica_that_stops_reading_is_dropped_and_the_master_stays_bounded() {
+    if require_redis_or_skip(WHOLE_TEST).is_none() {
+        return;
+    }
     let dir = temp_dir();
     let master = start_master(
         dir.path(),
@@ -146,6 +152,9 @@ fn a_replica_that_stops_reading_is_dropped_and_the_master_stays_bounded() {
 /// GETACK; a replica that does not answer is not counted once the timeout passes.
 #[test]
 fn wait_counts_the_replicas_that_acknowledged() {
+    if require_redis_or_skip(WHOLE_TEST).is_none() {
+        return;
+    }
     let dir = temp_dir();
     let master = start_master(dir.path(), &[]);
     let mut conn = master.connection();
@@ -240,7 +249,9 @@ fn wait_counts_the_replicas_that_acknowledged() {
 fn role_info_and_write_quorum_answer_as_a_redis_master() {
     let dir = temp_dir();
     let master = start_master(dir.path(), &[]);
-    let binary = common::side_by_side::require_redis();
+    let Some(binary) = require_redis_or_skip(WHOLE_TEST) else {
+        return;
+    };
     let redis_master = RedisOracle::start(&binary);
     let ours = Replica::start(master.port);
     let theirs = Replica::start(redis_master.port);
@@ -363,7 +374,9 @@ fn split_keeping_scripts(line: &str) -> Vec<String> {
 /// `--replica` (an empty filtered snapshot, then the stream as it comes).
 #[test]
 fn redis_cli_takes_snapshots_and_follows_the_stream() {
-    let binary = common::side_by_side::require_redis();
+    let Some(binary) = require_redis_or_skip(WHOLE_TEST) else {
+        return;
+    };
     let cli = binary.with_file_name("redis-cli");
     let dir = temp_dir();
     let master = start_master(dir.path(), &["--repl-ping-replica-period", "1"]);
@@ -450,6 +463,9 @@ fn redis_cli_takes_snapshots_and_follows_the_stream() {
 /// and BGSAVE / BGREWRITEAOF wait for it (Redis's replies for another job in progress).
 #[test]
 fn a_full_sync_takes_its_turn_among_background_jobs() {
+    if require_redis_or_skip(WHOLE_TEST).is_none() {
+        return;
+    }
     let dir = temp_dir();
     // Slow snapshots (about 2 s for the full sync's), so that each job is seen running.
     let master = start_master(dir.path(), &["--rdb-key-save-delay", "1000"]);
@@ -500,6 +516,9 @@ fn a_full_sync_takes_its_turn_among_background_jobs() {
 /// it continues from the backlog.
 #[test]
 fn a_silent_replica_times_out_and_continues_when_it_comes_back() {
+    if require_redis_or_skip(WHOLE_TEST).is_none() {
+        return;
+    }
     let dir = temp_dir();
     let master = start_master(dir.path(), &["--repl-timeout", "2"]);
     let mut conn = master.connection();
@@ -533,6 +552,9 @@ fn a_silent_replica_times_out_and_continues_when_it_comes_back() {
 /// sockets with the `$EOF:` framing, no file is written, and the stream follows.
 #[test]
 fn a_diskless_sync_serves_two_replicas_from_one_capture() {
+    if require_redis_or_skip(WHOLE_TEST).is_none() {
+        return;
+    }
     let dir = temp_dir();
     let master = start_master(dir.path(), &["--repl-diskless-sync-delay", "2"]);
     let mut conn = master.connection();
@@ -658,6 +680,9 @@ fn a_tessera_replica_syncs_diskless_from_a_tessera_master() {
 /// (SIGSTOP) holds the other back only until `repl-timeout` drops it.
 #[test]
 fn a_stalled_replica_is_dropped_from_a_diskless_sync_after_the_timeout() {
+    if require_redis_or_skip(WHOLE_TEST).is_none() {
+        return;
+    }
     let dir = temp_dir();
     let master = start_master(
         dir.path(),
@@ -721,6 +746,9 @@ fn a_stalled_replica_is_dropped_from_a_diskless_sync_after_the_timeout() {
 /// by a DEL in the stream (without it their DBSIZE is one more than the master's).
 #[test]
 fn a_restarted_master_s_replicas_continue_its_history() {
+    if require_redis_or_skip(WHOLE_TEST).is_none() {
+        return;
+    }
     let dir = temp_dir();
     let args = ["--appendonly", "no", "--save", "3600 1"];
     let mut master = start_master(dir.path(), &args);
@@ -826,6 +854,9 @@ fn a_restarted_master_s_replicas_continue_its_history() {
 /// otherwise keep them (Redis's RELOAD drops them silently).
 #[test]
 fn debug_reload_sends_the_dels_of_the_keys_it_drops() {
+    if require_redis_or_skip(WHOLE_TEST).is_none() {
+        return;
+    }
     let dir = temp_dir();
     let master = start_master(dir.path(), &["--appendonly", "no"]);
     let mut conn = master.connection();

@@ -186,7 +186,7 @@ impl Running {
                 if let Some(at) = all.iter().position(|a| *a == "--aof-rewrite-threads") {
                     all.drain(at..at + 2);
                 }
-                let redis = redis_server_path().expect("checked by the caller");
+                let redis = gated_redis();
                 Running::Redis(RedisOracle::start_with(&redis, dir, &all))
             }
         }

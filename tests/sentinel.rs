@@ -146,7 +146,7 @@ impl Node {
                 Process::Tessera(server)
             }
             Kind::Redis => {
-                let binary = common::side_by_side::require_redis();
+                let binary = common::gated_redis();
                 Process::Redis(RedisOracle::start_from_file(
                     &binary,
                     &self.config_file,
@@ -639,6 +639,9 @@ fn read_request(reader: &mut BufReader<std::net::TcpStream>) -> Vec<String> {
 /// test's own sends writes and closes with a reset (SO_LINGER 0), then resumed.
 #[test]
 fn replica_applies_what_its_master_sent_before_a_reset() {
+    if require_redis_or_skip(WHOLE_TEST).is_none() {
+        return;
+    }
     let dir = temp_dir();
     reset_case(|master_port| {
         let server = common::start_server(

@@ -8,7 +8,7 @@ mod common;
 
 use common::raw_client::{Conn, V};
 use common::replication::*;
-use common::{RedisOracle, TestServer, temp_dir};
+use common::{RedisOracle, TestServer, WHOLE_TEST, require_redis_or_skip, temp_dir};
 use std::path::PathBuf;
 use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
@@ -43,7 +43,7 @@ impl Master {
                 }
             }
             Kind::Redis => {
-                let binary = common::side_by_side::require_redis();
+                let binary = common::gated_redis();
                 let log_path = dir.path().join("master.log");
                 let mut all = vec![
                     "--appendonly",
@@ -184,6 +184,9 @@ fn writes_behind_a_stopped_replica(master: &mut redis::Connection) {
 /// waits for it, and the replica has every write (the master's last digest).
 #[test]
 fn shutdown_waits_until_the_replica_has_every_write() {
+    if require_redis_or_skip(WHOLE_TEST).is_none() {
+        return;
+    }
     for kind in [Kind::Tessera, Kind::Redis] {
         let (mut master, replica) = master_with_replica(kind, &["--shutdown-timeout", "60"]);
         let mut conn = master.connection();
@@ -215,6 +218,9 @@ fn shutdown_waits_until_the_replica_has_every_write() {
 /// lagging replica and exits; SHUTDOWN NOW exits without waiting.
 #[test]
 fn shutdown_gives_up_on_a_stopped_replica_after_the_timeout_and_now_does_not_wait() {
+    if require_redis_or_skip(WHOLE_TEST).is_none() {
+        return;
+    }
     for kind in [Kind::Tessera, Kind::Redis] {
         let (mut master, replica, _conn) =
             master_with_a_lagging_replica(kind, &["--shutdown-timeout", "2"], "late");
@@ -247,6 +253,9 @@ fn shutdown_gives_up_on_a_stopped_replica_after_the_timeout_and_now_does_not_wai
 /// serving on (writes too; CLIENT PAUSE's own pause unaffected).
 #[test]
 fn shutdown_abort_cancels_the_wait_as_redis_does() {
+    if require_redis_or_skip(WHOLE_TEST).is_none() {
+        return;
+    }
     let transcripts: Vec<Vec<String>> = [Kind::Tessera, Kind::Redis]
         .into_iter()
         .map(|kind| {
@@ -302,6 +311,9 @@ fn shutdown_abort_cancels_the_wait_as_redis_does() {
 /// error status; `shutdown-on-sigterm now` does not wait.
 #[test]
 fn termination_signals_wait_for_replicas_too() {
+    if require_redis_or_skip(WHOLE_TEST).is_none() {
+        return;
+    }
     for kind in [Kind::Tessera, Kind::Redis] {
         let (mut master, replica, mut conn) =
             master_with_a_lagging_replica(kind, &["--shutdown-timeout", "2"], "late");
@@ -346,6 +358,9 @@ fn termination_signals_wait_for_replicas_too() {
 /// answers Redis's error and the server serves on; with FORCE it exits anyway.
 #[test]
 fn force_shuts_down_despite_a_failed_final_snapshot() {
+    if require_redis_or_skip(WHOLE_TEST).is_none() {
+        return;
+    }
     let transcripts: Vec<Vec<String>> = [Kind::Tessera, Kind::Redis]
         .into_iter()
         .map(|kind| {
@@ -377,6 +392,9 @@ fn force_shuts_down_despite_a_failed_final_snapshot() {
 /// snapshots is not lost by a clean stop. Tessera loads either server's file.
 #[test]
 fn a_plain_shutdown_saves_when_save_points_are_configured() {
+    if require_redis_or_skip(WHOLE_TEST).is_none() {
+        return;
+    }
     for kind in [Kind::Tessera, Kind::Redis] {
         for (how, save, saved) in [
             ("SHUTDOWN", "3600 1", true),

@@ -22,7 +22,9 @@ fn info(conn: &mut Conn, sections: &str) -> Vec<String> {
 
 #[test]
 fn info_selects_redis_s_sections_in_redis_s_order() {
-    let (server, redis, _dir) = both();
+    let Some((server, redis, _dir)) = both() else {
+        return;
+    };
     let mut ours = Conn::new(server.port);
     let mut theirs = Conn::new(redis.port);
     for sections in [
@@ -73,7 +75,9 @@ fn counters(conn: &mut Conn) -> Vec<String> {
 
 #[test]
 fn command_and_error_counters_match_redis() {
-    let (server, redis, _dir) = both();
+    let Some((server, redis, _dir)) = both() else {
+        return;
+    };
     let script = "return redis.call('INCR', KEYS[1])";
     let sequence = [
         "SET a 1",
@@ -139,7 +143,9 @@ fn entry_shape(entry: &V) -> Vec<V> {
 
 #[test]
 fn slow_log_matches_redis() {
-    let (server, redis, _dir) = both();
+    let Some((server, redis, _dir)) = both() else {
+        return;
+    };
     let long = "x".repeat(200);
     let mut many: Vec<String> = vec!["RPUSH".into(), "list".into()];
     many.extend((0..40).map(|i| format!("e{i}")));
@@ -187,7 +193,9 @@ fn slow_log_matches_redis() {
 
 #[test]
 fn latency_replies_match_redis() {
-    let (server, redis, _dir) = both();
+    let Some((server, redis, _dir)) = both() else {
+        return;
+    };
     for resp3 in [false, true] {
         let mut ours = Conn::new(server.port);
         let mut theirs = Conn::new(redis.port);

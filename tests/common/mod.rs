@@ -19,7 +19,9 @@ pub mod stream_dump;
 #[allow(unused_imports)]
 pub use knobs::{env_flag, env_number, env_numbers};
 #[allow(unused_imports)]
-pub use skip::{Capability, WHOLE_TEST, redis_server_path, require_redis_or_skip, skip};
+pub use skip::{
+    Capability, WHOLE_TEST, gated_redis, redis_server_path, require_redis_or_skip, skip,
+};
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

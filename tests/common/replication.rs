@@ -16,7 +16,7 @@ pub struct Replica {
 
 impl Replica {
     pub fn start(master_port: u16) -> Replica {
-        let binary = super::side_by_side::require_redis();
+        let binary = super::gated_redis();
         let dir = temp_dir();
         let log = dir.path().join("replica.log");
         let redis = RedisOracle::start_with(
@@ -270,7 +270,7 @@ pub fn write_load(conn: &mut redis::Connection, tag: &str, rounds: usize) {
 /// A redis-server master (`repl-diskless-sync` as given, no delay before a sync) and
 /// its directory.
 pub fn redis_master(diskless: bool) -> (RedisOracle, tempfile::TempDir) {
-    let binary = super::side_by_side::require_redis();
+    let binary = super::gated_redis();
     let dir = temp_dir();
     let master = RedisOracle::start_with(
         &binary,

@@ -3,22 +3,21 @@
 //! read a reply's exact bytes off a raw socket.
 
 use super::raw_client::Conn;
-use super::{RedisOracle, TestServer, encode_command, redis_server_path, start_server, temp_dir};
+use super::{
+    RedisOracle, TestServer, WHOLE_TEST, encode_command, require_redis_or_skip, start_server,
+    temp_dir,
+};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-/// The oracle's path; a test that compares with Redis fails without one.
-pub fn require_redis() -> std::path::PathBuf {
-    redis_server_path().expect("redis-server 7.0 is needed for this test")
-}
-
-/// A fresh Tessera (in the returned directory) and a fresh redis-server.
-pub fn both() -> (TestServer, RedisOracle, tempfile::TempDir) {
-    let redis = RedisOracle::start(&require_redis());
+/// A fresh Tessera (in the returned directory) and a fresh redis-server; None when the
+/// oracle gate skipped the test (`require_redis_or_skip`): the caller returns.
+pub fn both() -> Option<(TestServer, RedisOracle, tempfile::TempDir)> {
+    let redis = RedisOracle::start(&require_redis_or_skip(WHOLE_TEST)?);
     let dir = temp_dir();
     let server = start_server(dir.path(), &[]);
-    (server, redis, dir)
+    Some((server, redis, dir))
 }
 
 /// A connection to each server, both in RESP3 when `resp3`.

@@ -166,6 +166,15 @@ fn oracle() -> &'static Result<PathBuf, String> {
     })
 }
 
+/// The oracle's path, for a helper of a test that has passed `require_redis_or_skip`
+/// (so it is usable: this fails loudly otherwise).
+pub fn gated_redis() -> PathBuf {
+    match oracle() {
+        Ok(path) => path.clone(),
+        Err(reason) => panic!("the oracle was used without require_redis_or_skip: {reason}"),
+    }
+}
+
 /// The oracle's path; without a usable one, `skip`s `what` (`WHOLE_TEST` or the part
 /// of the test that needs Redis) and returns None.
 pub fn require_redis_or_skip(what: &str) -> Option<PathBuf> {
