@@ -11,7 +11,9 @@
 //! (`differential/stream_groups.rs`), replication's commands on masters without replicas
 //! another (`differential/replication.rs`).
 //! The stream runs twice: over RESP2, and with
-//! other seeds over RESP3, where every reply's type must be Redis's too.
+//! other seeds over RESP3, where every reply's type must be Redis's too. A run of 5,000
+//! ops or more fails if a family never ran or Redis answered all of its commands with
+//! errors: matching replies prove nothing about commands that were not sent.
 //!
 //! Seeds come from `TESSERA_DIFF_SEEDS` (comma-separated) and the number of commands per
 //! seed from `TESSERA_DIFF_OPS`. A failure names the seed and the op index, so
@@ -184,7 +186,56 @@ fn now_ms() -> i64 {
 
 struct Gen {
     rng: StdRng,
+    /// The family the last `step` drew from.
+    family: Family,
 }
+
+/// The command families of the stream, each drawn by `Gen::step`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Family {
+    Transactions,
+    Blocking,
+    PubSub,
+    Replication,
+    Scripting,
+    Sort,
+    HyperLogLog,
+    Bitmaps,
+    StreamGroups,
+    Streams,
+    Lists,
+    Hashes,
+    Sets,
+    SortedSets,
+    Geo,
+    StringsAndKeys,
+}
+
+impl Family {
+    const ALL: [Family; 16] = [
+        Family::Transactions,
+        Family::Blocking,
+        Family::PubSub,
+        Family::Replication,
+        Family::Scripting,
+        Family::Sort,
+        Family::HyperLogLog,
+        Family::Bitmaps,
+        Family::StreamGroups,
+        Family::Streams,
+        Family::Lists,
+        Family::Hashes,
+        Family::Sets,
+        Family::SortedSets,
+        Family::Geo,
+        Family::StringsAndKeys,
+    ];
+}
+
+/// Steps of this many ops or more draw every family (the rarest, replication, is 0.5 % of
+/// them: about 25 expected at this length), so a family that never ran, or that Redis
+/// answered only with errors, fails the run.
+const OPS_THAT_COVER_EVERY_FAMILY: usize = 5000;
 
 impl Gen {
     fn chance(&mut self, p: f64) -> bool {
@@ -342,47 +393,58 @@ impl Gen {
     /// The next command(s): one of the families, or the string and keyspace commands.
     fn step(&mut self) -> Vec<Step> {
         if self.chance(0.03) {
+            self.family = Family::Transactions;
             return self.transaction_step();
         }
         self.single_step()
     }
 
-    /// A command of one of the families (no transaction).
+    /// A command of one of the families (no transaction); sets `family`.
     fn single_step(&mut self) -> Vec<Step> {
-        if self.chance(0.03) {
-            return self.blocking_step();
+        let family = self.draw_family();
+        self.family = family;
+        match family {
+            Family::Blocking => self.blocking_step(),
+            Family::PubSub => self.pubsub_step(),
+            Family::Replication => self.replication_step(),
+            Family::Scripting => self.scripting_step(),
+            Family::Sort => self.sort_step(),
+            Family::HyperLogLog => self.hyperloglog_step(),
+            Family::Bitmaps => self.bitmap_step(),
+            Family::StreamGroups => self.stream_group_step(),
+            Family::Streams => self.stream_step(),
+            Family::Lists => self.list_step(),
+            Family::Hashes => self.hash_step(),
+            Family::Sets => self.set_step(),
+            Family::SortedSets => self.zset_step(),
+            Family::Geo => self.geo_step(),
+            Family::StringsAndKeys | Family::Transactions => self.base_step(),
         }
-        if self.chance(0.02) {
-            return self.pubsub_step();
-        }
-        if self.chance(0.005) {
-            return self.replication_step();
-        }
-        if self.chance(0.04) {
-            return self.scripting_step();
-        }
-        if self.chance(0.03) {
-            return self.sort_step();
-        }
-        if self.chance(0.04) {
-            return self.hyperloglog_step();
-        }
-        if self.chance(0.06) {
-            return self.bitmap_step();
-        }
-        if self.chance(0.06) {
-            return self.stream_group_step();
-        }
-        if self.chance(0.08) {
-            return self.stream_step();
+    }
+
+    fn draw_family(&mut self) -> Family {
+        for (p, family) in [
+            (0.03, Family::Blocking),
+            (0.02, Family::PubSub),
+            (0.005, Family::Replication),
+            (0.04, Family::Scripting),
+            (0.03, Family::Sort),
+            (0.04, Family::HyperLogLog),
+            (0.06, Family::Bitmaps),
+            (0.06, Family::StreamGroups),
+            (0.08, Family::Streams),
+        ] {
+            if self.chance(p) {
+                return family;
+            }
         }
         match self.rng.random_range(0..100) {
-            0..12 => self.list_step(),
-            12..24 => self.hash_step(),
-            24..36 => self.set_step(),
-            36..50 => self.zset_step(),
-            50..58 => self.geo_step(),
-            _ => self.base_step(),
+            0..12 => Family::Lists,
+            12..24 => Family::Hashes,
+            24..36 => Family::Sets,
+            36..50 => Family::SortedSets,
+            50..58 => Family::Geo,
+            _ => Family::StringsAndKeys,
         }
     }
 }
@@ -611,6 +673,8 @@ fn run_stream(protocol: Protocol, seeds_variable: &str, seeds: &[u64]) {
     let mut total_events = 0usize;
     // Per command name: (commands sent, error replies), to show what the stream covered.
     let mut coverage: std::collections::BTreeMap<String, (usize, usize)> = Default::default();
+    // Per family: (commands sent, Redis's replies that were not errors).
+    let mut families: std::collections::BTreeMap<Family, (usize, usize)> = Default::default();
     for &seed in seeds {
         for conn in [&mut ours, &mut theirs] {
             let reset: Reply = query(conn, &[b"FLUSHALL".to_vec()]);
@@ -623,10 +687,13 @@ fn run_stream(protocol: Protocol, seeds_variable: &str, seeds: &[u64]) {
         their_events.drain();
         let mut generator = Gen {
             rng: StdRng::seed_from_u64(seed),
+            family: Family::StringsAndKeys,
         };
         let mut history: VecDeque<String> = VecDeque::new();
         for op in 0..ops {
-            for step in generator.step() {
+            let steps = generator.step();
+            let family = families.entry(generator.family).or_default();
+            for step in steps {
                 total_steps += 1;
                 let our_reply = execute(&mut ours, &step);
                 let their_reply = execute(&mut theirs, &step);
@@ -653,6 +720,8 @@ fn run_stream(protocol: Protocol, seeds_variable: &str, seeds: &[u64]) {
                 let counts = coverage.entry(name).or_default();
                 counts.0 += 1;
                 counts.1 += their_reply.is_err() as usize;
+                family.0 += 1;
+                family.1 += their_reply.is_ok() as usize;
                 history.push_back(line);
                 if history.len() > 25 {
                     history.pop_front();
@@ -674,4 +743,17 @@ fn run_stream(protocol: Protocol, seeds_variable: &str, seeds: &[u64]) {
         started.elapsed(),
         summary.join(", ")
     );
+    eprintln!("  families (commands/values): {families:?}");
+    if ops * seeds.len() >= OPS_THAT_COVER_EVERY_FAMILY {
+        let missing: Vec<String> = Family::ALL
+            .iter()
+            .filter(|f| families.get(f).is_none_or(|(_, values)| *values == 0))
+            .map(|f| format!("{f:?} {:?}", families.get(f)))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "families that never ran or got only errors from Redis: {}",
+            missing.join(", ")
+        );
+    }
 }
