@@ -663,6 +663,22 @@ const CASES: &[Case] = &[
         "2026-02 reply injection",
         &["EVAL", "error('x\\r\\n+OK')", "0"],
     ),
+    // CVE-2025-67733: CR and LF in error and status replies built from a client's bytes.
+    (
+        "CVE-2025-67733",
+        &["EVAL", "error(redis.error_reply('X\r\n+INJECTED'))", "0"],
+    ),
+    (
+        "CVE-2025-67733",
+        &["EVAL", "return redis.status_reply('a\r\n+INJECTED')", "0"],
+    ),
+    (
+        "CVE-2025-67733",
+        &["EVAL", "return {ok = 'a\r\n+INJECTED\r\n'}", "0"],
+    ),
+    ("CVE-2025-67733", &["FUNCTION", "LIST", "X\r\n+INJECTED"]),
+    ("CVE-2025-67733", &["FUNCTION", "LIST", "LIBRARYNAME"]),
+    ("CVE-2025-67733", &["PING"]),
 ];
 
 /// The reply's bytes, as they came, or what came before the server closed the connection
