@@ -171,6 +171,30 @@ const CONVERSATIONS: &[(&str, usize, Conversation)] = &[
         ],
     ),
     (
+        "CLIENT REPLY OFF and SKIP silence replies but not pub/sub's, in RESP3 and RESP2",
+        3,
+        &[
+            (
+                0,
+                "HELLO 3\nCLIENT REPLY OFF\nSUBSCRIBE news other\nPSUBSCRIBE n*\nSUBSCRIBE\nPING\n\
+                 CLIENT REPLY ON\n",
+            ),
+            (
+                1,
+                "CLIENT REPLY SKIP\nSUBSCRIBE news\nCLIENT REPLY OFF\nPSUBSCRIBE n*\nPING\n\
+                 CLIENT REPLY ON\n",
+            ),
+            (2, "PUBLISH news hello\n"),
+            (0, ""),
+            (1, ""),
+            (
+                0,
+                "UNSUBSCRIBE news\nCLIENT REPLY SKIP\nPUNSUBSCRIBE\nUNSUBSCRIBE\n",
+            ),
+            (1, "UNSUBSCRIBE\nPUNSUBSCRIBE\n"),
+        ],
+    ),
+    (
         "PUBSUB's errors and help",
         1,
         &[(

@@ -9,7 +9,7 @@ use super::{
     Action, Args, CommandSpec, Ctx, eq_ignore_case, lossy, unknown_subcommand, wrong_arity,
 };
 use crate::command;
-use crate::pubsub::Kind;
+use crate::pubsub::{Kind, PubSub, Subscriptions};
 
 pub fn commands() -> Vec<CommandSpec> {
     use super::flags::*;
@@ -101,26 +101,45 @@ pub fn commands() -> Vec<CommandSpec> {
 /// SUBSCRIBE / PSUBSCRIBE / SSUBSCRIBE: one confirmation per name.
 fn subscribe_each(ctx: &mut Ctx, kind: Kind, names: &Args) -> Action {
     let id = ctx.client.id;
-    for name in names {
-        ctx.server
-            .pubsub
-            .subscribe(&mut ctx.client.subscriptions, id, kind, name, &mut ctx.out);
-    }
+    pushing(ctx, |pubsub, session, out| {
+        for name in names {
+            pubsub.subscribe(session, id, kind, name, out);
+        }
+    });
     Action::None
 }
 
 /// UNSUBSCRIBE / PUNSUBSCRIBE / SUNSUBSCRIBE: the names given, or every one of `kind`.
 fn unsubscribe_each(ctx: &mut Ctx, kind: Kind, names: &Args) -> Action {
     let id = ctx.client.id;
-    let pubsub = &mut ctx.server.pubsub;
-    let session = &mut ctx.client.subscriptions;
-    if names.is_empty() {
-        pubsub.unsubscribe_all(session, id, kind, &mut ctx.out);
-    }
-    for name in names {
-        pubsub.unsubscribe(session, id, kind, name, &mut ctx.out);
-    }
+    pushing(ctx, |pubsub, session, out| {
+        if names.is_empty() {
+            pubsub.unsubscribe_all(session, id, kind, out);
+        }
+        for name in names {
+            pubsub.unsubscribe(session, id, kind, name, out);
+        }
+    });
     Action::None
+}
+
+/// Writes confirmations with `write`: into the reply, or, while CLIENT REPLY OFF or SKIP
+/// silences it, aside (`SessionState::silenced_pushes`), since Redis sends pub/sub's
+/// replies whatever CLIENT REPLY says, in RESP2 as in RESP3.
+fn pushing(
+    ctx: &mut Ctx,
+    write: impl FnOnce(&mut PubSub, &mut Subscriptions, &mut crate::resp::ReplyWriter<'_>),
+) {
+    use crate::commands::ReplyMode;
+    let session = &mut ctx.client.subscriptions;
+    if matches!(ctx.client.modes.reply, ReplyMode::Off | ReplyMode::Skip) {
+        let mut aside = std::mem::take(&mut ctx.client.silenced_pushes);
+        let mut out = crate::resp::ReplyWriter::new(&mut aside, ctx.out.resp3);
+        write(&mut ctx.server.pubsub, session, &mut out);
+        ctx.client.silenced_pushes = aside;
+    } else {
+        write(&mut ctx.server.pubsub, session, &mut ctx.out);
+    }
 }
 
 fn subscribe(ctx: &mut Ctx, args: &Args) -> Action {

@@ -38,6 +38,10 @@ pub struct SessionState {
     pub subscriptions: crate::pubsub::Subscriptions,
     /// CLIENT REPLY, CLIENT NO-EVICT and MONITOR.
     pub modes: super::ClientModes,
+    /// Pub/sub confirmations written while CLIENT REPLY silences the session: Redis sends
+    /// them anyway (its `CLIENT_PUSHING`), so the engine sends them after dropping the
+    /// command's reply.
+    pub silenced_pushes: Vec<u8>,
     /// A replica of this instance (PSYNC or SYNC made it one): its output is the
     /// replication stream (`crate::replication`).
     pub replica: bool,

@@ -453,6 +453,8 @@ impl Engine {
                 reload.reply = false;
             }
         }
+        // Pub/sub's confirmations go out whatever CLIENT REPLY says.
+        reply.append(&mut session.silenced_pushes);
         let origin = self.origin.take().expect("set above");
         reply.extend_from_slice(&origin.messages);
         // CLIENT CACHING covers the next command, or the whole transaction it opens, and
