@@ -377,6 +377,17 @@ return 1"#,
         r#"0"#,
     ],
     &[r#"eval"#, r#"return cmsgpack.pack()"#, r#"0"#],
+    // Maps and arrays of 100,000 entries, as Redis's own smoke test packs them (the pack
+    // held every pair at once and overflowed Lua's stack).
+    &[
+        r#"eval"#,
+        r#"local m, a = {}, {} for i = 1, 100000 do m[tostring(i)] = i a[i] = i end
+           local e = cmsgpack.pack({m = m, a = a}) local d = cmsgpack.unpack(e)
+           local n = 0 for _ in pairs(d.m) do n = n + 1 end
+           local j = cjson.encode(m) local c = 0 for _ in pairs(cjson.decode(j)) do c = c + 1 end
+           return {#e, n, #d.a, d.m['77777'], #j, c}"#,
+        r#"0"#,
+    ],
     &[
         r#"eval"#,
         r#"local t = {} t[1] = t return cmsgpack.pack(t)"#,

@@ -173,14 +173,25 @@ fn encode_table(out: &mut Vec<u8>, table: &Table, level: usize) -> Result<(), St
             encode(out, &item, level + 1)?;
         }
     } else {
-        let pairs: Vec<(Value, Value)> = table
-            .pairs::<Value, Value>()
-            .collect::<mlua::Result<_>>()
-            .map_err(super::lua_error)?;
-        header(out, pairs.len(), 0x80, 0xde, 0xdf);
-        for (key, value) in &pairs {
-            encode(out, key, level + 1)?;
-            encode(out, value, level + 1)?;
+        // Counted first, then encoded pair by pair: a held key or value is a slot of Lua's
+        // stack (mlua's references), and a map of 100,000 pairs held at once overflows it.
+        let mut pairs = 0usize;
+        for pair in table.pairs::<Value, Value>() {
+            pair.map_err(super::lua_error)?;
+            pairs += 1;
+        }
+        header(out, pairs, 0x80, 0xde, 0xdf);
+        let mut written = 0usize;
+        for pair in table.pairs::<Value, Value>() {
+            let (key, value) = pair.map_err(super::lua_error)?;
+            encode(out, &key, level + 1)?;
+            encode(out, &value, level + 1)?;
+            written += 1;
+        }
+        // Nothing runs between the passes that could change the table; were it to, the
+        // header would lie, so the pack fails rather than write it.
+        if written != pairs {
+            return Err("table changed while it was packed".into());
         }
     }
     Ok(())
