@@ -177,6 +177,35 @@ fn a_watched_key_changed_by_anyone_aborts_exec() {
     ok(&mut conn, &["GET", "balance"]);
     assert_eq!(ok(&mut conn, &["EXEC"]), Value::Array(vec![bulk("1")]));
 
+    // SMOVE changes its destination only when the member was not there already (Redis
+    // signals the destination only then); its source always.
+    ok(&mut other, &["SELECT", "0"]);
+    ok(&mut other, &["SADD", "source", "a", "b"]);
+    ok(&mut other, &["SADD", "destination", "a"]);
+    for (member, destination_changed) in [("a", false), ("b", true)] {
+        ok(&mut conn, &["WATCH", "destination"]);
+        ok(&mut conn, &["MULTI"]);
+        ok(&mut conn, &["SCARD", "destination"]);
+        ok(&mut other, &["SMOVE", "source", "destination", member]);
+        let exec = ok(&mut conn, &["EXEC"]);
+        assert_eq!(
+            exec == Value::Nil,
+            destination_changed,
+            "SMOVE {member}: {exec:?}"
+        );
+    }
+    // The source changes even when the member was in the destination already.
+    ok(&mut other, &["SADD", "source", "a", "c"]);
+    ok(&mut conn, &["WATCH", "source"]);
+    ok(&mut other, &["SMOVE", "source", "destination", "a"]);
+    ok(&mut conn, &["MULTI"]);
+    ok(&mut conn, &["SCARD", "source"]);
+    assert_eq!(
+        ok(&mut conn, &["EXEC"]),
+        Value::Nil,
+        "SMOVE changes its source"
+    );
+
     // UNWATCH forgets.
     ok(&mut conn, &["WATCH", "balance"]);
     ok(&mut conn, &["UNWATCH"]);

@@ -397,10 +397,14 @@ fn smove(ctx: &mut Ctx, args: &Args) -> Action {
     let added = ctx
         .write_or_create::<Set>(destination)
         .is_ok_and(|target| target.insert(member));
+    // As Redis's SMOVE: the destination counts as changed (WATCH, tracking, blocked
+    // clients) only when the member was not there already.
+    ctx.propagate_unsignalled(args);
+    ctx.signal_modified(source);
     if added {
+        ctx.signal_modified(destination);
         ctx.notify(EventClass::Set, "sadd", destination);
     }
-    ctx.propagate(args);
     ctx.out.integer(1);
     Action::None
 }
