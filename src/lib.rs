@@ -41,6 +41,7 @@ pub mod process;
 pub mod pubsub;
 pub mod rdb;
 pub mod recovery;
+pub mod redaction;
 pub mod replication;
 pub mod resp;
 pub mod scripting;

@@ -59,35 +59,12 @@ pub fn feeds_itself(name: &str) -> bool {
     )
 }
 
-/// The arguments as monitors see them: AUTH's and HELLO AUTH's credentials replaced by
-/// `(redacted)`, as Redis's commands redact them while parsing (an AUTH with too many
-/// arguments, or a HELLO with a bad protocol version, stops before redacting; HELLO stops
-/// at its first bad option).
+/// The arguments as monitors see them: credentials replaced by `(redacted)`
+/// (`crate::redaction`).
 pub fn redacted<'a>(name: &str, argv: &[&'a [u8]]) -> smallvec::SmallVec<[&'a [u8]; 8]> {
-    const REDACTED: &[u8] = b"(redacted)";
     let mut shown: smallvec::SmallVec<[&[u8]; 8]> = argv.iter().copied().collect();
-    match name {
-        "auth" if argv.len() <= 3 => shown[1..].fill(REDACTED),
-        "hello" => {
-            let version = argv.get(1).and_then(|v| crate::resp::parse_i64(v));
-            if argv.len() >= 2 && !matches!(version, Some(2 | 3)) {
-                return shown;
-            }
-            let mut index = 2;
-            while index < argv.len() {
-                let remaining = argv.len() - index - 1;
-                if argv[index].eq_ignore_ascii_case(b"auth") && remaining >= 2 {
-                    shown[index + 1] = REDACTED;
-                    shown[index + 2] = REDACTED;
-                    index += 3;
-                } else if argv[index].eq_ignore_ascii_case(b"setname") && remaining >= 1 {
-                    index += 2;
-                } else {
-                    break;
-                }
-            }
-        }
-        _ => {}
+    for at in crate::redaction::positions(name, argv) {
+        shown[at] = crate::redaction::REDACTED;
     }
     shown
 }

@@ -4,10 +4,8 @@
 //!
 //! An entry keeps a bounded copy of the command: at most 32 arguments (the last then says
 //! how many more there were) of at most 128 bytes each, so a huge command cannot make the
-//! log hold more than a few kilobytes per entry. Secrets are not kept: AUTH's arguments,
-//! HELLO's AUTH password, ACL SETUSER's user and rules and CONFIG SET's `requirepass` /
-//! `masterauth` values are
-//! replaced with `(redacted)`, as Redis's `redactClientCommandArgument` does.
+//! log hold more than a few kilobytes per entry. Secrets are not kept: passwords and ACL
+//! rules are replaced with `(redacted)` (`crate::redaction`, shared with MONITOR).
 
 use std::collections::VecDeque;
 
@@ -54,13 +52,13 @@ impl SlowLog {
     pub fn push(&mut self, command: Command<'_>, max_len: usize) {
         let argc = command.argv.len();
         let kept = argc.min(ARGUMENTS_MAX);
-        let redacted = redacted_positions(command.name, command.argv);
+        let redacted = crate::redaction::positions(command.name, command.argv);
         let arguments = (0..kept)
             .map(|index| {
                 if kept != argc && index == kept - 1 {
                     format!("... ({} more arguments)", argc - kept + 1).into_bytes()
                 } else if redacted.contains(&index) {
-                    b"(redacted)".to_vec()
+                    crate::redaction::REDACTED.to_vec()
                 } else {
                     truncated(command.argv[index])
                 }
@@ -111,35 +109,6 @@ fn truncated(argument: &[u8]) -> Vec<u8> {
         format!("... ({} more bytes)", argument.len() - ARGUMENT_BYTES_MAX).as_bytes(),
     );
     kept
-}
-
-/// The argument positions Redis redacts for this command.
-fn redacted_positions(name: &str, argv: &[&[u8]]) -> Vec<usize> {
-    match name {
-        "auth" => (1..argv.len()).collect(),
-        "hello" => argv
-            .iter()
-            .position(|a| a.eq_ignore_ascii_case(b"auth"))
-            .map(|at| vec![at + 1, at + 2])
-            .unwrap_or_default(),
-        // The user's name and every rule (passwords among them).
-        "acl"
-            if argv
-                .get(1)
-                .is_some_and(|s| s.eq_ignore_ascii_case(b"setuser")) =>
-        {
-            (2..argv.len()).collect()
-        }
-        "config" if argv.get(1).is_some_and(|s| s.eq_ignore_ascii_case(b"set")) => (2..argv.len())
-            .step_by(2)
-            .filter(|&at| {
-                argv[at].eq_ignore_ascii_case(b"requirepass")
-                    || argv[at].eq_ignore_ascii_case(b"masterauth")
-            })
-            .map(|at| at + 1)
-            .collect(),
-        _ => Vec::new(),
-    }
 }
 
 #[cfg(test)]
