@@ -65,8 +65,9 @@ pub struct Scripting {
     /// them alone, FUNCTION FLUSH starts it anew.
     function_sandbox: Option<sandbox::Sandbox>,
     libraries: std::collections::BTreeMap<String, functions::Library>,
-    /// Function name → its library's name.
-    function_index: HashMap<String, String>,
+    /// Function name, lower-cased (Redis finds functions, and their clashes between
+    /// libraries, ignoring case) → its library's name and the name as registered.
+    function_index: HashMap<String, (String, String)>,
     /// Buffers a run keeps from one run to the next (`run::run`): a command's reply, and
     /// the numbers given to `redis.call`.
     run_buffers: (Vec<u8>, Vec<u8>),
@@ -194,7 +195,7 @@ impl Scripting {
         )?;
         library.code = bytes::Bytes::copy_from_slice(code);
         for function in library.functions.keys() {
-            if let Some(owner) = self.function_index.get(function)
+            if let Some((owner, _)) = self.function_index.get(&function.to_ascii_lowercase())
                 && *owner != name
             {
                 return Err(LibraryError::FunctionExists(function.clone()));
@@ -202,7 +203,10 @@ impl Scripting {
         }
         self.delete_library(&name);
         for function in library.functions.keys() {
-            self.function_index.insert(function.clone(), name.clone());
+            self.function_index.insert(
+                function.to_ascii_lowercase(),
+                (name.clone(), function.clone()),
+            );
         }
         self.libraries.insert(name.clone(), library);
         Ok(name)
@@ -251,7 +255,7 @@ impl Scripting {
             return false;
         };
         for function in library.functions.keys() {
-            self.function_index.remove(function);
+            self.function_index.remove(&function.to_ascii_lowercase());
         }
         true
     }
@@ -272,9 +276,10 @@ impl Scripting {
         self.libraries.values().map(|l| l.code.clone()).collect()
     }
 
+    /// The function named `name`, in any case (as Redis's FCALL finds it).
     pub fn function(&self, name: &str) -> Option<&functions::FunctionEntry> {
-        let library = self.function_index.get(name)?;
-        self.libraries.get(library)?.functions.get(name)
+        let (library, registered) = self.function_index.get(&name.to_ascii_lowercase())?;
+        self.libraries.get(library)?.functions.get(registered)
     }
 
     /// The functions' interpreter, a function's callback and the sandbox's table.

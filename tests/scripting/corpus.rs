@@ -597,6 +597,15 @@ redis.register_function('g2', function() return 2 end)"#,
     &[r#"fcall"#, r#"f1"#, r#"-1"#, r#"k"#],
     &[r#"fcall"#, r#"g2"#, r#"0"#],
     &[r#"fcall"#, r#"g"#, r#"0"#],
+    // Functions are found, and clash between libraries, ignoring case.
+    &[r#"fcall"#, r#"G2"#, r#"0"#],
+    &[r#"fcall_ro"#, r#"F2"#, r#"0"#],
+    &[
+        r#"function"#,
+        r#"load"#,
+        r#"#!lua name=other_case
+redis.register_function('F1', function() return 3 end)"#,
+    ],
     &[
         r#"function"#,
         r#"load"#,
