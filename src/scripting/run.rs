@@ -624,6 +624,10 @@ unsafe fn command_from_lua(state: *mut ffi::lua_State, raise: bool) -> c_int {
     // changes and which lives until the run ends, after this returns: pushing runs no Lua
     // code that could call back (the only finalizers, mlua's, are Rust that does not).
     unsafe {
+        // The arguments are done with (the reply is the run's own bytes): popped, as
+        // Redis pops them, so that a call with as many arguments as the stack holds (7,999
+        // from `unpack`) still has room for its reply.
+        ffi::lua_settop(state, 0);
         if ffi::lua_checkstack(state, 4) == 0 {
             ffi::lua_pushstring(state, c"stack overflow".as_ptr());
             ffi::lua_error(state);

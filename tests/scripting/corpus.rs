@@ -377,6 +377,13 @@ return 1"#,
         r#"0"#,
     ],
     &[r#"eval"#, r#"return cmsgpack.pack()"#, r#"0"#],
+    // As many arguments to redis.call as Lua's stack holds (Redis's own scripting unit).
+    &[
+        r#"eval"#,
+        r#"local a = {} for i = 1, 7999 do a[i] = 1 end
+           return {redis.call('lpush', 'massive', unpack(a)), redis.pcall('del', 'massive')}"#,
+        r#"0"#,
+    ],
     // Maps and arrays of 100,000 entries, as Redis's own smoke test packs them (the pack
     // held every pair at once and overflowed Lua's stack).
     &[
