@@ -1,0 +1,419 @@
+//! Redis's own test suite as the conformance bar: the Tcl units of redis 7.0.15 (Debian's
+//! source package of the installed redis-server, fetched by `scripts/redis-suite`) run in
+//! external mode (`test_helper.tcl --host --port`), each unit against a fresh redis-server
+//! and a fresh Tessera in the same run. A unit passes when Tessera passes at least 95 % of
+//! the tests Redis passes, and neither stops early where the other does not.
+//!
+//! Tests that cannot pass on Tessera by design are listed with their reason in
+//! `tests/redis_suite/excluded.tsv` (unit, test name, reason): both servers skip them
+//! (`--skipfile`), so a unit goes on past them. Every other test Redis passes and Tessera
+//! fails is printed; more than 5 % of a unit fails the run.
+//!
+//! Units not yet at that bar are listed in `tests/redis_suite/shortfalls.tsv` (unit, the
+//! passes Tessera reached, what stops it): such a unit must not fall below its floor, and
+//! the run says when it reaches the bar (then its line goes). The list is the work left.
+//!
+//! `TESSERA_REDIS_SUITE` names another copy of the suite (the directory holding
+//! `tests/test_helper.tcl`); `TESSERA_REDIS_SUITE_UNITS` picks units (comma-separated).
+
+mod common;
+
+use common::*;
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The units Redis's own CI runs in external mode (its test_helper's list, less those
+/// that need a cluster, TLS, modules or the server's binary).
+const UNITS: &[&str] = &[
+    "unit/printver",
+    "unit/dump",
+    "unit/auth",
+    "unit/protocol",
+    "unit/keyspace",
+    "unit/scan",
+    "unit/info",
+    "unit/info-command",
+    "unit/type/string",
+    "unit/type/incr",
+    "unit/type/list",
+    "unit/type/list-2",
+    "unit/type/list-3",
+    "unit/type/set",
+    "unit/type/zset",
+    "unit/type/hash",
+    "unit/type/stream",
+    "unit/type/stream-cgroups",
+    "unit/sort",
+    "unit/expire",
+    "unit/other",
+    "unit/multi",
+    "unit/quit",
+    "unit/aofrw",
+    "unit/acl",
+    "unit/acl-v2",
+    "unit/latency-monitor",
+    "unit/pubsub",
+    "unit/pubsubshard",
+    "unit/slowlog",
+    "unit/scripting",
+    "unit/functions",
+    "unit/maxmemory",
+    "unit/introspection",
+    "unit/introspection-2",
+    "unit/limits",
+    "unit/obuf-limits",
+    "unit/bitops",
+    "unit/bitfield",
+    "unit/geo",
+    "unit/memefficiency",
+    "unit/hyperloglog",
+    "unit/lazyfree",
+    "unit/wait",
+    "unit/pause",
+    "unit/querybuf",
+    "unit/pendingquerybuf",
+    "unit/tracking",
+    "unit/oom-score-adj",
+    "unit/shutdown",
+    "unit/networking",
+    "unit/client-eviction",
+    "unit/violations",
+    "unit/replybufsize",
+];
+
+/// A unit's share of Redis's passes that Tessera must pass too.
+const PASS_SHARE_MIN: f64 = 0.95;
+
+/// A unit that runs longer is stopped and counted as far as it got.
+const UNIT_TIME_LIMIT: Duration = Duration::from_secs(400);
+
+/// What one run of a unit showed.
+#[derive(Debug, Default)]
+struct UnitRun {
+    /// Names of the tests that passed, with how many times (a unit may repeat a name per
+    /// encoding).
+    passed: BTreeMap<String, usize>,
+    failed: Vec<String>,
+    /// The exception that stopped the unit (external mode stops at the first).
+    stopped: Option<String>,
+    timed_out: bool,
+    /// The harness printed its summary (all passed, or the list of failures).
+    finished: bool,
+    /// The last test that passed or failed (a stop happened in the test after it).
+    last: Option<String>,
+    tail: String,
+}
+
+impl UnitRun {
+    fn passes(&self) -> usize {
+        self.passed.values().sum()
+    }
+}
+
+/// The suite's directory: `TESSERA_REDIS_SUITE`, else what `scripts/redis-suite` fetched
+/// for the installed redis-server.
+fn suite_dir() -> Result<PathBuf, String> {
+    if let Some(dir) = std::env::var_os("TESSERA_REDIS_SUITE").filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(dir));
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/redis-suite");
+    let found = std::fs::read_dir(&root).ok().and_then(|entries| {
+        entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .find(|p| p.join("tests/test_helper.tcl").exists())
+    });
+    found.ok_or_else(|| {
+        format!(
+            "Redis's Tcl suite is not in {} (scripts/test fetches it with scripts/redis-suite)",
+            root.display()
+        )
+    })
+}
+
+/// The lines of `tests/redis_suite/<file>`: three tab-separated fields each, the last a
+/// reason that must be given.
+fn table(file: &str) -> Vec<[String; 3]> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/redis_suite")
+        .join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let mut out = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let fields: Vec<&str> = line.split('\t').collect();
+        assert!(
+            fields.len() == 3 && !fields[2].trim().is_empty(),
+            "{file} line {}: three tab-separated fields, the last a reason: {line:?}",
+            number + 1
+        );
+        assert!(
+            UNITS.contains(&fields[0]),
+            "{file} line {}: {} is not a unit this test runs",
+            number + 1,
+            fields[0]
+        );
+        out.push([fields[0].into(), fields[1].into(), fields[2].into()]);
+    }
+    out
+}
+
+/// The excluded tests: unit → names.
+fn excluded() -> BTreeMap<String, Vec<String>> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for [unit, test, _] in table("excluded.tsv") {
+        out.entry(unit).or_default().push(test);
+    }
+    out
+}
+
+/// The units below the bar: unit → the passes Tessera must keep.
+fn shortfalls() -> BTreeMap<String, usize> {
+    table("shortfalls.tsv")
+        .into_iter()
+        .map(|[unit, floor, _]| {
+            let floor = floor
+                .parse()
+                .unwrap_or_else(|_| panic!("shortfalls.tsv: {unit}'s floor {floor:?}"));
+            (unit, floor)
+        })
+        .collect()
+}
+
+/// The part of a result line after its colored tag, if `line` carries `tag`.
+fn tagged<'a>(line: &'a str, tag: &str) -> Option<&'a str> {
+    let rest = line.strip_prefix('[')?;
+    let close = rest.find("]: ")?;
+    let label: String = strip_colors(&rest[..close]);
+    (label == tag).then(|| &rest[close + 3..])
+}
+
+fn strip_colors(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c == 'm' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Runs `unit` against the server on `port`, skipping the names in `skipfile`.
+fn run_unit(suite: &Path, unit: &str, port: u16, skipfile: &Path) -> UnitRun {
+    // The harness listens for its test clients on a port below `--baseport`; two runs at
+    // once (another test binary's, another checkout's) must not meet there.
+    let base_port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port().clamp(1100, 60000) + 32
+    };
+    let mut child = Command::new("tclsh")
+        .args(["tests/test_helper.tcl", "--host", "127.0.0.1", "--port"])
+        .arg(port.to_string())
+        .arg("--baseport")
+        .arg(base_port.to_string())
+        .args(["--single", unit, "--clients", "1", "--tags", "-slow"])
+        .arg("--skipfile")
+        .arg(skipfile)
+        .current_dir(suite)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("tclsh (scripts/test installs tcl)");
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        let _ = stdout.read_to_end(&mut text);
+        String::from_utf8_lossy(&text).into_owned()
+    });
+    let started = Instant::now();
+    let mut timed_out = false;
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > UNIT_TIME_LIMIT {
+            // The harness and its test clients are one process group.
+            // SAFETY: kill(2) on a process group this test started; no memory involved.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            timed_out = true;
+            let _ = child.wait();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let text = reader.join().unwrap();
+    let mut run = UnitRun {
+        timed_out,
+        ..UnitRun::default()
+    };
+    for line in text.lines() {
+        if let Some(rest) = tagged(line, "ok") {
+            let name = rest.rsplit_once(" (").map_or(rest, |(name, _)| name);
+            *run.passed.entry(name.to_string()).or_default() += 1;
+            run.last = Some(name.to_string());
+        } else if let Some(rest) = tagged(line, "err") {
+            run.failed.push(rest.to_string());
+            run.last = Some(rest.to_string());
+        } else if let Some(rest) = tagged(line, "exception") {
+            run.stopped = Some(rest.to_string());
+        }
+    }
+    run.finished = text.contains("All tests passed") || text.contains("tests failed");
+    if run.stopped.is_some() || timed_out || !run.finished {
+        let lines: Vec<&str> = text.lines().collect();
+        run.tail = lines[lines.len().saturating_sub(15)..].join("\n");
+    }
+    run
+}
+
+/// Units run at once: the servers mostly wait on the harness's Tcl clients.
+const WORKERS: usize = 3;
+
+/// One unit against both servers: (Redis's run, Tessera's run).
+fn both_runs(
+    suite: &Path,
+    redis_binary: &Path,
+    unit: &str,
+    excluded: &[String],
+) -> (UnitRun, UnitRun) {
+    let scratch = temp_dir();
+    let skipfile = scratch.path().join("skip");
+    std::fs::write(&skipfile, excluded.join("\n")).unwrap();
+    let redis_dir = temp_dir();
+    let redis = RedisOracle::start_with(
+        redis_binary,
+        redis_dir.path(),
+        &["--appendonly", "no", "--enable-debug-command", "yes"],
+    );
+    let theirs = run_unit(suite, unit, redis.port, &skipfile);
+    drop(redis);
+    assert!(
+        theirs.finished || theirs.stopped.is_some() || theirs.timed_out,
+        "{unit} did not run against Redis:\n{}",
+        theirs.tail
+    );
+    let dir = temp_dir();
+    let server = start_server(dir.path(), &["--enable-debug-command", "yes"]);
+    let ours = run_unit(suite, unit, server.port, &skipfile);
+    (theirs, ours)
+}
+
+#[test]
+fn redis_s_own_units_pass_on_tessera_as_on_redis() {
+    let Some(redis_binary) = require_redis_or_skip(WHOLE_TEST) else {
+        return;
+    };
+    let suite = match suite_dir() {
+        Ok(dir) => dir,
+        Err(reason) => {
+            skip(Capability::Redis, WHOLE_TEST, &reason);
+            return;
+        }
+    };
+    let picked: Option<Vec<String>> = std::env::var("TESSERA_REDIS_SUITE_UNITS")
+        .ok()
+        .filter(|v| !v.is_empty())
+        .map(|v| v.split(',').map(str::to_string).collect());
+    let excluded = excluded();
+    let shortfalls = shortfalls();
+    let units: Vec<&str> = UNITS
+        .iter()
+        .copied()
+        .filter(|unit| picked.as_ref().is_none_or(|p| p.iter().any(|u| u == unit)))
+        .collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results = std::sync::Mutex::new(BTreeMap::new());
+    std::thread::scope(|scope| {
+        for _ in 0..WORKERS {
+            scope.spawn(|| {
+                loop {
+                    let at = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(unit) = units.get(at) else { break };
+                    let names = excluded.get(*unit).cloned().unwrap_or_default();
+                    let runs = both_runs(&suite, &redis_binary, unit, &names);
+                    results.lock().unwrap().insert(at, (*unit, runs));
+                }
+            });
+        }
+    });
+    let mut problems = Vec::new();
+    let mut lines = Vec::new();
+    for (_, (unit, (theirs, ours))) in results.into_inner().unwrap() {
+        let missing: Vec<&String> = theirs
+            .passed
+            .iter()
+            .filter(|(name, times)| ours.passed.get(*name).copied().unwrap_or(0) < **times)
+            .map(|(name, _)| name)
+            .collect();
+        let missing_count: usize = theirs
+            .passed
+            .iter()
+            .map(|(name, times)| times.saturating_sub(ours.passed.get(name).copied().unwrap_or(0)))
+            .sum();
+        let share = if theirs.passes() == 0 {
+            1.0
+        } else {
+            1.0 - missing_count as f64 / theirs.passes() as f64
+        };
+        let stopped_alone = (ours.stopped.is_some() && theirs.stopped.is_none())
+            || (ours.timed_out && !theirs.timed_out);
+        let at_bar = share >= PASS_SHARE_MIN && !stopped_alone;
+        lines.push(format!(
+            "{unit:28} redis {:4}  tessera {:4}  {:5.1} %{}{}",
+            theirs.passes(),
+            ours.passes(),
+            100.0 * share,
+            ours.stopped.as_ref().map_or(String::new(), |e| format!(
+                "  tessera stopped after {:?}: {e}",
+                ours.last.as_deref().unwrap_or("the start")
+            )),
+            if ours.timed_out {
+                "  tessera timed out"
+            } else {
+                ""
+            },
+        ));
+        let detail = || {
+            format!(
+                "not passed: {missing:?}; failed: {:?}\n{}",
+                ours.failed, ours.tail
+            )
+        };
+        match shortfalls.get(unit) {
+            Some(&floor) if ours.passes() < floor => problems.push(format!(
+                "{unit}: {} passes, below its floor of {floor} (shortfalls.tsv); {}",
+                ours.passes(),
+                detail()
+            )),
+            Some(_) if at_bar => problems.push(format!(
+                "{unit} is at the bar now ({:.1} %): remove it from shortfalls.tsv",
+                100.0 * share
+            )),
+            Some(_) => {}
+            None if !at_bar => problems.push(format!(
+                "{unit}: {:.1} % of Redis's {} passes{}; {}",
+                100.0 * share,
+                theirs.passes(),
+                if stopped_alone { ", stopped early" } else { "" },
+                detail()
+            )),
+            None if !missing.is_empty() => {
+                eprintln!("{unit}: passes on Redis only: {missing:?}");
+            }
+            None => {}
+        }
+    }
+    eprintln!("Redis's test suite, external mode:\n{}", lines.join("\n"));
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
