@@ -845,10 +845,29 @@ fn a_busy_function_answers_busy_and_function_kill_stops_it() {
             "#!lua name=spin\nredis.register_function('spin', function() while true do end end)",
         ],
     );
-    let running = std::thread::spawn(move || call(&mut conn, &["FCALL", "spin", "0"]));
+    let running =
+        std::thread::spawn(move || call(&mut conn, &["FCALL", "spin", "1", "key", "arg"]));
     let function_busy = "-BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.\r\n";
     assert_eq!(wait_for_busy(server.port), function_busy);
     let mut other = connect(server.port);
+    // FUNCTION STATS is answered meanwhile (Redis's allow-busy), naming the running
+    // function and its caller's command.
+    let stats = call(&mut other, &["FUNCTION", "STATS"]);
+    let (before, after) = stats
+        .split_once("$11\r\nduration_ms\r\n:")
+        .unwrap_or_else(|| panic!("{stats}"));
+    assert_eq!(
+        before,
+        "*4\r\n$14\r\nrunning_script\r\n*6\r\n$4\r\nname\r\n$4\r\nspin\r\n\
+         $7\r\ncommand\r\n*5\r\n$5\r\nFCALL\r\n$4\r\nspin\r\n$1\r\n1\r\n$3\r\nkey\r\n$3\r\narg\r\n"
+    );
+    let (duration, engines) = after.split_once("\r\n").unwrap();
+    assert!(duration.parse::<u64>().unwrap() >= 50, "{stats}");
+    assert_eq!(
+        engines,
+        "$7\r\nengines\r\n*2\r\n$3\r\nLUA\r\n*4\r\n$15\r\nlibraries_count\r\n:1\r\n\
+         $15\r\nfunctions_count\r\n:1\r\n"
+    );
     // SCRIPT KILL is for EVAL: Redis answers so.
     assert_eq!(call(&mut other, &["SCRIPT", "KILL"]), function_busy);
     assert_eq!(call(&mut other, &["FUNCTION", "KILL"]), "+OK\r\n");

@@ -315,7 +315,7 @@ fn debug(ctx: &mut Ctx, args: &Args) -> Action {
         None => None,
     };
     let Some(sub) = sub else {
-        syntax_error(ctx, args[1]);
+        super::subcommand_syntax_error(ctx, args);
         return Action::None;
     };
     match sub {
@@ -484,14 +484,6 @@ fn populate(ctx: &mut Ctx, args: &Args) {
         ctx.signal_modified(&key);
     }
     ctx.out.ok();
-}
-
-/// Redis's `addReplySubcommandSyntaxError`: the subcommand as given, cut at 128 bytes.
-fn syntax_error(ctx: &mut Ctx, sub: &[u8]) {
-    let shown = lossy(&sub[..sub.len().min(128)]);
-    ctx.out.error(&format!(
-        "ERR unknown subcommand or wrong number of arguments for '{shown}'. Try DEBUG HELP."
-    ));
 }
 
 /// DEBUG RELOAD [MERGE] [NOFLUSH] [NOSAVE]: the options checked here, the work done by

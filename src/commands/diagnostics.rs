@@ -97,10 +97,7 @@ fn slowlog(ctx: &mut Ctx, args: &Args) -> Action {
             ctx.out.ok();
         }
         // Redis's `addReplySubcommandSyntaxError`, with the subcommand as given.
-        "get" if args.len() > 3 => ctx.out.error(&format!(
-            "ERR unknown subcommand or wrong number of arguments for '{}'. Try SLOWLOG HELP.",
-            lossy(args[1])
-        )),
+        "get" if args.len() > 3 => super::subcommand_syntax_error(ctx, args),
         "get" => slowlog_get(ctx, args.get(2).copied()),
         "help" | "len" | "reset" => {}
         _ => unknown_subcommand(ctx, "slowlog", args[1]),

@@ -121,7 +121,7 @@ fn function(ctx: &mut Ctx, args: &Args) -> Action {
     let sub = lossy(args[1]).to_ascii_lowercase();
     let arity_ok = match sub.as_str() {
         "help" | "kill" | "stats" | "dump" => args.len() == 2,
-        "restore" => args.len() == 3 || args.len() == 4,
+        "restore" => args.len() >= 3,
         "delete" => args.len() == 3,
         "load" => args.len() >= 3,
         "list" | "flush" => args.len() >= 2,
@@ -168,6 +168,7 @@ fn function(ctx: &mut Ctx, args: &Args) -> Action {
                 ctx.out.error("ERR Library not found");
             }
         }
+        _ if args.len() > 3 => super::subcommand_syntax_error(ctx, args),
         _ => {
             let mode_ok = match args.get(2) {
                 None => true,
@@ -224,6 +225,10 @@ fn load(ctx: &mut Ctx, args: &Args) -> Action {
 /// FUNCTION RESTORE payload [FLUSH|APPEND|REPLACE].
 fn restore(ctx: &mut Ctx, args: &Args) {
     use crate::scripting::functions::RestorePolicy;
+    if args.len() > 4 {
+        super::subcommand_syntax_error(ctx, args);
+        return;
+    }
     let policy = match args.get(3) {
         None => RestorePolicy::Append,
         Some(p) if eq_ignore_case(p, "append") => RestorePolicy::Append,
@@ -259,9 +264,10 @@ fn list(ctx: &mut Ctx, options: &Args) -> Action {
     let mut pattern: Option<&[u8]> = None;
     let mut i = 0;
     while i < options.len() {
-        if eq_ignore_case(options[i], "withcode") {
+        // Each option once: a second is an unknown argument, as in Redis.
+        if !with_code && eq_ignore_case(options[i], "withcode") {
             with_code = true;
-        } else if eq_ignore_case(options[i], "libraryname") {
+        } else if pattern.is_none() && eq_ignore_case(options[i], "libraryname") {
             let Some(p) = options.get(i + 1) else {
                 ctx.out.error("ERR library name argument was not given");
                 return Action::None;
@@ -323,17 +329,7 @@ fn stats(ctx: &mut Ctx) {
         .fold((0, 0), |(l, f), library| {
             (l + 1, f + library.functions.len())
         });
-    let out = &mut ctx.out;
-    out.map(2);
-    out.bulk(b"running_script");
-    // A function runs within one command: none is running while a client is served.
-    out.null();
-    out.bulk(b"engines");
-    out.map(1);
-    out.bulk(b"LUA");
-    out.map(2);
-    out.bulk(b"libraries_count");
-    out.integer(libraries);
-    out.bulk(b"functions_count");
-    out.integer(functions as i64);
+    // None is running while a client is served here; a busy function's callers are
+    // answered by the event loop (`server::busy`).
+    crate::scripting::busy::write_function_stats(&mut ctx.out, None, libraries, functions as i64);
 }

@@ -1086,6 +1086,17 @@ pub fn unknown_subcommand(ctx: &mut Ctx, container: &str, sub: &[u8]) {
     ));
 }
 
+/// Redis's `addReplySubcommandSyntaxError`: the subcommand as given (up to a NUL, at most
+/// 128 bytes) and the command's name as given, upper-cased.
+pub fn subcommand_syntax_error(ctx: &mut Ctx, args: &Args) {
+    use stream_groups::c_text;
+    ctx.out.error(&format!(
+        "ERR unknown subcommand or wrong number of arguments for '{}'. Try {} HELP.",
+        c_text(&args[1][..args[1].len().min(128)]),
+        c_text(args[0]).to_ascii_uppercase()
+    ));
+}
+
 pub fn wrong_arity(ctx: &mut Ctx, full_name: &str) {
     ctx.out.error(&format!(
         "ERR wrong number of arguments for '{full_name}' command"

@@ -219,10 +219,7 @@ fn pubsub(ctx: &mut Ctx, args: &Args) -> Action {
         "channels" | "shardchannels" => {
             if args.len() > 3 {
                 // Redis's handler takes at most a pattern.
-                ctx.out.error(&format!(
-                    "ERR unknown subcommand or wrong number of arguments for '{}'. Try PUBSUB HELP.",
-                    lossy(args[1])
-                ));
+                super::subcommand_syntax_error(ctx, args);
                 return Action::None;
             }
             let shard = eq_ignore_case(args[1], "shardchannels");

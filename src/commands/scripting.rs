@@ -163,8 +163,13 @@ pub(super) fn prepare_run(
         ctx.out.error("OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'");
         return Action::None;
     }
+    let head = match target {
+        Target::Function(_) => args[..3].iter().map(|a| a.to_vec()).collect(),
+        Target::Script(_) => Vec::new(),
+    };
     Action::RunScript(Box::new(ScriptCall {
         target,
+        head,
         keys: args[3..3 + numkeys].iter().map(|k| k.to_vec()).collect(),
         args: args[3 + numkeys..].iter().map(|a| a.to_vec()).collect(),
         read_only: read_only_command || (!flags.compat && flags.no_writes),

@@ -1,15 +1,69 @@
 //! A script that runs past `busy-reply-threshold`: what the event loop's side is told and
 //! may ask for. While it runs, a Lua hook (every 100 000 instructions) hands the other
 //! clients to the host (`engine::Host::serve_while_busy`), which answers them -BUSY and
-//! takes SCRIPT KILL, FUNCTION KILL and SHUTDOWN NOSAVE, as Redis's `processEventsWhileBlocked`
-//! does. The engine is the script's meanwhile, so nothing else may run.
+//! takes SCRIPT KILL, FUNCTION KILL, FUNCTION STATS and SHUTDOWN NOSAVE, as Redis's
+//! `processEventsWhileBlocked` does. The engine is the script's meanwhile, so nothing
+//! else may run.
 
 /// Instructions between two looks at the clock (Redis's hook count).
 pub const HOOK_INSTRUCTIONS: u32 = 100_000;
 
+/// The function running, as FUNCTION STATS shows it while it runs (Redis answers FUNCTION
+/// STATS then; during an EVAL it answers BUSY).
+#[derive(Clone, Debug)]
+pub struct RunningFunction<'a> {
+    pub name: &'a str,
+    /// The caller's command: its name, the function's and the key count as sent, then
+    /// the keys and the arguments.
+    pub head: &'a [Vec<u8>],
+    pub keys: &'a [Vec<u8>],
+    pub args: &'a [Vec<u8>],
+    pub duration_ms: i64,
+}
+
+impl RunningFunction<'_> {
+    pub fn command(&self) -> impl Iterator<Item = &Vec<u8>> {
+        self.head.iter().chain(self.keys).chain(self.args)
+    }
+}
+
+/// FUNCTION STATS's reply: the running function (or null), then the Lua engine's counts.
+pub fn write_function_stats(
+    out: &mut crate::resp::ReplyWriter<'_>,
+    running: Option<&RunningFunction<'_>>,
+    libraries: i64,
+    functions: i64,
+) {
+    out.map(2);
+    out.bulk(b"running_script");
+    match running {
+        None => out.null(),
+        Some(function) => {
+            out.map(3);
+            out.bulk(b"name");
+            out.bulk(function.name.as_bytes());
+            out.bulk(b"command");
+            out.array(function.command().count());
+            for word in function.command() {
+                out.bulk(word);
+            }
+            out.bulk(b"duration_ms");
+            out.integer(function.duration_ms);
+        }
+    }
+    out.bulk(b"engines");
+    out.map(1);
+    out.bulk(b"LUA");
+    out.map(2);
+    out.bulk(b"libraries_count");
+    out.integer(libraries);
+    out.bulk(b"functions_count");
+    out.integer(functions);
+}
+
 /// What the host knows of the running script.
 #[derive(Clone, Debug)]
-pub struct Busy {
+pub struct Busy<'a> {
     /// The script has written: SCRIPT KILL answers UNKILLABLE.
     pub wrote: bool,
     /// An EVAL (SCRIPT KILL stops it), not a function (FUNCTION KILL would).
@@ -27,6 +81,11 @@ pub struct Busy {
     /// What admitting a new connection checks (`maxclients`, `protected-mode`).
     pub clients_max: usize,
     pub protected_mode: bool,
+    /// The function running (None during an EVAL), and the libraries' and functions'
+    /// counts: what FUNCTION STATS answers meanwhile.
+    pub function: Option<RunningFunction<'a>>,
+    pub libraries: i64,
+    pub functions: i64,
 }
 
 /// What the host asks of the running script.

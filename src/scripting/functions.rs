@@ -72,8 +72,10 @@ pub fn metadata(code: &[u8]) -> Result<String, LibraryError> {
         .iter()
         .position(|&b| b == b'\n')
         .ok_or(LibraryError::InvalidMetadata)?;
-    let parts = crate::resp::split_args(&code[2..line_len]).ok_or(LibraryError::InvalidMetadata)?;
-    let Some(engine) = parts.first() else {
+    // Redis splits the whole line and takes the engine from the first word, after "#!":
+    // `#! name=x` names the engine ''.
+    let parts = crate::resp::split_args(&code[..line_len]).ok_or(LibraryError::InvalidMetadata)?;
+    let Some(engine) = parts.first().and_then(|first| first.get(2..)) else {
         return Err(LibraryError::InvalidMetadata);
     };
     let mut name = None;

@@ -46,6 +46,9 @@ impl Target {
 #[derive(Debug, PartialEq, Eq)]
 pub struct ScriptCall {
     pub target: Target,
+    /// For a function, the caller's command name, the function's name and the key count
+    /// as sent (FUNCTION STATS shows the whole command while it runs); empty for a script.
+    pub head: Vec<Vec<u8>>,
     pub keys: Vec<Vec<u8>>,
     pub args: Vec<Vec<u8>>,
     /// EVAL_RO / EVALSHA_RO, or a script declaring `no-writes`: write commands are refused.
@@ -151,6 +154,8 @@ impl Host for CallerHost<'_> {
 /// The run in progress, as the Lua callbacks reach it.
 struct RunContext<'a> {
     engine: &'a mut Engine,
+    /// What runs, and how it was called.
+    call: &'a ScriptCall,
     /// The script's own session (its "client").
     session: SessionState,
     mode: ScriptMode,
@@ -255,6 +260,7 @@ pub fn run(
     let mark = engine.effects.mark();
     let mut context = RunContext {
         engine: &mut *engine,
+        call: &call,
         session: SessionState {
             id: u64::MAX,
             db: session.db,
@@ -454,7 +460,8 @@ pub(super) fn watch_busy(lua: &Lua, internal: &mlua::Table) -> mlua::Result<()> 
                     && let Some(threshold) = run.threshold
                     && run.started.elapsed() >= threshold
                 {
-                    let request = run.host.serve_while_busy(&busy_of(run));
+                    let busy = busy_of(run);
+                    let request = run.host.serve_while_busy(&busy);
                     if request != BusyRequest::Continue {
                         run.busy_request = request;
                         run.killed = true;
@@ -489,10 +496,27 @@ enum Look {
 }
 
 /// What the host is told of the running script.
-fn busy_of(run: &RunContext<'_>) -> Busy {
+fn busy_of<'a>(run: &RunContext<'a>) -> Busy<'a> {
     let state = &run.engine.state;
     let config = &state.config;
+    let call: &'a ScriptCall = run.call;
+    let function = match &call.target {
+        Target::Function(name) => Some(crate::scripting::busy::RunningFunction {
+            name,
+            head: &call.head,
+            keys: &call.keys,
+            args: &call.args,
+            duration_ms: run.started.elapsed().as_millis() as i64,
+        }),
+        Target::Script(_) => None,
+    };
+    let (libraries, functions) = state.scripting.libraries().fold((0, 0), |(l, f), library| {
+        (l + 1, f + library.functions.len() as i64)
+    });
     Busy {
+        function,
+        libraries,
+        functions,
         wrote: run.mode.wrote,
         eval: run.eval,
         may_shutdown: run.may_shutdown,

@@ -169,6 +169,21 @@ fn answer(out: &mut ReplyWriter, argv: &[Vec<u8>], busy: &Busy, authenticated: b
         out.ok();
         return Answer::Quit;
     }
+    // FUNCTION STATS is allowed while busy (Redis's allow-busy), but answers BUSY during
+    // an EVAL, as Redis's does.
+    if spec.name == "function"
+        && args.len() == 2
+        && eq_ignore_case(sub, "stats")
+        && let Some(function) = &busy.function
+    {
+        crate::scripting::busy::write_function_stats(
+            out,
+            Some(function),
+            busy.libraries,
+            busy.functions,
+        );
+        return Answer::Reply;
+    }
     if spec.name == "shutdown"
         && busy.may_shutdown
         && args[1..].iter().any(|a| eq_ignore_case(a, "nosave"))

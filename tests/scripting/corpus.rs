@@ -635,6 +635,31 @@ redis.register_function('err4', function(keys, args) return {keys[1], args[1], #
         r#"y"#,
     ],
     &[r#"function"#, r#"list"#, r#"libraryname"#],
+    // Each option once; too many arguments; an engine named '' by `#! name=`.
+    &[r#"function"#, r#"list"#, r#"withcode"#, r#"withcode"#],
+    &[
+        r#"function"#,
+        r#"list"#,
+        r#"withcode"#,
+        r#"libraryname"#,
+        r#"foo"#,
+        r#"libraryname"#,
+        r#"foo"#,
+    ],
+    &[
+        r#"function"#,
+        r#"restore"#,
+        r#"arg1"#,
+        r#"args2"#,
+        r#"arg3"#,
+    ],
+    &[r#"function"#, r#"flush"#, r#"sync"#, r#"extra_arg"#],
+    &[
+        r#"function"#,
+        r#"load"#,
+        r#"#! name=test
+redis.register_function('foo', function() return 1 end)"#,
+    ],
     &[r#"function"#, r#"list"#, r#"bogus"#],
     &[r#"function"#, r#"stats"#],
     &[r#"function"#, r#"delete"#, r#"nosuch"#],

@@ -30,7 +30,7 @@ mod pending;
 mod read;
 mod xgroup;
 
-use super::{Args, Ctx, flags};
+use super::{Ctx, flags};
 use crate::command;
 use crate::types::Stream;
 use crate::types::stream::StreamEntry;
@@ -239,11 +239,4 @@ pub(crate) fn idle_since(now_ms: i64, time_ms: i64) -> i64 {
     now_ms.saturating_sub(time_ms).max(0)
 }
 
-/// Redis's `addReplySubcommandSyntaxError`.
-pub(crate) fn subcommand_syntax_error(ctx: &mut Ctx, args: &Args) {
-    ctx.out.error(&format!(
-        "ERR unknown subcommand or wrong number of arguments for '{}'. Try {} HELP.",
-        c_text(&args[1][..args[1].len().min(128)]),
-        c_text(args[0]).to_ascii_uppercase()
-    ));
-}
+pub(crate) use super::subcommand_syntax_error;
