@@ -12,7 +12,8 @@
 //!
 //! Seeded: the seed picks each invocation's collection sizes (compact or big encodings).
 //! The default run is one seed; `TESSERA_SWEEP_SEEDS=n` runs n seeds, each also setting a
-//! second numeric argument of the command to a random boundary value (the long mode).
+//! second numeric argument of the command to a random boundary value (the long mode), from
+//! `TESSERA_SWEEP_FIRST_SEED` (0) on.
 
 mod common;
 
@@ -489,6 +490,7 @@ fn boundary_values_of_every_command_answer_as_redis() {
         return;
     };
     let seeds: u64 = env_number("TESSERA_SWEEP_SEEDS", 1, 1);
+    let first_seed: u64 = env_number("TESSERA_SWEEP_FIRST_SEED", 0, 0);
     // Both servers close a client whose reply passes 8 MB (random picks with a huge
     // negative count stream until then), rather than grow it without bound.
     let limit = "normal 8mb 8mb 0";
@@ -517,7 +519,7 @@ fn boundary_values_of_every_command_answer_as_redis() {
     let mut calls = 0usize;
     let mut differences = Vec::new();
     let mut texts = Vec::new();
-    for seed in 0..seeds {
+    for seed in first_seed..first_seed + seeds {
         let mut rng = StdRng::seed_from_u64(seed);
         for command in &table {
             let name = command.words.join("|").to_lowercase();
@@ -568,8 +570,8 @@ fn boundary_values_of_every_command_answer_as_redis() {
         }
     }
     eprintln!(
-        "boundary sweep: {calls} invocations of {} commands over {seeds} seed(s); {} of a \
-         different kind, {} errors worded differently",
+        "boundary sweep: {calls} invocations of {} commands over {seeds} seed(s) from {first_seed}; \
+         {} of a different kind, {} errors worded differently",
         table.len(),
         differences.len(),
         texts.len()
