@@ -453,6 +453,27 @@ fn config_get_set_resetstat() {
         cmd_err(&mut conn, &["CONFIG", "SET", "databases", "4"]),
         "ERR CONFIG SET failed (possibly related to argument 'databases') - can't set immutable config"
     );
+    // What Redis changes at run time and Tessera only at start: the value in force is
+    // taken as a no-op (Redis's own test units set `appendonly yes` so), another refused.
+    assert_eq!(
+        cmd(&mut conn, &["CONFIG", "SET", "appendonly", "YES"]),
+        redis::Value::Okay
+    );
+    assert_eq!(
+        cmd(&mut conn, &["CONFIG", "SET", "loglevel", "notice"]),
+        redis::Value::Okay
+    );
+    assert_eq!(
+        cmd_err(&mut conn, &["CONFIG", "SET", "appendonly", "no"]),
+        "ERR CONFIG SET failed (possibly related to argument 'appendonly') - can't set immutable config"
+    );
+    assert_eq!(
+        cmd_err(
+            &mut conn,
+            &["CONFIG", "SET", "loglevel", "notice", "port", "1"]
+        ),
+        "ERR CONFIG SET failed (possibly related to argument 'port') - can't set immutable config"
+    );
     assert_eq!(
         cmd_err(&mut conn, &["CONFIG", "SET", "no-such-thing", "1"]),
         "ERR Unknown option or number of arguments for CONFIG SET - 'no-such-thing'"

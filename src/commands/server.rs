@@ -408,7 +408,8 @@ fn config_set(ctx: &mut Ctx, pairs: &Args) -> Action {
             ctx.out.error(&fail("can't set protected config"));
             return Action::None;
         }
-        if !directive.mutable {
+        let start_only = crate::config::START_ONLY.contains(&directive.name);
+        if !directive.mutable && !start_only {
             ctx.out.error(&fail("can't set immutable config"));
             return Action::None;
         }
@@ -416,6 +417,10 @@ fn config_set(ctx: &mut Ctx, pairs: &Args) -> Action {
         updated.save_points_explicit = false;
         if let Err(reason) = (directive.set)(&mut updated, &[lossy(pair[1])]) {
             ctx.out.error(&fail(&reason.to_string()));
+            return Action::None;
+        }
+        if start_only && (directive.get)(&updated) != (directive.get)(&ctx.server.config) {
+            ctx.out.error(&fail("can't set immutable config"));
             return Action::None;
         }
     }

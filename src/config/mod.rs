@@ -263,6 +263,18 @@ impl ProtectedAction {
 /// PROTECTED_CONFIG: they name files the server writes).
 pub const PROTECTED: &[&str] = &["dir", "dbfilename"];
 
+/// Directives Redis changes at run time but Tessera only at start (its listeners, files
+/// and log are set up once): CONFIG SET takes the value they have, as a no-op (what
+/// Redis's does then too), and refuses any other as immutable.
+pub const START_ONLY: &[&str] = &[
+    "port",
+    "bind",
+    "dir",
+    "appendonly",
+    "dbfilename",
+    "loglevel",
+];
+
 impl Config {
     /// The number of writer threads a compaction uses.
     pub fn aof_rewrite_threads(&self) -> usize {
