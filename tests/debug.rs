@@ -381,6 +381,25 @@ fn subcommands_and_their_errors_answer_as_redis() {
     ];
     let found = byte_differences(&mut ours, &mut theirs, &lines);
     assert!(found.is_empty(), "{}", found.join("\n"));
+    // SET-DISABLE-DENY-SCRIPTS lets scripts run `noscript` commands (CLIENT GETNAME).
+    for line in [
+        "DEBUG SET-DISABLE-DENY-SCRIPTS 0",
+        "EVAL return(redis.call('client','getname')) 0",
+        "DEBUG SET-DISABLE-DENY-SCRIPTS 1",
+        "EVAL return(redis.call('client','getname')) 0",
+        "DEBUG SET-DISABLE-DENY-SCRIPTS 0",
+        "EVAL return(redis.call('client','getname')) 0",
+    ] {
+        let (mine, redis) = (
+            raw_reply(&mut ours, &split(line)),
+            raw_reply(&mut theirs, &split(line)),
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&mine),
+            String::from_utf8_lossy(&redis),
+            "{line}"
+        );
+    }
     // An error DEBUG ERROR makes is written as is: newlines become spaces, and no error
     // statistic counts it, as in Redis.
     let error = raw_reply(&mut ours, &[b"DEBUG", b"ERROR", b"two\r\nlines"]);

@@ -6,7 +6,8 @@
 //! the same dataset gives the same 40 hex digits in both servers), OBJECT (Redis's line;
 //! the address, `serializedlength`, the LRU field and the `ql_*` node figures describe
 //! Tessera's own value), PROTOCOL, SLEEP (blocks the event loop, as Redis's does),
-//! SET-ACTIVE-EXPIRE, QUICKLIST-PACKED-THRESHOLD (checked and accepted: Tessera's lists
+//! SET-ACTIVE-EXPIRE, SET-DISABLE-DENY-SCRIPTS (scripts may then run `noscript` commands,
+//! a test aid), QUICKLIST-PACKED-THRESHOLD (checked and accepted: Tessera's lists
 //! have no plain nodes, so there is nothing for it to change), STRINGMATCH-TEST (a fuzz run
 //! of `crate::glob`), CHANGE-REPL-ID (a new replication ID, no second one), LOG, ERROR,
 //! CLIENT-EVICTION and CLUSTERLINK (what a Redis without `maxmemory-clients` and without
@@ -104,6 +105,7 @@ enum Sub {
     Protocol,
     Sleep,
     SetActiveExpire,
+    SetDisableDenyScripts,
     QuicklistPackedThreshold,
     ChangeReplId,
     StringmatchTest,
@@ -171,7 +173,7 @@ const SUBCOMMANDS: &[(&str, Words, Sub)] = &[
     (
         "set-disable-deny-scripts",
         Words::Exactly(3),
-        Sub::NotSupported,
+        Sub::SetDisableDenyScripts,
     ),
     (
         "config-rewrite-force-all",
@@ -352,6 +354,10 @@ fn debug(ctx: &mut Ctx, args: &Args) -> Action {
         }
         Sub::SetActiveExpire => {
             ctx.server.active_expire = c_atoi(args[2]) != 0;
+            ctx.out.ok();
+        }
+        Sub::SetDisableDenyScripts => {
+            ctx.server.scripts_may_run_noscript = c_atoi(args[2]) != 0;
             ctx.out.ok();
         }
         Sub::QuicklistPackedThreshold => {

@@ -124,6 +124,9 @@ pub struct ServerState {
     /// Whether the cron deletes keys whose time has passed (DEBUG SET-ACTIVE-EXPIRE;
     /// lookups expire keys either way).
     pub active_expire: bool,
+    /// Scripts may run commands marked `noscript` (DEBUG SET-DISABLE-DENY-SCRIPTS, a test
+    /// aid of Redis's).
+    pub scripts_may_run_noscript: bool,
 }
 
 impl ServerState {
@@ -165,6 +168,7 @@ impl ServerState {
             slowlog: crate::slowlog::SlowLog::default(),
             latency: crate::latency::LatencyMonitor::default(),
             active_expire: true,
+            scripts_may_run_noscript: false,
             replication: crate::replication::Replication::default(),
             config,
         }

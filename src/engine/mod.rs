@@ -908,7 +908,8 @@ impl Engine {
         let writes = spec.has(flags::WRITE);
         if !spec.arity_ok(argv.len()) {
             Some(Refusal::ScriptWrongArity)
-        } else if spec.has(flags::NO_SCRIPT) || crate::scripting::subcommand_not_allowed(spec, argv)
+        } else if !self.state.scripts_may_run_noscript
+            && (spec.has(flags::NO_SCRIPT) || crate::scripting::subcommand_not_allowed(spec, argv))
         {
             Some(Refusal::NotFromScript)
         } else if let Err(denial) = self.state.acl.check(&session.user, spec.name, argv) {
