@@ -968,5 +968,25 @@ fn set_active_expire_0_leaves_expired_keys_to_lookups_as_redis() {
             assert!(Instant::now() < deadline, "port {port}: never expired");
             std::thread::sleep(Duration::from_millis(20));
         }
+        // PAUSE-CRON stops the cron, its active expiry with it, until it is resumed.
+        assert_eq!(
+            conn.cmd(&["DEBUG", "PAUSE-CRON", "1"]),
+            V::Simple("OK".into())
+        );
+        conn.cmd(&["SET", "short", "v", "PX", "50"]);
+        std::thread::sleep(Duration::from_millis(1000));
+        assert_eq!(conn.cmd(&["DBSIZE"]), V::Int(1), "port {port}: paused");
+        assert_eq!(
+            conn.cmd(&["DEBUG", "PAUSE-CRON", "0"]),
+            V::Simple("OK".into())
+        );
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while conn.cmd(&["DBSIZE"]) != V::Int(0) {
+            assert!(
+                Instant::now() < deadline,
+                "port {port}: never expired after PAUSE-CRON 0"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }

@@ -7,7 +7,8 @@
 //! the address, `serializedlength`, the LRU field and the `ql_*` node figures describe
 //! Tessera's own value), PROTOCOL, SLEEP (blocks the event loop, as Redis's does),
 //! SET-ACTIVE-EXPIRE, SET-DISABLE-DENY-SCRIPTS (scripts may then run `noscript` commands,
-//! a test aid), QUICKLIST-PACKED-THRESHOLD (checked and accepted: Tessera's lists
+//! a test aid), PAUSE-CRON (the cron's expiry, eviction, tracking and replication work
+//! stops; see `server::cron`), QUICKLIST-PACKED-THRESHOLD (checked and accepted: Tessera's lists
 //! have no plain nodes, so there is nothing for it to change), STRINGMATCH-TEST (a fuzz run
 //! of `crate::glob`), CHANGE-REPL-ID (a new replication ID, no second one), LOG, ERROR,
 //! CLIENT-EVICTION and CLUSTERLINK (what a Redis without `maxmemory-clients` and without
@@ -106,6 +107,7 @@ enum Sub {
     Sleep,
     SetActiveExpire,
     SetDisableDenyScripts,
+    PauseCron,
     QuicklistPackedThreshold,
     ChangeReplId,
     StringmatchTest,
@@ -182,7 +184,7 @@ const SUBCOMMANDS: &[(&str, Words, Sub)] = &[
     ),
     ("mallctl", Words::AtLeast(3), Sub::NotSupported),
     ("mallctl-str", Words::AtLeast(3), Sub::NotSupported),
-    ("pause-cron", Words::Exactly(3), Sub::NotSupported),
+    ("pause-cron", Words::Exactly(3), Sub::PauseCron),
     ("replybuffer", Words::Exactly(4), Sub::NotSupported),
 ];
 
@@ -354,6 +356,10 @@ fn debug(ctx: &mut Ctx, args: &Args) -> Action {
         }
         Sub::SetActiveExpire => {
             ctx.server.active_expire = c_atoi(args[2]) != 0;
+            ctx.out.ok();
+        }
+        Sub::PauseCron => {
+            ctx.server.cron_paused = c_atoi(args[2]) != 0;
             ctx.out.ok();
         }
         Sub::SetDisableDenyScripts => {

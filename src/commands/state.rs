@@ -127,6 +127,8 @@ pub struct ServerState {
     /// Scripts may run commands marked `noscript` (DEBUG SET-DISABLE-DENY-SCRIPTS, a test
     /// aid of Redis's).
     pub scripts_may_run_noscript: bool,
+    /// DEBUG PAUSE-CRON: the cron's own work (Redis's `serverCron`) is skipped.
+    pub cron_paused: bool,
 }
 
 impl ServerState {
@@ -169,6 +171,7 @@ impl ServerState {
             latency: crate::latency::LatencyMonitor::default(),
             active_expire: true,
             scripts_may_run_noscript: false,
+            cron_paused: false,
             replication: crate::replication::Replication::default(),
             config,
         }

@@ -16,9 +16,16 @@ impl Server {
             (0..self.listeners.len()).for_each(|index| self.accept(index));
         }
         let now_ms = crate::clock::unix_ms();
-        self.engine.state.stats.sample(now_ms);
+        // DEBUG PAUSE-CRON stops what Redis's serverCron does (sampling, replication's
+        // cron, expiry, eviction, the tracking table's limit, automatic jobs, idle
+        // clients); the log's health and the release of durable replies go on, since
+        // nothing else would release them.
+        let paused = self.engine.state.cron_paused;
+        if !paused {
+            self.engine.state.stats.sample(now_ms);
+        }
         let now = std::time::Instant::now();
-        if self.replication_cron_due <= now {
+        if !paused && self.replication_cron_due <= now {
             // Once a second, as Redis's replicationCron (a late tick is not caught up).
             self.replication_cron_due = (self.replication_cron_due + Duration::from_secs(1))
                 .max(now + Duration::from_millis(500));
@@ -46,6 +53,12 @@ impl Server {
             }
         }
         self.pace_background_jobs();
+        if paused {
+            self.serve_blocked();
+            self.start_scheduled_jobs();
+            self.end_of_turn();
+            return;
+        }
         let limits = self.engine.state.config.output_buffer_limits;
         let mut host =
             super::session::SessionsView::new(&mut self.clients, None, &mut self.touched, limits);
