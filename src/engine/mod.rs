@@ -652,8 +652,11 @@ impl Engine {
             Mode::ServeBlocked(key) => BlockMode::Serving(key),
             Mode::Exec | Mode::Replay | Mode::Master | Mode::Script(_) => BlockMode::Never,
         };
-        // A replica's clients see expired keys as gone, but only the master deletes them.
-        let keep_expired = !as_master && self.state.replication.is_replica();
+        // A replica's clients see expired keys as gone, but only the master deletes them;
+        // so does everyone during CLIENT PAUSE, which keeps the dataset as it is (Redis's
+        // expireIfNeeded while clients are paused).
+        let keep_expired = !as_master
+            && (self.state.replication.is_replica() || self.state.pause.freezes_dataset(now_ms));
         let mut ctx = Ctx {
             keyspace: &mut self.keyspace,
             out: ReplyWriter::new(reply, session.resp3),
