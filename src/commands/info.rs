@@ -394,6 +394,22 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
                 "pubsubshard_channels",
                 &server.pubsub.channel_count(true),
             );
+            // What Tessera never does, with Redis's names, as 0: it never forks, keeps no
+            // MIGRATE connection and has no active defragmentation (monitoring tools and
+            // Redis's own tests read these fields).
+            kv(out, "latest_fork_usec", &0);
+            kv(out, "total_forks", &0);
+            kv(out, "migrate_cached_sockets", &0);
+            for field in [
+                "active_defrag_hits",
+                "active_defrag_misses",
+                "active_defrag_key_hits",
+                "active_defrag_key_misses",
+                "total_active_defrag_time",
+                "current_active_defrag_time",
+            ] {
+                kv(out, field, &0);
+            }
             kv(out, "tracking_total_keys", &server.tracking.total_keys());
             kv(out, "tracking_total_items", &server.tracking.total_items());
             kv(
@@ -406,6 +422,9 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
                 "total_error_replies",
                 &server.commands.total_error_replies,
             );
+            // No I/O threads (`io-threads 1`, as Redis's default).
+            kv(out, "io_threaded_reads_processed", &0);
+            kv(out, "io_threaded_writes_processed", &0);
         }
         "replication" => info_replication(server, out),
         "cpu" => {
