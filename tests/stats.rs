@@ -52,14 +52,7 @@ fn info_selects_redis_s_sections_in_redis_s_order() {
     // Within a section, Tessera's fields (but its own `tessera_*`) are Redis's, in Redis's
     // order; the fields of Redis's it lacks are printed. (Persistence is left out: this
     // Redis runs without its AOF, whose fields Tessera, with its log on, shows.)
-    for section in [
-        "server",
-        "clients",
-        "memory",
-        "stats",
-        "replication",
-        "cpu",
-    ] {
+    for section in ["server", "clients", "memory", "stats", "replication", "cpu"] {
         let names = |conn: &mut Conn| -> Vec<String> {
             info(conn, section)
                 .into_iter()

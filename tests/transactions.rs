@@ -492,3 +492,86 @@ fn background_jobs_queued_in_a_transaction_are_scheduled_then_run() {
         )])
     );
 }
+
+/// A key already expired when WATCH ran is no change when FLUSHDB or SWAPDB takes it away
+/// or swaps in another expired key; a live key swapped in, or an absent one replaced by an
+/// expired one and then by a live one, is (Redis's `touchAllWatchedKeysInDb`).
+#[test]
+fn stale_watched_keys_under_flushdb_and_swapdb_as_in_redis() {
+    let dir = temp_dir();
+    let server = start_server(dir.path(), &["--enable-debug-command", "yes"]);
+    let mut conn = server.connection();
+    let exec_after = |conn: &mut redis::Connection, setup: &[&[&str]]| -> Value {
+        ok(conn, &["FLUSHALL"]);
+        ok(conn, &["SELECT", "0"]);
+        for step in setup {
+            ok(conn, step);
+        }
+        ok(conn, &["MULTI"]);
+        ok(conn, &["PING"]);
+        ok(conn, &["EXEC"])
+    };
+    ok(&mut conn, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    let stale = |key: &'static str| -> [&'static str; 5] { ["SET", key, "v", "PX", "1"] };
+    let ran = Value::Array(vec![Value::SimpleString("PONG".into())]);
+    // Expired at WATCH, flushed: no change.
+    let flushed = exec_after(
+        &mut conn,
+        &[
+            &stale("x"),
+            &["DEBUG", "SLEEP", "0.01"],
+            &["WATCH", "x"],
+            &["FLUSHDB"],
+        ],
+    );
+    assert_eq!(flushed, ran, "FLUSHDB of a stale watched key");
+    // Expired at WATCH, swapped with another expired key: no change.
+    let swapped_stale = exec_after(
+        &mut conn,
+        &[
+            &stale("x"),
+            &["SELECT", "1"],
+            &stale("x"),
+            &["SELECT", "0"],
+            &["DEBUG", "SLEEP", "0.01"],
+            &["WATCH", "x"],
+            &["SWAPDB", "0", "1"],
+        ],
+    );
+    assert_eq!(swapped_stale, ran, "SWAPDB of a stale key with a stale key");
+    // Expired at WATCH, swapped with a live key: a change.
+    let swapped_live = exec_after(
+        &mut conn,
+        &[
+            &stale("x"),
+            &["SELECT", "1"],
+            &["SET", "x", "live"],
+            &["SELECT", "0"],
+            &["DEBUG", "SLEEP", "0.01"],
+            &["WATCH", "x"],
+            &["SWAPDB", "0", "1"],
+        ],
+    );
+    assert_eq!(
+        swapped_live,
+        Value::Nil,
+        "SWAPDB of a stale key with a live key"
+    );
+    // Absent at WATCH, replaced by an expired key: no change.
+    let absent_to_stale = exec_after(
+        &mut conn,
+        &[
+            &["SELECT", "1"],
+            &stale("x"),
+            &["SELECT", "0"],
+            &["DEBUG", "SLEEP", "0.01"],
+            &["WATCH", "x"],
+            &["SWAPDB", "0", "1"],
+        ],
+    );
+    assert_eq!(
+        absent_to_stale, ran,
+        "SWAPDB of an absent key with a stale key"
+    );
+    ok(&mut conn, &["DEBUG", "SET-ACTIVE-EXPIRE", "1"]);
+}

@@ -540,7 +540,9 @@ impl<'a> Ctx<'a> {
     /// command (a list swapped in serves its BLPOP; an XREADGROUP whose stream went is
     /// told so).
     pub fn touch_db(&mut self, db: usize, other: Option<usize>) {
-        self.server.watches.touch_db(self.keyspace, db, other);
+        self.server
+            .watches
+            .touch_db(self.keyspace, db, other, self.now_ms);
         self.server.blocked.signal_db(db);
     }
 

@@ -144,8 +144,10 @@ impl Watches {
     }
 
     /// Touches the watched keys of `db` that exist in it or in `other` (FLUSHDB before
-    /// the flush, SWAPDB for both databases).
-    pub fn touch_db(&mut self, keyspace: &Keyspace, db: usize, other: Option<usize>) {
+    /// the flush, SWAPDB for both databases), as Redis's `touchAllWatchedKeysInDb`: a key
+    /// that was expired when watched and is gone, or stays expired, is no change; a key
+    /// absent now replaced by an expired one becomes one watched as expired.
+    pub fn touch_db(&mut self, keyspace: &Keyspace, db: usize, other: Option<usize>, now_ms: i64) {
         if self.by_key.is_empty() {
             return;
         }
@@ -157,9 +159,28 @@ impl Watches {
             .collect();
         for key in keys {
             let in_db = keyspace.dbs[db].get(&key).is_some();
-            let in_other = other.is_some_and(|o| keyspace.dbs[o].get(&key).is_some());
-            if in_db || in_other {
-                self.touch(db, &key, true);
+            let replacement = other.and_then(|o| keyspace.dbs[o].get(&key));
+            if !in_db && replacement.is_none() {
+                continue;
+            }
+            let replacement_expired = replacement.is_some_and(|e| e.is_expired(now_ms));
+            let Some(watchers) = self.by_key.get_mut(&super::DbKey(db, &key)) else {
+                continue;
+            };
+            for watcher in watchers {
+                if watcher.expired {
+                    if replacement.is_none() {
+                        watcher.expired = false;
+                        continue;
+                    }
+                    if replacement_expired {
+                        continue;
+                    }
+                } else if !in_db && replacement_expired {
+                    watcher.expired = true;
+                    continue;
+                }
+                self.dirty.insert(watcher.client);
             }
         }
     }

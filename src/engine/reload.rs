@@ -59,7 +59,10 @@ impl Engine {
                 // Redis's `signalFlushedDb`: watchers of existing keys and every tracking
                 // client learn that the dataset went.
                 for db in 0..self.keyspace.dbs.len() {
-                    self.state.watches.touch_db(&self.keyspace, db, None);
+                    let now_ms = crate::clock::unix_ms();
+                    self.state
+                        .watches
+                        .touch_db(&self.keyspace, db, None, now_ms);
                 }
                 if self.state.tracking.client_count() > 0 {
                     self.state.tracking.flushed(&mut |id, message| {
