@@ -284,3 +284,45 @@ fn latency_replies_match_redis() {
         assert_eq!(a, b, "RESP{}", if resp3 { 3 } else { 2 });
     }
 }
+
+/// INFO memory counts the scripts' cache and the functions' libraries as Redis does.
+#[test]
+fn info_counts_cached_scripts_and_functions_as_redis() {
+    let Some((server, redis, _dir)) = both() else {
+        return;
+    };
+    let fields = [
+        "number_of_cached_scripts",
+        "number_of_functions",
+        "number_of_libraries",
+    ];
+    for port in [server.port, redis.port] {
+        let mut conn = Conn::new(port);
+        for n in 0..3 {
+            conn.cmd(&["SCRIPT", "LOAD", &format!("return {n}")]);
+        }
+        conn.cmd(&[
+            "FUNCTION",
+            "LOAD",
+            "#!lua name=lib\nredis.register_function('a', function() return 1 end)\n\
+             redis.register_function('b', function() return 2 end)",
+        ]);
+        let values = |conn: &mut Conn| -> Vec<String> {
+            let lines = info(conn, "memory");
+            fields
+                .iter()
+                .map(|field| {
+                    lines
+                        .iter()
+                        .find_map(|line| line.strip_prefix(&format!("{field}:")))
+                        .unwrap_or_else(|| panic!("port {port}: no {field}"))
+                        .to_string()
+                })
+                .collect()
+        };
+        assert_eq!(values(&mut conn), ["3", "2", "1"], "port {port}");
+        conn.cmd(&["SCRIPT", "FLUSH", "ASYNC"]);
+        conn.cmd(&["FUNCTION", "FLUSH"]);
+        assert_eq!(values(&mut conn), ["0", "0", "0"], "port {port}");
+    }
+}

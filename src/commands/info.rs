@@ -329,6 +329,14 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
                 "used_memory_dataset_perc",
                 &format!("{:.2}%", dataset as f64 * 100.0 / net as f64),
             );
+            // The scripts' cache and the functions' libraries, counted as Redis counts them.
+            let scripting = &server.scripting;
+            kv(out, "number_of_cached_scripts", &scripting.len());
+            let (libraries, functions) = scripting.libraries().fold((0, 0), |(l, f), library| {
+                (l + 1, f + library.functions.len())
+            });
+            kv(out, "number_of_functions", &functions);
+            kv(out, "number_of_libraries", &libraries);
             // Redis prints it as a signed number (`%lld`): past 2^63, negative.
             kv(out, "maxmemory", &(config.memory_bytes_max as i64));
             kv(
