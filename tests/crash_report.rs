@@ -405,18 +405,11 @@ fn a_panic_inside_exec_or_a_script_ends_the_server_and_applies_none_of_it() {
     assert_eq!(inside, 0, "part of the script's writes survived");
 }
 
-/// Waits for the running compaction or BGSAVE to end.
-fn wait_for_background_job(conn: &mut redis::Connection) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let fields =
-            common::info_fields(conn, &["aof_rewrite_in_progress", "rdb_bgsave_in_progress"]);
-        if fields.iter().all(|f| f.as_deref() == Some("0")) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "the background job never ended");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+/// Runs BGREWRITEAOF to its end; its `aof_last_bgrewrite_status`.
+fn rewrite(conn: &mut redis::Connection) -> Option<String> {
+    let _: String = redis::cmd("BGREWRITEAOF").query(conn).unwrap();
+    common::wait_for_background_jobs(conn);
+    info_field(conn, "aof_last_bgrewrite_status")
 }
 
 #[test]
@@ -436,12 +429,7 @@ fn a_panic_in_a_snapshot_writer_fails_its_job_and_the_server_goes_on() {
         .arg(100_000)
         .query(&mut conn)
         .unwrap();
-    let _: String = redis::cmd("BGREWRITEAOF").query(&mut conn).unwrap();
-    wait_for_background_job(&mut conn);
-    assert_eq!(
-        info_field(&mut conn, "aof_last_bgrewrite_status").as_deref(),
-        Some("err")
-    );
+    assert_eq!(rewrite(&mut conn).as_deref(), Some("err"));
     // As after a failed rewrite in Redis 7.0: the switch to a new incremental file stands,
     // no base was installed, and the failed parts are gone.
     let manifest_before = manifest(dir.path());
@@ -465,12 +453,7 @@ fn a_panic_in_a_snapshot_writer_fails_its_job_and_the_server_goes_on() {
         .arg("1")
         .query(&mut conn)
         .unwrap();
-    let _: String = redis::cmd("BGREWRITEAOF").query(&mut conn).unwrap();
-    wait_for_background_job(&mut conn);
-    assert_eq!(
-        info_field(&mut conn, "aof_last_bgrewrite_status").as_deref(),
-        Some("ok")
-    );
+    assert_eq!(rewrite(&mut conn).as_deref(), Some("ok"));
     let manifest_in_force = manifest(dir.path());
     assert!(String::from_utf8_lossy(&manifest_in_force).contains(" type b"));
     server.kill9();
@@ -486,8 +469,7 @@ fn a_panic_while_loading_fails_the_start_and_changes_nothing_on_disk() {
     let mut server = start_server(dir.path(), &[]);
     write_keys(&server, 10_000);
     let mut conn = server.connection();
-    let _: String = redis::cmd("BGREWRITEAOF").query(&mut conn).unwrap();
-    wait_for_background_job(&mut conn);
+    rewrite(&mut conn);
     let _: String = redis::cmd("SET")
         .arg("in-the-log")
         .arg("1")

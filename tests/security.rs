@@ -841,14 +841,7 @@ fn crafted_restore_payloads_get_redis_replies() {
     // A stream whose entries are deleted, one group, alice owning 1-1 and bob 2-2 (the
     // payload is Tessera's DUMP; Redis writes the same bytes, tests/stream_groups.rs).
     let mut setup = common::raw_client::Conn::new(server.port);
-    for line in [
-        "XADD s 1-1 a b",
-        "XADD s 2-2 c d",
-        "XGROUP CREATE s g1 0",
-        "XREADGROUP GROUP g1 alice COUNT 1 STREAMS s >",
-        "XREADGROUP GROUP g1 bob STREAMS s >",
-        "XDEL s 1-1 2-2",
-    ] {
+    for line in common::stream_dump::TWO_CONSUMERS {
         setup.cmd(&line.split(' ').collect::<Vec<_>>());
     }
     let common::raw_client::V::Bulk(Some(stream)) = setup.cmd(&["DUMP", "s"]) else {

@@ -768,14 +768,7 @@ fn damaged_groups_in_a_payload_are_refused() {
     let mut theirs = Conn::new(redis.port);
     theirs.cmd(&["FLUSHALL"]);
     // A stream whose entries are all deleted: the payload is metadata and groups only.
-    for line in [
-        "XADD s 1-1 a b",
-        "XADD s 2-2 c d",
-        "XGROUP CREATE s g1 0",
-        "XREADGROUP GROUP g1 alice COUNT 1 STREAMS s >",
-        "XREADGROUP GROUP g1 bob STREAMS s >",
-        "XDEL s 1-1 2-2",
-    ] {
+    for line in common::stream_dump::TWO_CONSUMERS {
         theirs.cmd(&words(line));
     }
     let V::Bulk(Some(payload)) = theirs.cmd(&["DUMP", "s"]) else {

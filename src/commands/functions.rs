@@ -322,14 +322,8 @@ fn list(ctx: &mut Ctx, options: &Args) -> Action {
 }
 
 fn stats(ctx: &mut Ctx) {
-    let (libraries, functions) = ctx
-        .server
-        .scripting
-        .libraries()
-        .fold((0, 0), |(l, f), library| {
-            (l + 1, f + library.functions.len())
-        });
+    let (libraries, functions) = ctx.server.scripting.function_counts();
     // None is running while a client is served here; a busy function's callers are
     // answered by the event loop (`server::busy`).
-    crate::scripting::busy::write_function_stats(&mut ctx.out, None, libraries, functions as i64);
+    crate::scripting::busy::write_function_stats(&mut ctx.out, None, libraries, functions);
 }

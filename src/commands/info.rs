@@ -332,9 +332,7 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
             // The scripts' cache and the functions' libraries, counted as Redis counts them.
             let scripting = &server.scripting;
             kv(out, "number_of_cached_scripts", &scripting.len());
-            let (libraries, functions) = scripting.libraries().fold((0, 0), |(l, f), library| {
-                (l + 1, f + library.functions.len())
-            });
+            let (libraries, functions) = scripting.function_counts();
             kv(out, "number_of_functions", &functions);
             kv(out, "number_of_libraries", &libraries);
             // Redis prints it as a signed number (`%lld`): past 2^63, negative.

@@ -31,8 +31,8 @@ impl RunningFunction<'_> {
 pub fn write_function_stats(
     out: &mut crate::resp::ReplyWriter<'_>,
     running: Option<&RunningFunction<'_>>,
-    libraries: i64,
-    functions: i64,
+    libraries: usize,
+    functions: usize,
 ) {
     out.map(2);
     out.bulk(b"running_script");
@@ -56,9 +56,9 @@ pub fn write_function_stats(
     out.bulk(b"LUA");
     out.map(2);
     out.bulk(b"libraries_count");
-    out.integer(libraries);
+    out.integer(libraries as i64);
     out.bulk(b"functions_count");
-    out.integer(functions);
+    out.integer(functions as i64);
 }
 
 /// What the host knows of the running script.
@@ -84,8 +84,8 @@ pub struct Busy<'a> {
     /// The function running (None during an EVAL), and the libraries' and functions'
     /// counts: what FUNCTION STATS answers meanwhile.
     pub function: Option<RunningFunction<'a>>,
-    pub libraries: i64,
-    pub functions: i64,
+    pub libraries: usize,
+    pub functions: usize,
 }
 
 /// What the host asks of the running script.

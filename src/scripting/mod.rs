@@ -271,6 +271,12 @@ impl Scripting {
         self.libraries.values()
     }
 
+    /// (libraries, functions): what FUNCTION STATS and INFO count.
+    pub fn function_counts(&self) -> (usize, usize) {
+        let functions = self.libraries.values().map(|l| l.functions.len()).sum();
+        (self.libraries.len(), functions)
+    }
+
     /// The libraries' code, for snapshots and for the engine that takes over the dataset.
     pub fn library_codes(&self) -> Vec<bytes::Bytes> {
         self.libraries.values().map(|l| l.code.clone()).collect()

@@ -510,9 +510,7 @@ fn busy_of<'a>(run: &RunContext<'a>) -> Busy<'a> {
         }),
         Target::Script(_) => None,
     };
-    let (libraries, functions) = state.scripting.libraries().fold((0, 0), |(l, f), library| {
-        (l + 1, f + library.functions.len() as i64)
-    });
+    let (libraries, functions) = state.scripting.function_counts();
     Busy {
         function,
         libraries,

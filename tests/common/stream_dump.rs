@@ -124,3 +124,14 @@ pub fn state(conn: &mut redis::Connection, key: &str) -> String {
     ));
     text.join(",")
 }
+
+/// A stream whose entries are all deleted (its payload is metadata and groups only): group
+/// g1, alice owning 1-1 and bob 2-2 in its pending list.
+pub const TWO_CONSUMERS: [&str; 6] = [
+    "XADD s 1-1 a b",
+    "XADD s 2-2 c d",
+    "XGROUP CREATE s g1 0",
+    "XREADGROUP GROUP g1 alice COUNT 1 STREAMS s >",
+    "XREADGROUP GROUP g1 bob STREAMS s >",
+    "XDEL s 1-1 2-2",
+];
