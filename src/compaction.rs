@@ -36,7 +36,7 @@ use crate::log::manifest::{CommitError, FileKind, Manifest, ManifestEntry};
 use crate::log::writer::{LogError, Rotation, RotationWaiter};
 use crate::log::{AUX_FIRST_INCR, AUX_PART, AUX_PARTS, AUX_SLOTS, LogPaths, LogWriter};
 use crate::rdb::RdbWriterOptions;
-use crate::snapshot::{JobOutcome, JobSpec, SnapshotError, SnapshotJob};
+use crate::snapshot::{JobOutcome, JobSpec, PartForm, SnapshotError, SnapshotJob};
 use crate::storage::{CrashPoint, Storage};
 use bytes::Bytes;
 use std::path::PathBuf;
@@ -89,6 +89,9 @@ pub struct Settings {
     pub pacing: crate::snapshot::Pacing,
     /// The function libraries' code, as they are when the compaction starts.
     pub functions: Vec<Bytes>,
+    /// RDB parts, or one file of commands (`aof-use-rdb-preamble no`, as Redis writes it:
+    /// `parts` is then 1).
+    pub form: PartForm,
 }
 
 /// A compaction in progress, as the event loop sees it.
@@ -127,8 +130,12 @@ impl Compaction {
             compression,
             pacing,
             functions,
+            form,
         } = settings;
-        let parts = parts.clamp(1, crate::keyspace::SLOT_COUNT);
+        let parts = match form {
+            PartForm::Rdb => parts.clamp(1, crate::keyspace::SLOT_COUNT),
+            PartForm::Resp => 1,
+        };
         let incr_seq = manifest.last_incremental().map_or(1, |e| e.seq + 1);
         let base_seq = manifest.base().map(|e| e.seq).max().unwrap_or(0) + 1;
         let incr = ManifestEntry {
@@ -138,9 +145,12 @@ impl Compaction {
         };
         let mut after_rotation = manifest.clone();
         after_rotation.entries.push(incr.clone());
-        let part_names: Vec<String> = (1..=parts)
-            .map(|part| paths.base_part_name(base_seq, part, parts))
-            .collect();
+        let part_names: Vec<String> = match form {
+            PartForm::Rdb => (1..=parts)
+                .map(|part| paths.base_part_name(base_seq, part, parts))
+                .collect(),
+            PartForm::Resp => vec![paths.base_resp_name(base_seq)],
+        };
         // M2, in Redis's order: base, history, incremental. Everything M1 lists but the new
         // incremental file is made obsolete by the parts.
         let mut after_commit = Manifest {
@@ -188,6 +198,7 @@ impl Compaction {
                     functions,
                     ..RdbWriterOptions::default()
                 },
+                form,
                 part_aux: (0..parts)
                     .map(|part| part_aux(part, parts, incr_seq))
                     .collect(),

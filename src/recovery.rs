@@ -12,9 +12,10 @@ use crate::commands::{LoadProgress, SessionState};
 use crate::config::Config;
 use crate::engine::{Engine, Mode, NoSessions, Outcome, Refusal, Request};
 use crate::keyspace::Keyspace;
+use crate::log::LogPaths;
+use crate::log::manifest::{Manifest, ManifestEntry};
 use crate::log::scan::{Corruption, LogDamage, ScanError, scan_records};
 use crate::log::startup::OpenError;
-use crate::log::{LogPaths, manifest::Manifest};
 use crate::snapshot::SnapshotError;
 use crate::storage::Storage;
 use std::path::{Path, PathBuf};
@@ -36,8 +37,10 @@ pub enum LoadError {
     /// `dbfilename` or a base part can't be read, or is damaged.
     #[error(transparent)]
     Snapshot(#[from] SnapshotError),
+    /// A base in RESP form (`aof-use-rdb-preamble no`) beside another base file: Redis
+    /// writes it alone.
     #[error(
-        "{}: a base file in RESP form (aof-use-rdb-preamble no) is not supported yet",
+        "{}: a base file in RESP form must be the only base file of the manifest",
         path.display()
     )]
     RespBase { path: PathBuf },
@@ -233,7 +236,7 @@ pub fn replay_log(
 ) -> Result<LoadReport, LoadError> {
     let started = Instant::now();
     let mut report = LoadReport::default();
-    let bases: Vec<_> = manifest.base().collect();
+    let (bases, resp_base) = split_bases(storage, paths, manifest)?;
     if !bases.is_empty() {
         let delay = engine.state.config.key_load_delay_us;
         let (keys, bytes, functions) =
@@ -253,7 +256,11 @@ pub fn replay_log(
         report.records += keys;
         progress.loaded_bytes.store(bytes, Ordering::Relaxed);
     }
-    let incremental: Vec<_> = manifest.incremental().collect();
+    // A base in RESP form is replayed like the incremental files, before them.
+    let incremental: Vec<_> = resp_base
+        .into_iter()
+        .chain(manifest.incremental())
+        .collect();
     // The session the records run in: its database follows the log's SELECTs.
     let mut session = SessionState {
         authenticated: true,
@@ -563,6 +570,55 @@ fn load_base_parts(
     Ok((keys, bytes, functions))
 }
 
+/// The manifest's base files in RDB form, and its base in RESP form if it has one (then
+/// its only base, as Redis writes it with `aof-use-rdb-preamble no`). The form is read
+/// from the file, as Redis does: an RDB file starts with `REDIS`, whatever its name.
+fn split_bases<'m>(
+    storage: &dyn Storage,
+    paths: &LogPaths,
+    manifest: &'m Manifest,
+) -> Result<(Vec<&'m ManifestEntry>, Option<&'m ManifestEntry>), LoadError> {
+    let mut rdb = Vec::new();
+    let mut resp = None;
+    for base in manifest.base() {
+        let path = paths.file(&base.name);
+        if starts_as_rdb(storage, &path)? {
+            rdb.push(base);
+        } else if resp.replace(base).is_some() {
+            return Err(LoadError::RespBase { path });
+        }
+    }
+    if let (Some(base), false) = (resp, rdb.is_empty()) {
+        return Err(LoadError::RespBase {
+            path: paths.file(&base.name),
+        });
+    }
+    Ok((rdb, resp))
+}
+
+/// Whether the file begins with RDB's magic (an empty or shorter file does not).
+fn starts_as_rdb(storage: &dyn Storage, path: &Path) -> Result<bool, LoadError> {
+    let read = || -> std::io::Result<bool> {
+        let file = storage.open_read(path)?;
+        let mut magic = [0u8; 5];
+        let mut filled = 0;
+        while filled < magic.len() {
+            match file.read_at(filled as u64, &mut magic[filled..])? {
+                0 => return Ok(false),
+                n => filled += n,
+            }
+        }
+        Ok(&magic == b"REDIS")
+    };
+    read().map_err(|source| {
+        LoadError::Snapshot(SnapshotError::Io {
+            action: crate::snapshot::FileAction::Open,
+            path: path.to_path_buf(),
+            source,
+        })
+    })
+}
+
 fn load_base_part(
     storage: &dyn Storage,
     path: &Path,
@@ -570,11 +626,6 @@ fn load_base_part(
     key_delay_us: u64,
 ) -> Result<LoadedPart, LoadError> {
     let started = Instant::now();
-    if path.extension().is_none_or(|e| e != "rdb") {
-        return Err(LoadError::RespBase {
-            path: path.to_path_buf(),
-        });
-    }
     let expired = crate::snapshot::ExpiredKeys::Keep;
     let read = crate::snapshot::read_into_dbs(storage, path, databases, key_delay_us, expired)?;
     Ok(LoadedPart {

@@ -385,6 +385,138 @@ fn collections_state(conn: &mut redis::Connection, count: usize) -> Vec<(String,
     state
 }
 
+/// `count` hashes, sets and sorted sets past their compact encodings (tables, skip lists).
+fn build_big_collections(conn: &mut redis::Connection, count: usize) {
+    let mut pipe = redis::pipe();
+    for i in 0..count {
+        for j in 0..600 {
+            pipe.cmd("HSET")
+                .arg(format!("hash:{i}"))
+                .arg(format!("f{j}"))
+                .arg(j)
+                .ignore();
+            pipe.cmd("SADD")
+                .arg(format!("set:{i}"))
+                .arg(format!("m{j}"))
+                .ignore();
+            pipe.cmd("ZADD")
+                .arg(format!("zset:{i}"))
+                .arg(j)
+                .arg(format!("m{j}"))
+                .ignore();
+        }
+    }
+    let _: () = pipe.query(conn).unwrap();
+    for kind in ["hash", "set", "zset"] {
+        let encoding: String = redis::cmd("OBJECT")
+            .arg("ENCODING")
+            .arg(format!("{kind}:0"))
+            .query(conn)
+            .unwrap();
+        let deep = if kind == "zset" {
+            "skiplist"
+        } else {
+            "hashtable"
+        };
+        assert_eq!(encoding, deep, "{kind}");
+    }
+}
+
+/// Writes that are not idempotent (HINCRBY, ZINCRBY) to the big collections while a
+/// slow background job (`in_progress`: its INFO field) runs; checks that some value was
+/// serialised before a write, and that the job was still running.
+fn change_big_collections_during_a_job(
+    conn: &mut redis::Connection,
+    count: usize,
+    in_progress: &str,
+) {
+    // Two rounds: the first mostly finds the captures queued, the second (after some
+    // writing) may find some with the writer.
+    for round in 0..2 {
+        let mut pipe = redis::pipe();
+        for i in 0..count {
+            pipe.cmd("HINCRBY")
+                .arg(format!("hash:{i}"))
+                .arg("f1")
+                .arg(1000)
+                .ignore();
+            pipe.cmd("HDEL").arg(format!("hash:{i}")).arg("f2").ignore();
+            pipe.cmd("SREM").arg(format!("set:{i}")).arg("m3").ignore();
+            pipe.cmd("SADD")
+                .arg(format!("set:{i}"))
+                .arg(format!("new{round}"))
+                .ignore();
+            pipe.cmd("ZINCRBY")
+                .arg(format!("zset:{i}"))
+                .arg(0.5)
+                .arg("m4")
+                .ignore();
+        }
+        let _: () = pipe.query(conn).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let serialised: u64 = info_field(conn, "tessera_capture_serialised_values")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let copied: u64 = info_field(conn, "tessera_capture_copied_values")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(serialised > 0, "no value was serialised before a write");
+    // Each collection is released (serialised or copied) at most once per snapshot.
+    assert!(
+        serialised + copied <= 3 * count as u64,
+        "{serialised} + {copied}"
+    );
+    assert_eq!(
+        info_field(conn, in_progress).unwrap(),
+        "1",
+        "the job ended before the writes: nothing raced it"
+    );
+}
+
+#[test]
+fn a_base_of_commands_written_during_writes_replays_to_the_live_dataset() {
+    // `aof-use-rdb-preamble no`: values serialised before a write become commands in the
+    // base. The base and the incremental file after it must replay to the dataset as it
+    // is: a base holding a value after a non-idempotent write (HINCRBY, ZINCRBY) would
+    // apply it twice.
+    const COUNT: usize = 20;
+    let dir = temp_dir();
+    let args = [
+        "--rdb-key-save-delay",
+        "300",
+        "--save",
+        "",
+        "--aof-use-rdb-preamble",
+        "no",
+    ];
+    let mut server = start_server(dir.path(), &args);
+    let mut conn = server.connection();
+    populate_varied(&mut conn, 1000);
+    build_big_collections(&mut conn, COUNT);
+    assert_eq!(
+        cmd_str(&mut conn, &["BGREWRITEAOF"]).unwrap(),
+        "Background append only file rewriting started"
+    );
+    change_big_collections_during_a_job(&mut conn, COUNT, "aof_rewrite_in_progress");
+    wait_for_background_jobs(&mut conn);
+    assert_eq!(
+        info_field(&mut conn, "aof_last_bgrewrite_status").unwrap(),
+        "ok"
+    );
+    let files = manifest_files(&dir.path().join("appendonlydir"));
+    assert!(files.iter().any(|f| f.ends_with(".base.aof")), "{files:?}");
+    let live = collections_state(&mut conn, COUNT);
+    let live_strings = dump_matching(&mut conn, "key:*");
+    server.kill9();
+    let server = start_server(dir.path(), &args);
+    let mut conn = server.connection();
+    assert_eq!(collections_state(&mut conn, COUNT), live);
+    assert_eq!(dump_matching(&mut conn, "key:*"), live_strings);
+}
+
 #[test]
 fn big_collections_changed_during_a_snapshot_are_serialised_first_and_stay_point_in_time() {
     // Hash tables, set tables and skip lists that a queued capture shares are serialised
@@ -408,89 +540,14 @@ fn big_collections_changed_during_a_snapshot_are_serialised_first_and_stay_point
     );
     let mut conn = server.connection();
     populate_varied(&mut conn, 1000); // slows the writer: its slots come first, mostly
-    let mut pipe = redis::pipe();
-    for i in 0..COUNT {
-        for j in 0..600 {
-            pipe.cmd("HSET")
-                .arg(format!("hash:{i}"))
-                .arg(format!("f{j}"))
-                .arg(j)
-                .ignore();
-            pipe.cmd("SADD")
-                .arg(format!("set:{i}"))
-                .arg(format!("m{j}"))
-                .ignore();
-            pipe.cmd("ZADD")
-                .arg(format!("zset:{i}"))
-                .arg(j)
-                .arg(format!("m{j}"))
-                .ignore();
-        }
-    }
-    let _: () = pipe.query(&mut conn).unwrap();
-    for kind in ["hash", "set", "zset"] {
-        let encoding: String = redis::cmd("OBJECT")
-            .arg("ENCODING")
-            .arg(format!("{kind}:0"))
-            .query(&mut conn)
-            .unwrap();
-        let deep = if kind == "zset" {
-            "skiplist"
-        } else {
-            "hashtable"
-        };
-        assert_eq!(encoding, deep, "{kind}");
-    }
+    build_big_collections(&mut conn, COUNT);
     let before_strings = dump_matching(&mut conn, "key:*");
     let before = collections_state(&mut conn, COUNT);
     assert_eq!(
         cmd_str(&mut conn, &["BGSAVE"]).unwrap(),
         "Background saving started"
     );
-    // Two rounds: the first mostly finds the captures queued, the second (after some
-    // writing) may find some with the writer.
-    for round in 0..2 {
-        let mut pipe = redis::pipe();
-        for i in 0..COUNT {
-            pipe.cmd("HINCRBY")
-                .arg(format!("hash:{i}"))
-                .arg("f1")
-                .arg(1000)
-                .ignore();
-            pipe.cmd("HDEL").arg(format!("hash:{i}")).arg("f2").ignore();
-            pipe.cmd("SREM").arg(format!("set:{i}")).arg("m3").ignore();
-            pipe.cmd("SADD")
-                .arg(format!("set:{i}"))
-                .arg(format!("new{round}"))
-                .ignore();
-            pipe.cmd("ZINCRBY")
-                .arg(format!("zset:{i}"))
-                .arg(0.5)
-                .arg("m4")
-                .ignore();
-        }
-        let _: () = pipe.query(&mut conn).unwrap();
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let serialised: u64 = info_field(&mut conn, "tessera_capture_serialised_values")
-        .unwrap()
-        .parse()
-        .unwrap();
-    let copied: u64 = info_field(&mut conn, "tessera_capture_copied_values")
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert!(serialised > 0, "no value was serialised before a write");
-    // Each collection is released (serialised or copied) at most once per snapshot.
-    assert!(
-        serialised + copied <= 3 * COUNT as u64,
-        "{serialised} + {copied}"
-    );
-    assert_eq!(
-        info_field(&mut conn, "rdb_bgsave_in_progress").unwrap(),
-        "1",
-        "the snapshot ended before the writes: nothing raced it"
-    );
+    change_big_collections_during_a_job(&mut conn, COUNT, "rdb_bgsave_in_progress");
     wait_for_background_jobs(&mut conn);
     assert_eq!(
         info_field(&mut conn, "rdb_last_bgsave_status").unwrap(),

@@ -130,3 +130,131 @@ fn tessera_loads_a_redis_log_directory_with_an_rdb_base() {
         server.log()
     );
 }
+
+/// Every type (streams with groups, pending entries, deleted entries and an empty one),
+/// TTLs, several databases and a function library: the dataset `populate` and
+/// `populate_more` build.
+fn populate_every_type(conn: &mut redis::Connection) {
+    common::dataset::populate(conn, 0);
+    common::replication::populate_more(conn);
+}
+
+fn digest(conn: &mut redis::Connection) -> String {
+    redis::cmd("DEBUG").arg("DIGEST").query(conn).unwrap()
+}
+
+fn function_libraries(conn: &mut redis::Connection) -> Vec<String> {
+    let listed = common::dataset::items(common::run(conn, &["FUNCTION", "LIST"]));
+    listed
+        .into_iter()
+        .filter(|s| s.contains("replib"))
+        .collect()
+}
+
+/// `aof-use-rdb-preamble no`: the base is one file of commands, as Redis writes it. Redis
+/// 7.0 loads Tessera's and Tessera loads Redis's, each with the incremental file after it.
+#[test]
+fn resp_form_bases_load_both_ways() {
+    let Some(redis_binary) = require_redis_or_skip(WHOLE_TEST) else {
+        return;
+    };
+    let preamble_no = [
+        "--aof-use-rdb-preamble",
+        "no",
+        "--enable-debug-command",
+        "yes",
+    ];
+    // Tessera writes, Redis and Tessera load.
+    let dir = temp_dir();
+    let mut server = start_server(dir.path(), &preamble_no);
+    let mut conn = server.connection();
+    populate_every_type(&mut conn);
+    let _: String = redis::cmd("BGREWRITEAOF").query(&mut conn).unwrap();
+    common::wait_for_background_jobs(&mut conn);
+    common::run(&mut conn, &["SET", "after", "the rewrite"]);
+    common::run(&mut conn, &["XADD", "stream-after", "*", "f", "v"]);
+    let written = digest(&mut conn);
+    let dataset = common::dataset::dataset(&mut conn);
+    server.shutdown();
+    let files = common::manifest_files(&dir.path().join("appendonlydir"));
+    let base: Vec<&String> = files.iter().filter(|f| f.contains(".base.")).collect();
+    assert_eq!(base.len(), 1, "{files:?}");
+    assert!(base[0].ends_with(".base.aof"), "{files:?}");
+    let text = std::fs::read(dir.path().join("appendonlydir").join(base[0])).unwrap();
+    assert!(
+        text.starts_with(b"*3\r\n$8\r\nFUNCTION\r\n$4\r\nLOAD\r\n"),
+        "{:?}",
+        &text[..40]
+    );
+    {
+        let copy = temp_dir();
+        copy_dir(
+            &dir.path().join("appendonlydir"),
+            &copy.path().join("appendonlydir"),
+        );
+        let oracle = RedisOracle::start_with(
+            &redis_binary,
+            copy.path(),
+            &["--appendonly", "yes", "--enable-debug-command", "yes"],
+        );
+        let mut redis = oracle.connection();
+        assert_eq!(
+            digest(&mut redis),
+            written,
+            "Redis loading Tessera's RESP base"
+        );
+        assert_eq!(common::dataset::dataset(&mut redis), dataset);
+        assert_eq!(function_libraries(&mut redis).len(), 1);
+    }
+    let server = start_server(dir.path(), &preamble_no);
+    let mut conn = server.connection();
+    assert_eq!(digest(&mut conn), written, "Tessera loading its RESP base");
+    assert_eq!(function_libraries(&mut conn).len(), 1);
+    drop(server);
+
+    // Redis writes, Tessera loads.
+    let dir = temp_dir();
+    let written = {
+        let oracle = RedisOracle::start_with(
+            &redis_binary,
+            dir.path(),
+            &[
+                "--appendonly",
+                "yes",
+                "--enable-debug-command",
+                "yes",
+                "--aof-use-rdb-preamble",
+                "no",
+            ],
+        );
+        let mut redis = oracle.connection();
+        populate_every_type(&mut redis);
+        let _: String = redis::cmd("BGREWRITEAOF").query(&mut redis).unwrap();
+        common::wait_for_background_jobs(&mut redis);
+        common::run(&mut redis, &["SET", "after", "the rewrite"]);
+        let written = digest(&mut redis);
+        let _: () = redis::cmd("SHUTDOWN")
+            .arg("NOSAVE")
+            .query(&mut redis)
+            .unwrap_or(());
+        written
+    };
+    let files = common::manifest_files(&dir.path().join("appendonlydir"));
+    assert!(files.iter().any(|f| f.ends_with(".base.aof")), "{files:?}");
+    let server = start_server(dir.path(), &["--enable-debug-command", "yes"]);
+    let mut conn = server.connection();
+    assert_eq!(
+        digest(&mut conn),
+        written,
+        "Tessera loading Redis's RESP base"
+    );
+    assert_eq!(function_libraries(&mut conn).len(), 1);
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+}

@@ -352,12 +352,12 @@ pub static DIRECTIVES: &[Directive] = &[
         |c| yes_no(c.stop_writes_on_bgsave_error),
         |c, a| c.stop_writes_on_bgsave_error = parse_bool(a)?
     ),
-    // Tessera's log base is always RDB; accepted so that redis.conf files load unchanged.
-    directive!("aof-use-rdb-preamble", true, |_c| yes_no(true), |_c, a| {
-        if !parse_bool(a)? {
-            return Err(ValueError::RdbPreambleRequired);
-        }
-    }),
+    directive!(
+        "aof-use-rdb-preamble",
+        true,
+        |c| yes_no(c.aof_use_rdb_preamble),
+        |c, a| c.aof_use_rdb_preamble = parse_bool(a)?
+    ),
     directive!(
         "busy-reply-threshold",
         true,

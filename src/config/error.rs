@@ -33,8 +33,6 @@ pub enum ValueError {
     LockFileName,
     /// `dir` names nothing, or not a directory: Redis reports the OS's reason alone.
     Directory(std::io::Error),
-    /// `aof-use-rdb-preamble no`: Tessera's log base is always RDB.
-    RdbPreambleRequired,
     /// `daemonize yes`: Tessera runs in the foreground only.
     DaemonizeUnsupported,
     /// `notify-keyspace-events` with a letter that names no class.
@@ -84,9 +82,6 @@ impl std::fmt::Display for ValueError {
                 crate::process::LOCK_FILE
             ),
             ValueError::Directory(error) => f.write_str(&crate::process::os_error_text(error)),
-            ValueError::RdbPreambleRequired => f.write_str(
-                "Tessera writes the base of the log in RDB form only (aof-use-rdb-preamble yes)",
-            ),
             ValueError::DaemonizeUnsupported => {
                 f.write_str("daemonize yes is not supported; run under a supervisor")
             }

@@ -167,6 +167,9 @@ pub struct Config {
     pub key_load_delay_us: u64,
     /// `rdbcompression`: LZF for long strings in snapshots.
     pub rdbcompression: bool,
+    /// `aof-use-rdb-preamble`: the log's base in RDB parts (yes) or as one file of
+    /// commands (no), as Redis's.
+    pub aof_use_rdb_preamble: bool,
     /// `stop-writes-on-bgsave-error`: writes are refused (MISCONF) while the last BGSAVE
     /// has failed and `save` points are configured.
     pub stop_writes_on_bgsave_error: bool,
@@ -512,6 +515,7 @@ impl Default for Config {
             busy_reply_threshold_ms: 5000,
             tracking_table_max_keys: 1_000_000,
             rdbcompression: true,
+            aof_use_rdb_preamble: true,
             stop_writes_on_bgsave_error: true,
             notify_keyspace_events: crate::notify::KeyspaceEvents::default(),
             aclfile: String::new(),

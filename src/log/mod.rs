@@ -98,6 +98,11 @@ impl LogPaths {
         }
     }
 
+    /// The name of a base in RESP form (`aof-use-rdb-preamble no`: one file, Redis's name).
+    pub fn base_resp_name(&self, seq: u64) -> String {
+        format!("{}.{seq}.base.aof", self.base_name)
+    }
+
     /// The reverse of `incremental_name` and `base_part_name` (and Redis's RESP base
     /// name); None for any other name.
     pub fn parse_file_name(&self, name: &str) -> Option<LogFileName> {

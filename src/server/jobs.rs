@@ -309,6 +309,11 @@ impl Server {
                 compression: config.rdbcompression,
                 pacing: self.jobs.pacing(config.aof_rewrite_incremental_fsync),
                 functions: engine.state.scripting.library_codes(),
+                form: if config.aof_use_rdb_preamble {
+                    crate::snapshot::PartForm::Rdb
+                } else {
+                    crate::snapshot::PartForm::Resp
+                },
             },
             notify,
         );
@@ -420,6 +425,7 @@ impl Server {
                 .map_or_else(Vec::new, |history| history.aux_fields()),
                 ..crate::rdb::RdbWriterOptions::default()
             },
+            form: crate::snapshot::PartForm::Rdb,
             part_aux: Vec::new(),
             finisher,
             key_delay_us: config.rdb_key_save_delay_us,

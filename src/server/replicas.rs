@@ -503,6 +503,7 @@ impl Server {
                 functions: self.engine.state.scripting.library_codes(),
                 ..crate::rdb::RdbWriterOptions::default()
             },
+            form: crate::snapshot::PartForm::Rdb,
             part_aux: Vec::new(),
             finisher: Box::new(|_sizes: &[u64]| Ok(())),
             key_delay_us: config.rdb_key_save_delay_us,

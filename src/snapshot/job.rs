@@ -20,8 +20,8 @@
 //! which a `SnapshotError` converts (the compaction's error wraps it, BGSAVE's is it).
 
 use super::{
-    PART_BUFFER_BYTES, Pacing, PartWriter, SnapshotError, create_part, finish_writing, sync_file,
-    write_error,
+    PART_BUFFER_BYTES, Pacing, PartForm, PartWriter, SnapshotError, create_part, encode_entry,
+    finish_writing, sync_file, write_error,
 };
 use crate::keyspace::{CaptureBytes, CaptureSink, Entry, Keyspace, SLOT_COUNT, Slot};
 use crate::rdb::RdbWriterOptions;
@@ -64,7 +64,8 @@ struct Captured {
     own_bytes: u64,
 }
 
-/// One key's RDB record (`rdb::encode_entry`), and its expiry for the writer's filter.
+/// One key's record in the job's form (`super::encode_entry`), and its expiry for the
+/// writer's filter.
 struct SerialisedEntry {
     expire_at_ms: i64,
     record: Vec<u8>,
@@ -112,6 +113,8 @@ struct JobShared {
     diverged: Mutex<Diverged>,
     keys_written: AtomicU64,
     cancelled: AtomicBool,
+    /// The form of the part files (and so of serialised records).
+    form: PartForm,
 }
 
 /// Per captured slot not yet written, the bytes of the values only its capture holds;
@@ -235,7 +238,7 @@ impl CaptureSink for JobShared {
             return false;
         };
         let shared_bytes = (entry.key.len() + entry.value.approx_bytes()) as u64;
-        let record = crate::rdb::encode_entry(&entry);
+        let record = encode_entry(self.form, &entry);
         let record_bytes = record.len() as u64;
         item.serialised.push(SerialisedEntry {
             expire_at_ms: entry.expire_at_ms,
@@ -299,6 +302,9 @@ pub struct JobSpec<E> {
     /// One path per part, in part order.
     pub part_paths: Vec<PathBuf>,
     pub options: RdbWriterOptions,
+    /// RDB, or commands (a log base with `aof-use-rdb-preamble no`: aux fields and
+    /// `options`' other than the functions are not written then).
+    pub form: PartForm,
     /// Aux fields of each part's own (its place in the set), after `options.extra_aux`;
     /// empty: none.
     pub part_aux: Vec<Vec<(bytes::Bytes, bytes::Bytes)>>,
@@ -343,6 +349,7 @@ impl<E: From<SnapshotError> + Send + 'static> SnapshotJob<E> {
             diverged: Mutex::new(Diverged::default()),
             keys_written: AtomicU64::new(0),
             cancelled: AtomicBool::new(false),
+            form: spec.form,
         });
         let outcome = Arc::new(Mutex::new(None));
         let hints = size_hints(keyspace, parts);
@@ -485,6 +492,7 @@ fn run_job<E: From<SnapshotError>>(
                             path,
                             options: &options,
                             pacing,
+                            form: spec.form,
                         };
                         let result = write_part(shared, part, &target, &hints, delay);
                         if result.is_err() {
@@ -607,6 +615,7 @@ struct PartTarget<'a> {
     path: &'a Path,
     options: &'a RdbWriterOptions,
     pacing: &'a Pacing,
+    form: PartForm,
 }
 
 /// One writer thread: serialises the captures of its part into its file.
@@ -623,11 +632,12 @@ fn write_part(
         path,
         options,
         pacing,
+        form,
     } = *target;
     let describe = write_error(path);
     // Declared first, dropped last: after the writer and its buffers.
     let _buffers = PartBuffers::hold(shared);
-    let mut writer = create_part(storage, path, options, pacing)?;
+    let mut writer = create_part(storage, path, options, pacing, form)?;
     let mut announced = vec![false; hints.len()];
     let mut first = true;
     while let Some(captured) = shared.next(part) {

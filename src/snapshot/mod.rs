@@ -6,6 +6,7 @@
 //! Failures are `SnapshotError`s, the background job's too.
 
 mod job;
+mod resp_form;
 
 pub use job::{Finisher, JobOutcome, JobProgress, JobSpec, SnapshotJob, part_of_slot, part_slots};
 
@@ -145,7 +146,61 @@ pub fn install_file(
     Ok(())
 }
 
-type PartWriter = RdbWriter<BufWriter<PacedFile>>;
+/// The form a part file is written in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PartForm {
+    /// An RDB file: every snapshot, and a log base with `aof-use-rdb-preamble yes`.
+    #[default]
+    Rdb,
+    /// Commands (`aof-use-rdb-preamble no`): a log base only (`resp_form`).
+    Resp,
+}
+
+/// A part file being written, in its form.
+enum PartWriter {
+    Rdb(RdbWriter<BufWriter<PacedFile>>),
+    Resp(resp_form::RespWriter<BufWriter<PacedFile>>),
+}
+
+impl PartWriter {
+    /// Starts database `db`; `keys` and `expires` are sizing hints (RDB only).
+    fn select_db(&mut self, db: u32, keys: u64, expires: u64) -> Result<(), RdbError> {
+        match self {
+            PartWriter::Rdb(w) => w.select_db(db, keys, expires),
+            PartWriter::Resp(w) => w.select_db(db),
+        }
+    }
+
+    fn write_entry(&mut self, db: u32, entry: &Entry) -> Result<(), RdbError> {
+        match self {
+            PartWriter::Rdb(w) => w.write_entry(db, entry),
+            PartWriter::Resp(w) => w.write_entry(db, entry),
+        }
+    }
+
+    /// Writes a record that `encode_entry` made in this writer's form.
+    fn write_encoded_entry(&mut self, db: u32, record: &[u8]) -> Result<(), RdbError> {
+        match self {
+            PartWriter::Rdb(w) => w.write_encoded_entry(db, record),
+            PartWriter::Resp(w) => w.write_encoded_entry(db, record),
+        }
+    }
+
+    fn finish(self) -> Result<(BufWriter<PacedFile>, u64), RdbError> {
+        match self {
+            PartWriter::Rdb(w) => w.finish(),
+            PartWriter::Resp(w) => w.finish(),
+        }
+    }
+}
+
+/// One key's record in `form`, for `PartWriter::write_encoded_entry`.
+fn encode_entry(form: PartForm, entry: &Entry) -> Vec<u8> {
+    match form {
+        PartForm::Rdb => crate::rdb::encode_entry(entry),
+        PartForm::Resp => resp_form::encode_entry(entry),
+    }
+}
 
 /// How a snapshot's files go to disk: writeback started every few megabytes
 /// (`rdb-save-incremental-fsync`, `aof-rewrite-incremental-fsync`), and the byte rate all
@@ -176,13 +231,20 @@ fn create_part(
     path: &Path,
     options: &RdbWriterOptions,
     pacing: &Pacing,
+    form: PartForm,
 ) -> Result<PartWriter, SnapshotError> {
     let file = storage
         .create(path)
         .map_err(io_error(FileAction::Create, path))?;
     let paced = PacedFile::new(file, pacing.incremental_fsync, pacing.rate.clone());
-    RdbWriter::new(BufWriter::with_capacity(PART_BUFFER_BYTES, paced), options)
-        .map_err(write_error(path))
+    let output = BufWriter::with_capacity(PART_BUFFER_BYTES, paced);
+    match form {
+        PartForm::Rdb => RdbWriter::new(output, options).map(PartWriter::Rdb),
+        PartForm::Resp => {
+            resp_form::RespWriter::new(output, &options.functions).map(PartWriter::Resp)
+        }
+    }
+    .map_err(write_error(path))
 }
 
 /// A part file's write buffer.
@@ -217,7 +279,7 @@ fn write_rdb(
         extra_aux: save.history.map_or_else(Vec::new, |h| h.aux_fields()),
         ..RdbWriterOptions::default()
     };
-    let mut writer = create_part(storage, path, &options, pacing)?;
+    let mut writer = create_part(storage, path, &options, pacing, PartForm::Rdb)?;
     for (index, db) in keyspace.dbs.iter().enumerate() {
         if db.is_empty() {
             continue;
