@@ -59,6 +59,18 @@ pub enum CompactionError {
         dir: PathBuf,
         source: std::io::Error,
     },
+    /// The log being turned on: its temporary file could not be created.
+    #[error("can't create {}: {source}", path.display())]
+    CreateLog {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The log being turned on: its file could not be renamed to its final name.
+    #[error("can't rename the new log to {}: {source}", path.display())]
+    PlaceLog {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     /// Manifest M2 was not committed (the previous one is still in force).
     #[error("can't commit the manifest: {0}")]
     CommitManifest(#[source] std::io::Error),
@@ -94,46 +106,21 @@ pub struct Settings {
     pub form: PartForm,
 }
 
-/// A compaction in progress, as the event loop sees it.
-pub struct Compaction {
-    pub job: SnapshotJob<CompactionError>,
-    rotation: RotationWaiter,
-    /// The manifest in force if the rotation succeeded and the compaction did not.
+/// The files of one compaction and the manifests around it.
+struct Plan {
+    incr: ManifestEntry,
+    base_seq: u64,
+    part_names: Vec<String>,
+    /// M1: the manifest in force once the writer has switched files.
     after_rotation: Manifest,
-    /// The manifest in force once the compaction succeeds: M2, or M3 once the history
-    /// files are deleted and it is committed (the job's thread updates it).
-    installed: Arc<Mutex<Manifest>>,
+    /// M2: the parts, everything before them as history, the new incremental file.
+    after_commit: Manifest,
 }
 
-/// How a compaction ended: the manifest now in force, and the job's figures or error.
-pub struct Finished {
-    pub manifest: Manifest,
-    pub result: Result<JobOutcome, CompactionError>,
-}
-
-impl Compaction {
-    /// Starts a compaction of `keyspace` with `parts` writer threads. Everything logged
-    /// before this call must already be submitted to `writer`. `manifest` is the one in
-    /// force; `notify` wakes the event loop when the compaction ends.
-    pub fn start(
-        keyspace: &mut crate::keyspace::Keyspace,
-        writer: &mut LogWriter,
-        storage: Arc<dyn Storage>,
-        paths: &LogPaths,
-        manifest: &Manifest,
-        settings: Settings,
-        notify: Box<dyn Fn() + Send>,
-    ) -> Result<Compaction, CompactionError> {
-        let Settings {
-            parts,
-            key_delay_us,
-            compression,
-            pacing,
-            functions,
-            form,
-        } = settings;
-        let parts = match form {
-            PartForm::Rdb => parts.clamp(1, crate::keyspace::SLOT_COUNT),
+impl Plan {
+    fn new(paths: &LogPaths, manifest: &Manifest, settings: &Settings) -> Plan {
+        let parts = match settings.form {
+            PartForm::Rdb => settings.parts.clamp(1, crate::keyspace::SLOT_COUNT),
             PartForm::Resp => 1,
         };
         let incr_seq = manifest.last_incremental().map_or(1, |e| e.seq + 1);
@@ -145,7 +132,7 @@ impl Compaction {
         };
         let mut after_rotation = manifest.clone();
         after_rotation.entries.push(incr.clone());
-        let part_names: Vec<String> = match form {
+        let part_names: Vec<String> = match settings.form {
             PartForm::Rdb => (1..=parts)
                 .map(|part| paths.base_part_name(base_seq, part, parts))
                 .collect(),
@@ -176,22 +163,182 @@ impl Compaction {
                     }),
             );
         after_commit.entries.push(incr.clone());
+        Plan {
+            incr,
+            base_seq,
+            part_names,
+            after_rotation,
+            after_commit,
+        }
+    }
+}
+
+/// A compaction in progress, as the event loop sees it.
+pub struct Compaction {
+    pub job: SnapshotJob<CompactionError>,
+    rotation: RotationWaiter,
+    /// The manifest in force if the rotation succeeded and the compaction did not.
+    after_rotation: Manifest,
+    /// The manifest in force once the compaction succeeds: M2, or M3 once the history
+    /// files are deleted and it is committed (the job's thread updates it).
+    installed: Arc<Mutex<Manifest>>,
+    turns_log_on: bool,
+}
+
+/// How a compaction ended: the manifest now in force, and the job's figures or error.
+pub struct Finished {
+    pub manifest: Manifest,
+    pub result: Result<JobOutcome, CompactionError>,
+    /// It was turning the log on (`Compaction::start_log`).
+    pub turned_log_on: bool,
+}
+
+/// A new log's file while the log is being turned on: the writer appends to `temp` from
+/// the compaction's instant; the install renames it to `incremental` just before the
+/// manifest that lists it is committed.
+#[derive(Clone)]
+struct NewLogFile {
+    temp: PathBuf,
+    incremental: PathBuf,
+}
+
+impl Compaction {
+    /// Starts a compaction of `keyspace` with `parts` writer threads. Everything logged
+    /// before this call must already be submitted to `writer`. `manifest` is the one in
+    /// force; `notify` wakes the event loop when the compaction ends.
+    pub fn start(
+        keyspace: &mut crate::keyspace::Keyspace,
+        writer: &mut LogWriter,
+        storage: Arc<dyn Storage>,
+        paths: &LogPaths,
+        manifest: &Manifest,
+        settings: Settings,
+        notify: Box<dyn Fn() + Send>,
+    ) -> Result<Compaction, CompactionError> {
+        let plan = Plan::new(paths, manifest, &settings);
         let rotation = writer.prepare_rotation();
-        let installed = Arc::new(Mutex::new(after_commit.clone()));
+        let compaction = Self::begin(
+            keyspace, storage, paths, &plan, rotation, None, settings, notify,
+        )?;
+        // Requested once the job exists: if it could not start, nothing has changed.
+        writer.request_rotation(Rotation {
+            paths: paths.clone(),
+            file_name: plan.incr.name.clone(),
+            manifest: plan.after_rotation.clone(),
+        });
+        tracing::info!(
+            "background append-only log rewrite started: {} part(s) of base {}, new records go to {}",
+            plan.part_names.len(),
+            plan.base_seq,
+            plan.incr.name
+        );
+        Ok(compaction)
+    }
+
+    /// Turns the log on (CONFIG SET appendonly yes while it is off, as Redis's
+    /// `startAppendOnly`): a compaction whose instant is the new log's first record. The
+    /// returned writer appends to a temporary file (`LogPaths::temp_incremental_name`)
+    /// that no manifest lists — start-up removes it — until the install renames it to the
+    /// new incremental file and commits the base and it as the manifest. `manifest` is
+    /// the directory's (its files become history); `writer_notify` is the writer's.
+    #[allow(clippy::too_many_arguments)]
+    pub fn start_log(
+        keyspace: &mut crate::keyspace::Keyspace,
+        storage: Arc<dyn Storage>,
+        paths: &LogPaths,
+        manifest: &Manifest,
+        settings: Settings,
+        policy: crate::config::FsyncPolicy,
+        writer_notify: crate::log::writer::Notify,
+        notify: Box<dyn Fn() + Send>,
+    ) -> Result<(Compaction, LogWriter), CompactionError> {
+        let plan = Plan::new(paths, manifest, &settings);
+        let new_log = NewLogFile {
+            temp: paths.file(&paths.temp_incremental_name()),
+            incremental: paths.file(&plan.incr.name),
+        };
+        let file = storage
+            .create(&new_log.temp)
+            .map_err(|source| CompactionError::CreateLog {
+                path: new_log.temp.clone(),
+                source,
+            })?;
+        let mut writer = LogWriter::start(storage.clone(), file, 0, policy, writer_notify);
+        // The split is the writer's first byte: there is nothing to switch from.
+        let rotation = writer.prepare_rotation();
+        writer.rotation_not_needed();
+        let started = Self::begin(
+            keyspace,
+            storage.clone(),
+            paths,
+            &plan,
+            rotation,
+            Some(new_log.clone()),
+            settings,
+            notify,
+        );
+        match started {
+            Ok(compaction) => {
+                tracing::info!(
+                    "turning the append-only log on: base {} in {} part(s), new records go to {} once it is written",
+                    plan.base_seq,
+                    plan.part_names.len(),
+                    plan.incr.name
+                );
+                Ok((compaction, writer))
+            }
+            Err(error) => {
+                drop(writer);
+                let _ = storage.remove_file(&new_log.temp);
+                Err(error)
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn begin(
+        keyspace: &mut crate::keyspace::Keyspace,
+        storage: Arc<dyn Storage>,
+        paths: &LogPaths,
+        plan: &Plan,
+        rotation: RotationWaiter,
+        new_log: Option<NewLogFile>,
+        settings: Settings,
+        notify: Box<dyn Fn() + Send>,
+    ) -> Result<Compaction, CompactionError> {
+        let Settings {
+            key_delay_us,
+            compression,
+            pacing,
+            functions,
+            form,
+            ..
+        } = settings;
+        let parts = plan.part_names.len();
+        let installed = Arc::new(Mutex::new(plan.after_commit.clone()));
+        let turns_log_on = new_log.is_some();
         let finisher = {
             let storage = storage.clone();
             let paths = paths.clone();
             let rotation = rotation.clone();
             let installed = installed.clone();
+            let after_commit = plan.after_commit.clone();
             Box::new(move |_sizes: &[u64]| {
-                install(&*storage, &paths, &rotation, &after_commit, &installed)
+                install(
+                    &*storage,
+                    &paths,
+                    &rotation,
+                    new_log.as_ref(),
+                    &after_commit,
+                    &installed,
+                )
             })
         };
         let job = SnapshotJob::start(
             keyspace,
             JobSpec {
                 storage,
-                part_paths: part_names.iter().map(|n| paths.file(n)).collect(),
+                part_paths: plan.part_names.iter().map(|n| paths.file(n)).collect(),
                 options: RdbWriterOptions {
                     aof_base: true,
                     compression,
@@ -200,7 +347,7 @@ impl Compaction {
                 },
                 form,
                 part_aux: (0..parts)
-                    .map(|part| part_aux(part, parts, incr_seq))
+                    .map(|part| part_aux(part, parts, plan.incr.seq))
                     .collect(),
                 finisher,
                 key_delay_us,
@@ -208,22 +355,18 @@ impl Compaction {
                 notify,
             },
         )?;
-        // Requested once the job exists: if it could not start, nothing has changed.
-        writer.request_rotation(Rotation {
-            paths: paths.clone(),
-            file_name: incr.name.clone(),
-            manifest: after_rotation.clone(),
-        });
-        tracing::info!(
-            "background append-only log rewrite started: {parts} part(s) of base {base_seq}, new records go to {}",
-            incr.name
-        );
         Ok(Compaction {
             job,
             rotation,
-            after_rotation,
+            after_rotation: plan.after_rotation.clone(),
             installed,
+            turns_log_on,
         })
+    }
+
+    /// Whether this compaction turns the log on (`start_log`).
+    pub fn turns_log_on(&self) -> bool {
+        self.turns_log_on
     }
 
     /// The outcome once both the snapshot job and the log rotation are over (handed over
@@ -237,7 +380,11 @@ impl Compaction {
             (Err(_), Ok(())) => self.after_rotation.clone(),
             (Err(_), Err(_)) => before.clone(),
         };
-        Some(Finished { manifest, result })
+        Some(Finished {
+            manifest,
+            result,
+            turned_log_on: self.turns_log_on,
+        })
     }
 
     /// The outcome of a cancelled compaction whose job's threads are gone (cancelled
@@ -257,21 +404,43 @@ fn install(
     storage: &dyn Storage,
     paths: &LogPaths,
     rotation: &RotationWaiter,
+    new_log: Option<&NewLogFile>,
     after_commit: &Manifest,
     installed: &Mutex<Manifest>,
 ) -> Result<(), CompactionError> {
     // The parts describe the dataset at the switch: useless if the switch failed.
     rotation.wait().map_err(CompactionError::Rotation)?;
+    if let Some(new_log) = new_log {
+        // Under its final name from here on; a crash before the commit leaves a file
+        // above the manifest's numbers, which start-up refuses to guess about (the
+        // rebuild finds the parts and it, which record each other).
+        storage
+            .rename(&new_log.temp, &new_log.incremental)
+            .map_err(|source| CompactionError::PlaceLog {
+                path: new_log.incremental.clone(),
+                source,
+            })?;
+    }
+    // Not committed: a new log's file goes back to being nobody's.
+    let unlisted = |error: CompactionError| {
+        if let Some(new_log) = new_log {
+            let _ = storage.remove_file(&new_log.incremental);
+        }
+        error
+    };
     storage
         .sync_dir(&paths.dir)
         .map_err(|source| CompactionError::SyncDir {
             dir: paths.dir.clone(),
             source,
-        })?;
+        })
+        .map_err(unlisted)?;
     storage.checkpoint(CrashPoint::RewritePartsDurable);
     match paths.commit_manifest(storage, after_commit) {
         Ok(()) => {}
-        Err(CommitError::NotCommitted(e)) => return Err(CompactionError::CommitManifest(e)),
+        Err(CommitError::NotCommitted(e)) => {
+            return Err(unlisted(CompactionError::CommitManifest(e)));
+        }
         Err(CommitError::NotDurable(e)) => {
             // The new manifest is in force, but a power loss may bring back the previous
             // one: keep its files (listed as history, start-up deletes them).

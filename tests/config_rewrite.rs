@@ -459,8 +459,8 @@ fn config_get_lists_redis_s_names_and_defaults() {
 
 /// Directives whose CONFIG SET is left out of the comparison: they change what the test
 /// relies on (the address, the password, the connection limit) or differ by design
-/// (docs/compatibility.md: Tessera's listeners, logging, log and directory are set up
-/// once; the log's base is always RDB; a string's limit is 4 GB).
+/// (docs/compatibility.md: Tessera's listeners, logging and directory are set up once;
+/// `appendonly` starts or stops the log, `tests/log_switch.rs`; a string's limit is 4 GB).
 const NOT_PROBED: &[&str] = &[
     "proto-max-bulk-len",
     "port",
@@ -470,7 +470,6 @@ const NOT_PROBED: &[&str] = &[
     "appendonly",
     "loglevel",
     "dir",
-    "aof-use-rdb-preamble",
 ];
 
 #[test]

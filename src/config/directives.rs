@@ -241,7 +241,8 @@ pub static DIRECTIVES: &[Directive] = &[
         .dir =
         existing_dir(one(a)?)?)
     .written_as(Rewrite::Special(rewrite::dir)),
-    directive!("appendonly", false, |c| yes_no(c.appendonly), |c, a| c
+    // Applied by the event loop at the end of the turn (`server::log_switch`).
+    directive!("appendonly", true, |c| yes_no(c.appendonly), |c, a| c
         .appendonly =
         parse_bool(a)?),
     directive!(

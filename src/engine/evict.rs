@@ -144,6 +144,11 @@ impl Eviction {
         self.log_gauge = Some(gauge);
     }
 
+    /// The log is off: no writer holds batches.
+    pub fn clear_log_gauge(&mut self) {
+        self.log_gauge = None;
+    }
+
     /// What is not counted now, exactly: `pending_log_bytes` (this turn's records not yet
     /// handed over, the replicas' outputs) and the capture's own memory.
     fn not_counted_now(&self, pending_log_bytes: u64, capture: Option<CaptureBytes>) -> u64 {

@@ -98,6 +98,12 @@ impl LogPaths {
         }
     }
 
+    /// The file a log being turned on appends to until its base is committed (Redis's
+    /// name for it too); a `temp-` file, which start-up removes.
+    pub fn temp_incremental_name(&self) -> String {
+        format!("temp-{}.incr", self.base_name)
+    }
+
     /// The name of a base in RESP form (`aof-use-rdb-preamble no`: one file, Redis's name).
     pub fn base_resp_name(&self, seq: u64) -> String {
         format!("{}.{seq}.base.aof", self.base_name)

@@ -117,7 +117,9 @@ enum PartError {
 /// Why the files of a base are not one complete snapshot (in the reason of a decision).
 #[derive(Debug, thiserror::Error)]
 enum IncompleteBase {
-    #[error("a base in RESP form (aof-use-rdb-preamble no): it records no place in the log, so the rebuild does not use it")]
+    #[error(
+        "a base in RESP form (aof-use-rdb-preamble no): it records no place in the log, so the rebuild does not use it"
+    )]
     RespForm,
     #[error("both a single-part name and numbered parts")]
     MixedNames,

@@ -375,6 +375,13 @@ impl LogWriter {
         }
     }
 
+    /// Marks the rotation `prepare_rotation` announced as done without one: a new log,
+    /// whose first byte is the split (`compaction::Compaction::start_log`).
+    pub fn rotation_not_needed(&mut self) {
+        *self.shared.rotation_outcome.lock().unwrap() = Some(Ok(()));
+        self.shared.rotation_done.notify_all();
+    }
+
     /// Switches to a new incremental file after everything submitted so far (the start of
     /// a compaction). Returns at once; the writer makes the old file durable, creates the
     /// new one and commits the manifest off the event loop. Records submitted from now on

@@ -18,6 +18,9 @@ pub enum ServerError {
     FinalSnapshot(crate::snapshot::SnapshotError),
     /// The log could not be synced at SHUTDOWN (the server runs on, the writer retrying).
     LogSync(crate::log::writer::LogError),
+    /// SHUTDOWN without FORCE while the log is being turned on: its base is not written
+    /// yet (Redis's "Writing initial AOF, can't exit."; the server runs on).
+    InitialLog,
     /// The users could not be loaded (`user` lines, the aclfile): Redis's message.
     Acl(String),
     /// A second SIGINT while a signal's shutdown was not over: exit at once, unclean.
@@ -37,6 +40,7 @@ impl fmt::Display for ServerError {
             ServerError::OpenLog(e) => write!(f, "can't open the append-only log: {e}"),
             ServerError::EventLoop(e) => write!(f, "event loop failed: {e}"),
             ServerError::Insisted => f.write_str("You insist... exiting now."),
+            ServerError::InitialLog => f.write_str("Writing initial AOF, can't exit."),
         }
     }
 }
@@ -52,7 +56,10 @@ impl Error for ServerError {
             ServerError::Listen(e) => e.source(),
             ServerError::Load(e) => e.source(),
             ServerError::FinalSnapshot(e) => e.source(),
-            ServerError::LoadPanicked | ServerError::Acl(_) | ServerError::Insisted => None,
+            ServerError::LoadPanicked
+            | ServerError::Acl(_)
+            | ServerError::Insisted
+            | ServerError::InitialLog => None,
         }
     }
 }

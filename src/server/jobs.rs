@@ -95,6 +95,15 @@ impl Jobs {
     }
 }
 
+/// The form of a new base of the log (`aof-use-rdb-preamble`).
+pub(super) fn base_form(config: &crate::config::Config) -> crate::snapshot::PartForm {
+    if config.aof_use_rdb_preamble {
+        crate::snapshot::PartForm::Rdb
+    } else {
+        crate::snapshot::PartForm::Resp
+    }
+}
+
 /// Whether a BGSAVE may start again after the last one failed (Redis's retry delay).
 fn bgsave_retry_allowed(last_failure: Option<Instant>) -> bool {
     last_failure.is_none_or(|t| t.elapsed() > BGSAVE_RETRY_DELAY)
@@ -236,7 +245,14 @@ impl Server {
             // happened decides the manifest in force.
             let before = self.manifest.as_ref().expect("the log is on");
             let finished = compaction.wait_for_end(before);
-            if finished.result.is_ok() {
+            if finished.turned_log_on {
+                // Stopped before its base was committed, or just after: started again
+                // on the new dataset (`apply_appendonly`) either way.
+                let p = &mut self.engine.state.persistence;
+                p.aof_rewrite_in_progress = false;
+                p.aof_rewrite_started = None;
+                self.abandon_new_log();
+            } else if finished.result.is_ok() {
                 self.record_rewrite_end(finished);
             } else {
                 // Stopped, not failed (Redis's killed child is no error either).
@@ -281,7 +297,14 @@ impl Server {
 
     /// Starts a compaction (BGREWRITEAOF, the automatic trigger, a scheduled one).
     fn start_rewrite(&mut self) {
-        if self.log_writer.is_some() && !self.jobs.running() {
+        if self.log_writer.is_none() {
+            // The log is off: a rewrite turns it on if the configuration asks for it.
+            if self.engine.state.config.appendonly && self.loading.is_none() {
+                self.start_log();
+            }
+            return;
+        }
+        if !self.jobs.running() {
             // The switch to the new file comes after every record logged so far.
             self.take_effects();
         }
@@ -309,11 +332,7 @@ impl Server {
                 compression: config.rdbcompression,
                 pacing: self.jobs.pacing(config.aof_rewrite_incremental_fsync),
                 functions: engine.state.scripting.library_codes(),
-                form: if config.aof_use_rdb_preamble {
-                    crate::snapshot::PartForm::Rdb
-                } else {
-                    crate::snapshot::PartForm::Resp
-                },
+                form: base_form(config),
             },
             notify,
         );
@@ -331,6 +350,13 @@ impl Server {
                 return;
             }
         };
+        self.rewrite_started(compaction);
+    }
+
+    /// A compaction has started (a log's switch to a new file, or a new log).
+    pub(super) fn rewrite_started(&mut self, compaction: Compaction) {
+        let engine = &mut self.engine;
+        let p = &mut engine.state.persistence;
         p.current_save_keys_total = engine.keyspace.total_keys() as u64;
         p.aof_rewrite_in_progress = true;
         p.aof_rewrite_started = Some(Instant::now());
@@ -346,6 +372,15 @@ impl Server {
 
     /// A compaction's end in INFO's fields and the manifest now in force.
     fn record_rewrite_end(&mut self, finished: crate::compaction::Finished) {
+        let turned_log_on = finished.turned_log_on;
+        let failure = finished.result.as_ref().err().map(ToString::to_string);
+        self.record_compaction_end(finished);
+        if turned_log_on {
+            self.new_log_finished(failure.is_none(), failure);
+        }
+    }
+
+    fn record_compaction_end(&mut self, finished: crate::compaction::Finished) {
         let p = &mut self.engine.state.persistence;
         let seconds = p.aof_rewrite_started.take().map(|t| t.elapsed());
         p.aof_rewrite_in_progress = false;

@@ -19,6 +19,7 @@ mod cron;
 mod error;
 mod failover;
 mod jobs;
+mod log_switch;
 mod master_link;
 mod pace;
 mod postponed;
@@ -261,15 +262,7 @@ impl Server {
                 },
             )
             .map_err(ServerError::OpenLog)?;
-            self.engine
-                .state
-                .eviction
-                .set_log_gauge(writer.buffer_gauge());
-            self.log_writer = Some(writer);
-            self.engine.state.replication.fsynced = Some(Default::default());
-            self.log_paths = Some(paths);
-            self.manifest = Some(manifest);
-            self.engine.effects.enabled = true;
+            self.adopt_log_writer(writer, paths, manifest);
         }
         self.refresh_log_sizes();
         let state = &mut self.engine.state;
@@ -525,6 +518,7 @@ impl Server {
         let mut host =
             session::SessionsView::new(&mut self.clients, None, &mut self.touched, limits);
         self.engine.broadcast_invalidations(&mut host);
+        self.apply_appendonly(); // CONFIG SET appendonly
         self.failover_work();
         if std::mem::take(&mut self.engine.state.replication.link_changed) {
             self.master_changed(); // REPLICAOF, FAILOVER

@@ -129,12 +129,13 @@ impl Server {
         if self.loading.is_some() {
             return Err(ReloadError::Loading);
         }
+        // The files must not change under a job, nor a job's under the load (a log being
+        // turned on is on once its job is over).
+        self.finish_jobs_now();
         let log_on = self.log_writer.is_some();
         if reload.command == ReloadCommand::LoadAof && !log_on {
             return Err(ReloadError::NoLog);
         }
-        // The files must not change under a job, nor a job's under the load.
-        self.finish_jobs_now();
         if reload.save {
             if log_on {
                 self.compact_now()?;

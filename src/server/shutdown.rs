@@ -174,6 +174,12 @@ impl Server {
     fn finish_shutdown(&mut self, flags: ShutdownFlags) -> Result<(), ServerError> {
         self.end_of_turn();
         self.log_lagging_replicas();
+        if self.log_turning_on() {
+            if !flags.force {
+                return Err(ServerError::InitialLog);
+            }
+            tracing::warn!("Writing initial AOF. Exit anyway.");
+        }
         // As Redis kills its rewrite or save child and removes its temp file: the job is
         // stopped and waited for, so that its thread removes its files (unlisted parts, a
         // BGSAVE's temp file in `dir`, which no start-up would remove) before the process
