@@ -46,6 +46,7 @@ pub mod replication;
 pub mod resp;
 pub mod scripting;
 pub mod server;
+pub mod server_log;
 pub mod shutdown;
 pub mod slowlog;
 pub mod snapshot;

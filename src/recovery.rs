@@ -48,8 +48,9 @@ pub enum LoadError {
     BasePartPanicked,
     /// The last file ends inside a record and `aof-load-truncated` is off.
     #[error(
-        "{} ends in the middle of a record at offset {offset} (file size {size}); \
-         start with aof-load-truncated yes or repair it with tessera-check-aof --fix",
+        "Unexpected end of file reading the append only file {}: it ends in the middle of a \
+         record at offset {offset} (file size {size}); start with aof-load-truncated yes or \
+         repair it with tessera-check-aof --fix",
         path.display()
     )]
     TruncatedTail {
@@ -76,11 +77,7 @@ pub enum LoadError {
         reason: Corruption,
     },
     /// The replay's engine refused the record at `offset`.
-    #[error(
-        "Bad file format reading the append only file {} at offset {offset}: {refusal} (in the \
-         log). Make a backup of the directory, then check it with tessera-check-aof",
-        path.display()
-    )]
+    #[error("{}", refused_text(path, *offset, refusal))]
     Refused {
         path: PathBuf,
         offset: u64,
@@ -203,6 +200,26 @@ pub fn load_dataset(
         expired: Vec::new(),
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// A record the engine refused, in Redis's words where Redis has them ("Unknown command
+/// 'x' reading the append only file", which operators and Redis's own tests look for).
+fn refused_text(path: &Path, offset: u64, refusal: &Refusal) -> String {
+    let advice = "Make a backup of the directory, then check it with tessera-check-aof";
+    match refusal {
+        Refusal::UnknownCommand(text) => {
+            let name = text.split('\'').nth(1).unwrap_or(text);
+            format!(
+                "Unknown command '{name}' reading the append only file {} at offset {offset}. {advice}",
+                path.display()
+            )
+        }
+        other => format!(
+            "Bad file format reading the append only file {} at offset {offset}: {other} (in the \
+             log). {advice}",
+            path.display()
+        ),
+    }
 }
 
 /// "N keys, X MB in Ys (R keys/s, M MB/s)": what a load log line reports.
@@ -571,8 +588,9 @@ fn load_base_parts(
 }
 
 /// The manifest's base files in RDB form, and its base in RESP form if it has one (then
-/// its only base, as Redis writes it with `aof-use-rdb-preamble no`). The form is read
-/// from the file, as Redis does: an RDB file starts with `REDIS`, whatever its name.
+/// its only base, as Redis writes it with `aof-use-rdb-preamble no`). A `.rdb` name is
+/// RDB (its loader says what is wrong with it); the form of a `.aof` base is read from
+/// the file, as Redis does: an RDB file starts with `REDIS`.
 fn split_bases<'m>(
     storage: &dyn Storage,
     paths: &LogPaths,
@@ -582,7 +600,7 @@ fn split_bases<'m>(
     let mut resp = None;
     for base in manifest.base() {
         let path = paths.file(&base.name);
-        if starts_as_rdb(storage, &path)? {
+        if base.name.ends_with(".rdb") || starts_as_rdb(storage, &path)? {
             rdb.push(base);
         } else if resp.replace(base).is_some() {
             return Err(LoadError::RespBase { path });

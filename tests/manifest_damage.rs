@@ -123,7 +123,7 @@ fn expect_refusal(dir: &Path) -> String {
         .unwrap();
     assert!(!status.success(), "exit status {status}: {output}");
     assert!(!output.contains("panicked"), "{output}");
-    assert!(!output.contains("ready to accept connections"), "{output}");
+    assert!(!output.contains("Ready to accept connections"), "{output}");
     output
 }
 

@@ -136,10 +136,44 @@ fn the_log_has_no_colour_codes_when_it_is_not_a_terminal() {
     run(&mut conn, &["SET", "k", "v"]);
     server.shutdown();
     let log = server.log();
-    assert!(log.contains("ready to accept connections"), "{log}");
+    assert!(log.contains("Ready to accept connections"), "{log}");
     assert!(
         !log.contains('\u{1b}'),
         "escape codes in the log: {:?}",
         log.lines().find(|l| l.contains('\u{1b}'))
     );
+}
+
+/// CONFIG SET loglevel applies at once, as Redis's: a notice-level line (a BGSAVE's
+/// start) is left out under `warning` and written again under `notice`.
+#[test]
+fn the_log_level_changes_at_run_time() {
+    let dir = temp_dir();
+    let server = start_server(dir.path(), &["--appendonly", "no", "--save", ""]);
+    let mut conn = server.connection();
+    let bgsave = |conn: &mut redis::Connection| {
+        let _: String = redis::cmd("BGSAVE").query(conn).unwrap();
+        wait_for_background_jobs(conn);
+    };
+    let started = |log: &str| log.matches("background saving started").count();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("loglevel")
+        .arg("warning")
+        .query(&mut conn)
+        .unwrap();
+    bgsave(&mut conn);
+    assert_eq!(started(&server.log()), 0, "{}", server.log());
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("loglevel")
+        .arg("notice")
+        .query(&mut conn)
+        .unwrap();
+    bgsave(&mut conn);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while started(&server.log()) == 0 {
+        assert!(std::time::Instant::now() < deadline, "{}", server.log());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }

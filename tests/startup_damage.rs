@@ -204,7 +204,7 @@ fn a_damaged_base_part_or_a_missing_incremental_file_is_refused_naming_it() {
     let output = expect_refusal(copy.path(), "a byte flipped in a value");
     assert!(
         output.contains(&format!(
-            "{part}: wrong RDB checksum at offset {}",
+            "{part}: wrong RDB checksum (RDB CRC error) at offset {}",
             part_bytes.len() - 8
         )),
         "{output}"

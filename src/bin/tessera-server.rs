@@ -26,19 +26,19 @@ struct LogFileError {
 }
 
 fn init_logging(config: &Config) -> Result<(), LogFileError> {
-    let level = match config.loglevel.as_str() {
-        "debug" | "verbose" => tracing::Level::DEBUG,
-        "warning" => tracing::Level::WARN,
-        "nothing" => tracing::Level::ERROR,
-        _ => tracing::Level::INFO,
-    };
-    let builder = tracing_subscriber::fmt()
-        .with_max_level(level)
-        .with_target(false);
+    use tracing_subscriber::prelude::*;
+    // The level is read for every line: CONFIG SET loglevel changes it at run time.
+    tessera::server_log::apply(&config.loglevel);
+    // A dynamic filter: asked for every event, never cached per call site.
+    let filter = tracing_subscriber::filter::dynamic_filter_fn(|meta, _| {
+        tessera::server_log::enabled(meta.level())
+    });
+    let layer = tracing_subscriber::fmt::layer().with_target(false);
     if config.logfile.is_empty() {
         // Colours only for a terminal: a log captured to a file gets plain text.
-        builder
-            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+        let layer = layer.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()));
+        tracing_subscriber::registry()
+            .with(layer.with_filter(filter))
             .init();
     } else {
         let file = std::fs::OpenOptions::new()
@@ -49,9 +49,11 @@ fn init_logging(config: &Config) -> Result<(), LogFileError> {
                 path: config.logfile.clone(),
                 source,
             })?;
-        builder
+        let layer = layer
             .with_ansi(false)
-            .with_writer(std::sync::Mutex::new(file))
+            .with_writer(std::sync::Mutex::new(file));
+        tracing_subscriber::registry()
+            .with(layer.with_filter(filter))
             .init();
     }
     Ok(())
@@ -107,10 +109,10 @@ fn main() {
         (!config.logfile.is_empty()).then(|| std::path::Path::new(&config.logfile)),
     );
     tracing::info!(
-        "Tessera {} starting (pid {}), Redis {} compatible",
+        "Tessera {} is starting (pid {}), Redis {} compatible",
         env!("CARGO_PKG_VERSION"),
         std::process::id(),
-        "7.0.15"
+        "7.0.15",
     );
     // Held until the process ends; the kernel releases it however the process ends.
     let _dir_lock = match tessera::process::lock_data_dir(&config.dir) {

@@ -108,6 +108,7 @@ enum Sub {
     SetActiveExpire,
     SetDisableDenyScripts,
     PauseCron,
+    AofFlushSleep,
     QuicklistPackedThreshold,
     ChangeReplId,
     StringmatchTest,
@@ -167,7 +168,7 @@ const SUBCOMMANDS: &[(&str, Words, Sub)] = &[
         Words::Exactly(3),
         Sub::NotSupported,
     ),
-    ("aof-flush-sleep", Words::Exactly(3), Sub::NotSupported),
+    ("aof-flush-sleep", Words::Exactly(3), Sub::AofFlushSleep),
     ("replicate", Words::AtLeast(3), Sub::NotSupported),
     ("structsize", Words::Exactly(2), Sub::NotSupported),
     ("htstats", Words::Exactly(3), Sub::NotSupported),
@@ -360,6 +361,11 @@ fn debug(ctx: &mut Ctx, args: &Args) -> Action {
         }
         Sub::PauseCron => {
             ctx.server.cron_paused = c_atoi(args[2]) != 0;
+            ctx.out.ok();
+        }
+        Sub::AofFlushSleep => {
+            // The log writer sleeps before each write (the event loop hands it over).
+            ctx.server.aof_flush_sleep_us = c_atoi(args[2]).max(0) as u64;
             ctx.out.ok();
         }
         Sub::SetDisableDenyScripts => {

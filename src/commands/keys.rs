@@ -754,8 +754,13 @@ fn flush(ctx: &mut Ctx, args: &Args) -> Action {
         let config = &ctx.server.config;
         // Not while replaying the log or applying the master's stream: the snapshot is
         // not this dataset's persistence then, or the master's history restores it.
-        if !ctx.loading && !config.appendonly && !config.save_points.is_empty() {
-            ctx.server.persistence.flush_save_due = true;
+        if !ctx.loading {
+            ctx.server.persistence.after_flushall =
+                if !config.appendonly && !config.save_points.is_empty() {
+                    super::state::AfterFlushAll::SaveDump
+                } else {
+                    super::state::AfterFlushAll::StopBackgroundSave
+                };
             if !ctx.in_exec() {
                 action = Action::StartJob(super::Job::SaveAfterFlush);
             }

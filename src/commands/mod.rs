@@ -63,7 +63,8 @@ pub use debug::{Reload, ReloadCommand};
 use std::sync::Arc;
 
 pub use state::{
-    DiskError, LoadProgress, LoadingStatus, PersistenceInfo, ReplyShows, ServerState, SessionState,
+    AfterFlushAll, DiskError, LoadProgress, LoadingStatus, PersistenceInfo, ReplyShows,
+    ServerState, SessionState,
 };
 
 pub mod flags {
@@ -198,8 +199,8 @@ pub enum Job {
     Rewrite,
     /// BGSAVE: a snapshot to `dbfilename`.
     BackgroundSave,
-    /// FLUSHALL with `dbfilename` as the dataset: a running BGSAVE stopped, the empty
-    /// dataset saved now (`PersistenceState::flush_save_due`).
+    /// After FLUSHALL: a running BGSAVE stopped, and with `dbfilename` as the dataset the
+    /// empty dataset saved now (`PersistenceInfo::after_flushall`).
     SaveAfterFlush,
 }
 

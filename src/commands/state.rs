@@ -129,6 +129,8 @@ pub struct ServerState {
     pub scripts_may_run_noscript: bool,
     /// DEBUG PAUSE-CRON: the cron's own work (Redis's `serverCron`) is skipped.
     pub cron_paused: bool,
+    /// DEBUG AOF-FLUSH-SLEEP: microseconds the log writer sleeps before each write.
+    pub aof_flush_sleep_us: u64,
 }
 
 impl ServerState {
@@ -172,6 +174,7 @@ impl ServerState {
             active_expire: true,
             scripts_may_run_noscript: false,
             cron_paused: false,
+            aof_flush_sleep_us: 0,
             replication: crate::replication::Replication::default(),
             config,
         }
@@ -244,6 +247,17 @@ pub struct LoadingStatus {
     pub progress: std::sync::Arc<LoadProgress>,
 }
 
+/// What a FLUSHALL leaves for the event loop to do once the command is over.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AfterFlushAll {
+    #[default]
+    Nothing,
+    /// Stop a running BGSAVE.
+    StopBackgroundSave,
+    /// Stop a running BGSAVE and save the empty dataset to `dbfilename` now.
+    SaveDump,
+}
+
 /// INFO persistence figures kept by the server loop (Redis's names where they exist).
 #[derive(Default, Clone, Debug)]
 pub struct PersistenceInfo {
@@ -280,12 +294,12 @@ pub struct PersistenceInfo {
     pub current_save_keys_total: u64,
     pub rdb_bgsave_in_progress: bool,
     pub rdb_bgsave_scheduled: bool,
-    /// A FLUSHALL emptied a dataset whose persistence is `dbfilename` (the log off,
-    /// `save` points configured): `dbfilename` must be saved before anything brings the
-    /// old keys back — a BGSAVE that started before, a restart — as Redis's
-    /// `flushAllDataAndResetRDB` does. Done after the command (in EXEC or a script, at the
-    /// next cron, as BGSAVE's schedule).
-    pub flush_save_due: bool,
+    /// What a FLUSHALL left for the loop, as Redis's `flushAllDataAndResetRDB`: a running
+    /// BGSAVE is stopped (its snapshot is of keys that are gone), and where the dataset's
+    /// persistence is `dbfilename` (the log off, `save` points configured) it is saved
+    /// before anything brings the old keys back (a restart). Done after the command (in
+    /// EXEC or a script, at the next cron, as BGSAVE's schedule).
+    pub after_flushall: AfterFlushAll,
     pub rdb_bgsave_started: Option<std::time::Instant>,
     pub rdb_last_bgsave_seconds: Option<u64>,
     pub rdb_last_bgsave_failed: bool,

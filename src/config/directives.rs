@@ -332,7 +332,7 @@ pub static DIRECTIVES: &[Directive] = &[
         |c| c.timeout_seconds.to_string(),
         |c, a| c.timeout_seconds = parse_int_in(a, 0, i32::MAX as i64)? as u64
     ),
-    directive!("loglevel", false, |c| c.loglevel.clone(), |c, a| {
+    directive!("loglevel", true, |c| c.loglevel.clone(), |c, a| {
         let level = one(a)?.to_ascii_lowercase();
         if !["debug", "verbose", "notice", "warning", "nothing"].contains(&level.as_str()) {
             return Err(ValueError::NotOneOf {

@@ -269,7 +269,7 @@ pub const PROTECTED: &[&str] = &["dir", "dbfilename"];
 /// Directives Redis changes at run time but Tessera only at start (its listeners, files
 /// and log are set up once): CONFIG SET takes the value they have, as a no-op (what
 /// Redis's does then too), and refuses any other as immutable.
-pub const START_ONLY: &[&str] = &["port", "bind", "dir", "dbfilename", "loglevel"];
+pub const START_ONLY: &[&str] = &["port", "bind", "dir", "dbfilename"];
 
 impl Config {
     /// The number of writer threads a compaction uses.

@@ -698,6 +698,7 @@ impl Engine {
         session.reply_shows = session.reply_shows.max(shows);
         if spec.name == "config" {
             self.state.config.encoding_limits.apply();
+            crate::server_log::apply(&self.state.config.loglevel);
             self.eviction_after_config(memory_max_before);
             // CONFIG SET min-replicas-*: counted again now (Redis's `updateGoodSlaves`).
             let quorum = self.state.config.replication.write_quorum();

@@ -133,7 +133,11 @@ impl fmt::Display for OpenError {
                 "Refusing to start: the manifest {} lists files that do not exist: {}. \
                  Nothing was changed. Restore them from a backup, or {}.",
                 manifest.display(),
-                names.join(", "),
+                names
+                    .iter()
+                    .map(|name| format!("{name} (No such file or directory)"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 rebuild(dir)
             ),
             OpenError::StaleManifest {

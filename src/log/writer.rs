@@ -151,6 +151,9 @@ struct Shared {
     retained_bytes: AtomicU64,
     /// Times writes were held because an `everysec` fsync ran longer than 2 s.
     delayed_fsyncs: AtomicU64,
+    /// DEBUG AOF-FLUSH-SLEEP: microseconds to sleep before each write (tests only: it
+    /// shows that no reply goes out before its record is written).
+    flush_sleep_us: AtomicU64,
     /// `everysec` syncs early once this much is unsynced (`fsync::unsynced_max_for`).
     unsynced_max: AtomicU64,
     /// What the writer may hold under `maxmemory` (`fsync::buffered_max_for`; u64::MAX:
@@ -280,6 +283,7 @@ impl LogWriter {
             pending_memory: AtomicU64::new(0),
             retained_bytes: AtomicU64::new(0),
             delayed_fsyncs: AtomicU64::new(0),
+            flush_sleep_us: AtomicU64::new(0),
             buffered_max: AtomicU64::new(u64::MAX),
             unsynced_max: AtomicU64::new(fsync::unsynced_max_for(0)),
             failed: AtomicBool::new(false),
@@ -475,6 +479,11 @@ impl LogWriter {
         }
         let buffered = shared.buffered_memory() + extra;
         buffered > shared.buffered_max.load(Ordering::Relaxed) && !self.is_failing()
+    }
+
+    /// DEBUG AOF-FLUSH-SLEEP: sleep this long before each write (0: not at all).
+    pub fn set_flush_sleep(&self, micros: u64) {
+        self.shared.flush_sleep_us.store(micros, Ordering::Relaxed);
     }
 
     pub fn set_policy(&self, policy: FsyncPolicy) {
@@ -844,6 +853,10 @@ impl WriterThread {
 
     /// Appends the part of `batches` not yet in the file (the file is opened O_APPEND).
     fn write_unwritten(&mut self) -> Result<(), ()> {
+        let sleep_us = self.shared.flush_sleep_us.load(Ordering::Relaxed);
+        if sleep_us > 0 && self.batches.iter().any(|b| !b.bytes.is_empty()) {
+            std::thread::sleep(Duration::from_micros(sleep_us));
+        }
         let mut offset = self.trusted_len;
         for batch in &self.batches {
             let end = offset + batch.bytes.len() as u64;

@@ -274,7 +274,7 @@ impl fmt::Display for RdbError {
                 actual,
             } => write!(
                 f,
-                "wrong RDB checksum at offset {offset}: the data before it hashes to \
+                "wrong RDB checksum (RDB CRC error) at offset {offset}: the data before it hashes to \
                  {expected:016x}, the file says {actual:016x}"
             ),
             RdbError::UnsupportedType(value_type) => {

@@ -129,16 +129,21 @@ impl Server {
         }
     }
 
-    /// FLUSHALL emptied a dataset kept in `dbfilename` (`flush_save_due`): a running
-    /// BGSAVE is stopped — its file would bring the flushed keys back — and `dbfilename`
-    /// is written now, before the reply leaves (Redis's `flushAllDataAndResetRDB`).
+    /// After a FLUSHALL (`after_flushall`): a running BGSAVE is stopped — its file would
+    /// bring the flushed keys back — and where the dataset is kept in `dbfilename` it is
+    /// written now, before the reply leaves (Redis's `flushAllDataAndResetRDB`).
     fn save_after_flush(&mut self) {
-        if !std::mem::take(&mut self.engine.state.persistence.flush_save_due) {
+        use crate::commands::AfterFlushAll;
+        let after = std::mem::take(&mut self.engine.state.persistence.after_flushall);
+        if after == AfterFlushAll::Nothing {
             return;
         }
         if self.jobs.background_save.is_some() {
             self.stop_background_save();
             self.engine.keyspace.forget_snapshot();
+        }
+        if after != AfterFlushAll::SaveDump {
+            return;
         }
         match self.save_dump_now() {
             Ok(size) => {

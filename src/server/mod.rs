@@ -159,6 +159,10 @@ impl Server {
         .map_err(ServerError::Acl)?;
         let bound = crate::net::listen(&state.config).map_err(ServerError::Listen)?;
         state.tcp_port = bound.port;
+        // Listening from here: " PID: <pid>" (Redis prints it then too) and, once the
+        // dataset is loaded, "Ready to accept connections" are what Redis's own test
+        // harness and operators' scripts wait for.
+        tracing::info!("Server initialized, PID: {}", std::process::id());
         let mut listeners = crate::net::Listeners::new(bound.sockets);
         for (index, listener) in listeners.sockets_mut().enumerate() {
             poll.registry()
@@ -276,7 +280,7 @@ impl Server {
             p.rdb_last_load_keys_expired = loaded.expired.len() as u64;
         }
         state.dirty = 0;
-        tracing::info!("ready to accept connections on port {}", state.tcp_port);
+        tracing::info!("Ready to accept connections on port {}", state.tcp_port);
         if let Some((host, port)) = state.config.replicaof() {
             // `replicaof` in the configuration: a replica from the start, its link never
             // up (INFO's `master_link_down_since_seconds` -1, as Redis).
@@ -529,6 +533,7 @@ impl Server {
                 writer.set_policy(policy); // CONFIG SET appendfsync
                 self.writer_policy = policy;
             }
+            writer.set_flush_sleep(self.engine.state.aof_flush_sleep_us); // DEBUG AOF-FLUSH-SLEEP
             let maxmemory = self.engine.state.config.memory_bytes_max;
             if maxmemory != self.writer_memory_limit {
                 writer.set_memory_limit(maxmemory); // CONFIG SET maxmemory

@@ -90,17 +90,21 @@ fn spawn_server(mut command: Command, dir: &Path) -> Result<TestServer, String> 
         std::fs::File::create(&log_path).unwrap(),
     ));
     let err_log = log_file.clone();
+    // Each relay says when its pipe has ended: all it copied is in the log file then.
+    let (relay_ended, relays_ended) = std::sync::mpsc::channel::<()>();
+    let err_relay_ended = relay_ended.clone();
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
             let _ = writeln!(err_log.lock().unwrap(), "{line}");
         }
+        let _ = err_relay_ended.send(());
     });
     std::thread::spawn(move || {
         let mut announced = false;
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
             let _ = writeln!(log_file.lock().unwrap(), "{line}");
             if !announced
-                && let Some(rest) = line.split("ready to accept connections on port ").nth(1)
+                && let Some(rest) = line.split("Ready to accept connections on port ").nth(1)
             {
                 let port = rest.trim().parse().ok();
                 let _ = sender.send(port);
@@ -108,6 +112,7 @@ fn spawn_server(mut command: Command, dir: &Path) -> Result<TestServer, String> 
             }
         }
         let _ = sender.send(None);
+        let _ = relay_ended.send(());
     });
     match receiver.recv_timeout(Duration::from_secs(60)) {
         Ok(Some(port)) => Ok(TestServer {
@@ -119,7 +124,10 @@ fn spawn_server(mut command: Command, dir: &Path) -> Result<TestServer, String> 
         _ => {
             let _ = child.kill();
             let _ = child.wait();
-            std::thread::sleep(Duration::from_millis(50));
+            // The process is gone: both relays reach the end of their pipes.
+            for _ in 0..2 {
+                let _ = relays_ended.recv_timeout(Duration::from_secs(10));
+            }
             Err(std::fs::read_to_string(&log_path).unwrap_or_default())
         }
     }
@@ -444,6 +452,40 @@ pub fn info_fields(conn: &mut redis::Connection, names: &[&str]) -> Vec<Option<S
                 .map(|v| v.trim().to_string())
         })
         .collect()
+}
+
+/// Waits until `condition` holds, or fails naming `what` once `timeout` has passed. For
+/// an event the test can observe; give it a deadline far beyond what it should take.
+pub fn wait_until(what: &str, timeout: Duration, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits until the background job running (a compaction, a BGSAVE) has written `keys`
+/// keys at least (`current_save_keys_processed`); fails if it ends before that.
+pub fn wait_for_keys_saved(conn: &mut redis::Connection, keys: u64) {
+    let names = [
+        "current_save_keys_processed",
+        "aof_rewrite_in_progress",
+        "rdb_bgsave_in_progress",
+    ];
+    wait_until(
+        &format!("the background job to write {keys} keys"),
+        Duration::from_secs(60),
+        || {
+            let fields = info_fields(conn, &names);
+            let written: u64 = fields[0].as_deref().unwrap().parse().unwrap();
+            let running = fields[1..].iter().any(|f| f.as_deref() == Some("1"));
+            assert!(
+                written >= keys || running,
+                "the background job ended before it wrote {keys} keys"
+            );
+            written >= keys
+        },
+    );
 }
 
 /// Waits until no compaction or background save is running or scheduled.
