@@ -34,13 +34,22 @@ fn flood_without_reading(port: u16, request: &[u8], limit: Duration) -> bool {
     is_closed(&mut stream, QUIET)
 }
 
-/// Sends `count` copies of `request` at once without reading, then waits `pause` for the
-/// server to run them; returns the connection.
-fn pipeline_unread(port: u16, request: &[u8], count: usize, pause: Duration) -> TcpStream {
+/// Sends `count` copies of `request` at once without reading; returns the connection.
+fn pipeline_unread(port: u16, request: &[u8], count: usize) -> TcpStream {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
     stream.write_all(&request.repeat(count)).unwrap();
-    std::thread::sleep(pause);
     stream
+}
+
+/// The largest `omem` (output bytes held) among the clients whose last command was GET.
+fn get_clients_omem(conn: &mut redis::Connection) -> u64 {
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(conn).unwrap();
+    list.lines()
+        .filter(|line| line.contains(" cmd=get "))
+        .filter_map(|line| line.split(' ').find_map(|f| f.strip_prefix("omem=")))
+        .map(|omem| omem.parse::<u64>().unwrap())
+        .max()
+        .unwrap_or(0)
 }
 
 fn used_memory(conn: &mut redis::Connection) -> u64 {
@@ -122,8 +131,12 @@ fn client_output_buffer_limit_closes_a_client_over_its_hard_or_soft_limit() {
         "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60"
     );
     let _: () = conn.set("x", "v".repeat(100 * 1024)).unwrap();
-    // No limit by default for normal clients: 40 MB of replies unread stay queued.
-    let mut unread = pipeline_unread(server.port, GET, 400, Duration::from_secs(1));
+    // No limit by default for normal clients: 40 MB of replies unread stay queued (more
+    // than the 1 MB limit below, once the sockets' buffers are full).
+    let mut unread = pipeline_unread(server.port, GET, 400);
+    common::wait_until("replies to queue up", Duration::from_secs(30), || {
+        get_clients_omem(&mut conn) > 2 * 1024 * 1024
+    });
     let mut received = 0;
     unread
         .set_read_timeout(Some(Duration::from_secs(10)))
@@ -140,12 +153,17 @@ fn client_output_buffer_limit_closes_a_client_over_its_hard_or_soft_limit() {
         .arg("normal 1mb 0 0")
         .query(&mut conn)
         .unwrap();
-    let mut unread = pipeline_unread(server.port, GET, 400, Duration::from_secs(1));
+    let mut unread = pipeline_unread(server.port, GET, 400);
+    // Unread, so the replies pile up past the limit (reading would drain them).
+    common::wait_until(
+        "the hard limit to close it",
+        Duration::from_secs(30),
+        || server.log().contains("(Hard)"),
+    );
     assert!(
         is_closed(&mut unread, QUIET),
         "a client over the hard limit was not closed"
     );
-    assert!(server.log().contains("(Hard)"), "{}", server.log());
 
     // Soft: over 256 KB for more than a second.
     let _: () = redis::cmd("CONFIG")
@@ -157,8 +175,14 @@ fn client_output_buffer_limit_closes_a_client_over_its_hard_or_soft_limit() {
     let mut slow = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
     // 10 MB of replies, unread: more than the sockets' buffers absorb.
     slow.write_all(&GET.repeat(100)).unwrap();
+    // Over the soft limit from the reply that took it past 256 KB...
+    common::wait_until(
+        "replies past the soft limit",
+        Duration::from_secs(30),
+        || get_clients_omem(&mut conn) > 256 * 1024,
+    );
+    // ... and for longer than its second when the next reply comes.
     std::thread::sleep(Duration::from_millis(1500));
-    // The next reply finds it over the soft limit for longer than its second.
     let _ = slow.write_all(GET);
     let mut closed = false;
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -61,6 +61,7 @@ fn failover_under_a_write_load_loses_no_acknowledged_write() {
     wait_online(&mut conn, 1);
 
     // A writer that records each write acknowledged, until it is refused.
+    let keys_before = common::dbsize(&mut conn);
     let stop = Arc::new(AtomicBool::new(false));
     let writer = {
         let mut writer_conn = master.connection();
@@ -87,7 +88,10 @@ fn failover_under_a_write_load_loses_no_acknowledged_write() {
             (acknowledged, refusal)
         })
     };
-    std::thread::sleep(Duration::from_millis(300));
+    // The failover starts under the load, once writes are acknowledged.
+    wait_until("the writer's first writes", Duration::from_secs(30), || {
+        common::dbsize(&mut conn) > keys_before + 20
+    });
     assert_eq!(run(&mut conn, &["FAILOVER"]), redis::Value::Okay);
     let mut replica_conn = replica.connection();
     wait_until(

@@ -911,7 +911,12 @@ fn a_client_vanishing_mid_command_does_not_disturb_others() {
     }
     set_linger_zero(&v);
     drop(v);
-    std::thread::sleep(Duration::from_millis(200));
+    // The server has let the three go: only this connection and Y are left.
+    wait_until(
+        "the vanished clients to go",
+        Duration::from_secs(10),
+        || info_field(&mut conn, "clients", "connected_clients") == 2,
+    );
 
     // Y finishes its command and is answered.
     send(&mut y, b"lo\r\n");
@@ -979,7 +984,9 @@ fn memory_returns_after_a_request_with_millions_of_arguments() {
     stream.write_all(&request).unwrap();
     assert_eq!(show(&handle.join().unwrap().0), show(expected));
     drop(stream);
-    std::thread::sleep(Duration::from_millis(200));
+    wait_until("the client to go", Duration::from_secs(10), || {
+        info_field(&mut conn, "clients", "connected_clients") == 1
+    });
     let after = info_field(&mut conn, "memory", "used_memory");
     assert!(
         after < before + 20 * 1024 * 1024,
@@ -1315,9 +1322,17 @@ fn trickling_a_huge_pending_multibulk_does_not_starve_other_clients() {
     for _ in 0..args {
         request.extend_from_slice(b"$1\r\na\r\n");
     }
+    let mut conn = server.connection();
+    let received =
+        |conn: &mut redis::Connection| info_field(conn, "stats", "total_net_input_bytes");
+    let before = received(&mut conn);
     let mut slow = connect(server.port);
     slow.write_all(&request).unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    // Once the server has read it all (what this connection sends counts too: a few
+    // bytes of 42 MB).
+    wait_until("the request to be read", Duration::from_secs(60), || {
+        received(&mut conn) >= before + request.len() as u64
+    });
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let stop2 = stop.clone();
     let trickler = std::thread::spawn(move || {
@@ -1328,7 +1343,6 @@ fn trickling_a_huge_pending_multibulk_does_not_starve_other_clients() {
             std::thread::sleep(Duration::from_millis(1));
         }
     });
-    let mut conn = server.connection();
     // 50 PINGs, 10 ms apart; Redis answers each in well under a millisecond here.
     let began = Instant::now();
     let mut waiting = Duration::ZERO;

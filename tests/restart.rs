@@ -21,14 +21,6 @@ use std::path::Path;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 /// Every key of database 0 as (type, contents), whatever its type.
 fn dataset(conn: &mut redis::Connection) -> BTreeMap<String, (String, String)> {
     let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(conn).unwrap();
@@ -115,8 +107,8 @@ fn shutdown_during_a_compaction_or_a_bgsave_exits_cleanly_and_keeps_every_key() 
             } else {
                 "aof_rewrite_in_progress"
             };
-            // Let the job write a few keys.
-            std::thread::sleep(Duration::from_millis(500));
+            // Once the job has written a few keys (of 300, at 200 ms each), it runs still.
+            wait_for_keys_saved(&mut conn, 2);
             assert_eq!(info_field(&mut conn, field).as_deref(), Some("1"), "{case}");
             let started = Instant::now();
             let status = shutdown_and_wait(&mut server, save);
@@ -270,7 +262,7 @@ fn set_px(conn: &mut redis::Connection, key: &str, ms: u64) {
 
 fn rewrite(conn: &mut redis::Connection) {
     let _: String = redis::cmd("BGREWRITEAOF").query(conn).unwrap();
-    wait_until("the rewrite is over", Duration::from_secs(30), || {
+    wait_until("the rewrite to end", Duration::from_secs(30), || {
         info_field(conn, "aof_rewrite_in_progress").as_deref() == Some("0")
             && info_field(conn, "aof_rewrite_scheduled").as_deref() == Some("0")
     });
@@ -395,7 +387,7 @@ fn a_ttl_removed_while_a_slow_compaction_writes_the_key_outlives_the_old_expiry_
         set_px(conn, &key, 1000);
         let _: String = redis::cmd("BGREWRITEAOF").query(conn).unwrap();
         let _: i64 = redis::cmd("PERSIST").arg(&key).query(conn).unwrap();
-        wait_until("the rewrite is over", Duration::from_secs(30), || {
+        wait_until("the rewrite to end", Duration::from_secs(30), || {
             info_field(conn, "aof_rewrite_in_progress").as_deref() == Some("0")
         });
         assert_eq!(
@@ -554,7 +546,7 @@ fn block_on(server: &TestServer, conn: &mut redis::Connection, count: &str) -> T
     stream
         .write_all(b"*3\r\n$5\r\nBLPOP\r\n$5\r\nqueue\r\n$1\r\n0\r\n")
         .unwrap();
-    wait_until("the client is blocked", Duration::from_secs(5), || {
+    wait_until("the client to block", Duration::from_secs(5), || {
         blocked_clients(conn) == count
     });
     stream

@@ -360,11 +360,19 @@ fn blocked_readers_of_one_group_share_what_arrives() {
         let mut other = Conn::new(port);
         other.cmd(&["FLUSHALL"]);
         other.cmd(&["XGROUP", "CREATE", "s", "g", "$", "MKSTREAM"]);
-        for (conn, name) in [(&mut first, "c1"), (&mut second, "c2")] {
+        for (blocked, (conn, name)) in [(&mut first, "c1"), (&mut second, "c2")]
+            .into_iter()
+            .enumerate()
+        {
             let line = format!("XREADGROUP GROUP g {name} COUNT 1 BLOCK 0 STREAMS s >");
             let args: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
             conn.send(&args);
-            std::thread::sleep(Duration::from_millis(50));
+            // Blocked in this order: c1, then c2.
+            let wanted = format!("blocked_clients:{}", blocked + 1);
+            common::wait_until(&wanted, Duration::from_secs(20), || {
+                let info = other.cmd(&["INFO", "clients"]).text();
+                info.lines().any(|line| line.trim() == wanted)
+            });
         }
         other.cmd(&["MULTI"]);
         other.cmd(&["XADD", "s", "1-1", "a", "1"]);

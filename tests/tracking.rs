@@ -74,6 +74,19 @@ impl Connection {
     }
 }
 
+/// Waits until the server has let client `id` go: CLIENT LIST no longer shows it.
+fn wait_gone(admin: &mut redis::Connection, id: &str) {
+    let line_start = format!("id={id} ");
+    wait_until(
+        &format!("client {id} to go"),
+        Duration::from_secs(10),
+        || {
+            let list: String = redis::cmd("CLIENT").arg("LIST").query(admin).unwrap();
+            !list.lines().any(|line| line.starts_with(&line_start))
+        },
+    );
+}
+
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack
         .windows(needle.len())
@@ -82,7 +95,7 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 
 /// Steps of a conversation between several connections: (connection index, script).
 /// In a script, `{idN}` is connection N's client id; a line `~sleep <ms>` waits; a
-/// script `~close` closes the connection.
+/// script `~close` closes the connection and waits until the server has let it go.
 type Conversation = &'static [(usize, &'static str)];
 
 /// Runs a conversation on a server and returns every step's output, labelled, with the
@@ -113,6 +126,9 @@ fn converse(port: u16, connections: usize, steps: Conversation) -> Vec<String> {
         if *script == "~close" {
             let stream = streams[*index].take().expect("closed twice");
             stream.stream.shutdown(Shutdown::Both).unwrap();
+            drop(stream);
+            let admin = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+            wait_gone(&mut admin.get_connection().unwrap(), &ids[*index]);
             outputs.push(format!("[{index}] closed"));
             continue;
         }
@@ -326,7 +342,7 @@ const CONVERSATIONS: &[(&str, usize, Conversation)] = &[
                 "HELLO 3\nCLIENT TRACKING on REDIRECT {id1}\nGET k\nGET j\n",
             ),
             (1, "~close"),
-            (2, "~sleep 300\nSET k 1\n"),
+            (2, "SET k 1\n"),
             (0, "CLIENT TRACKINGINFO\nCLIENT GETREDIR\nSET j 2\n"),
             (0, "CLIENT TRACKING on\nCLIENT TRACKINGINFO\nGET k\n"),
             (2, "SET k 2\n"),
@@ -597,7 +613,8 @@ fn info_figures_and_client_list_flags_match_redis() {
         look(&clients, admin, "a changed");
         let closed = clients.streams.remove(4);
         closed.stream.shutdown(Shutdown::Both).unwrap();
-        std::thread::sleep(Duration::from_millis(300));
+        drop(closed);
+        wait_gone(admin, &clients.ids[4]);
         clients.run(2, "SET b 1\n");
         look(&clients, admin, "redirect broken");
         clients.run(2, "CLIENT TRACKING off\n");

@@ -333,7 +333,20 @@ fn writes_waitaof_acknowledged_survive_kill_9_of_master_and_replica() {
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_secs(4));
+    // Killed while writes go on, once the replica has acknowledged twice the writes
+    // checked below.
+    wait_until(
+        "12 writes acknowledged by the replica",
+        Duration::from_secs(60),
+        || {
+            let acknowledged = acknowledged.lock().unwrap();
+            acknowledged
+                .values()
+                .filter(|counts| counts[1] >= 1)
+                .count()
+                >= 12
+        },
+    );
     replica.kill9();
     master.kill9();
     stop.store(true, Ordering::Relaxed);
@@ -403,7 +416,7 @@ fn missing_keys<'a, K: AsRef<str> + 'a>(
 
 /// Waits until the server has loaded its data (it answers -LOADING meanwhile).
 fn wait_loaded(conn: &mut redis::Connection) {
-    common::replication::wait_until("the data to load", Duration::from_secs(30), || {
+    wait_until("the data to load", Duration::from_secs(30), || {
         redis::cmd("DBSIZE").query::<i64>(conn).is_ok()
     });
 }
@@ -458,7 +471,20 @@ fn writes_waitaof_acknowledged_locally_survive_a_power_loss() {
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(2500));
+    // The power goes while writes go on, once twice the fsynced writes checked below
+    // are acknowledged.
+    wait_until(
+        "8 writes acknowledged as fsynced",
+        Duration::from_secs(60),
+        || {
+            let acknowledged = acknowledged.lock().unwrap();
+            acknowledged
+                .values()
+                .filter(|counts| counts[0] == 1)
+                .count()
+                >= 8
+        },
+    );
     // The disk dies first: nothing the halt does reaches it.
     storage.crash_now();
     server.halt();

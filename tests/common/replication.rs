@@ -75,14 +75,7 @@ pub fn start_master(dir: &Path, args: &[&str]) -> TestServer {
     start_server(dir, &all)
 }
 
-/// Waits until `condition` holds, or fails naming `what`.
-pub fn wait_until(what: &str, timeout: Duration, mut condition: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !condition() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+pub use super::wait_until;
 
 pub fn info(conn: &mut redis::Connection, section: &str) -> String {
     redis::cmd("INFO").arg(section).query(conn).unwrap()
