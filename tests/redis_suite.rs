@@ -15,6 +15,11 @@
 //! the run says loudly when it reaches the bar (its line goes once it stays there). The
 //! list is the work left.
 //!
+//! The units that start servers of their own (`integration/…`: loading, the log's files,
+//! exit behaviour, replication) run with each server's binary as the suite's
+//! `src/redis-server` (`SERVER_UNITS`), Redis's own tools (`redis-check-aof`,
+//! `redis-cli` …) beside it in both runs, in a copy of the suite of their own.
+//!
 //! `TESSERA_REDIS_SUITE` names another copy of the suite (the directory holding
 //! `tests/test_helper.tcl`); `TESSERA_REDIS_SUITE_UNITS` picks units (comma-separated).
 
@@ -87,6 +92,23 @@ const UNITS: &[&str] = &[
     "unit/replybufsize",
 ];
 
+/// The units that start their own servers, run with each server's binary (the
+/// persistence and replication units Redis runs that way).
+const SERVER_UNITS: &[&str] = &[
+    "integration/aof",
+    "integration/aof-multi-part",
+    "integration/rdb",
+];
+
+/// How the harness reaches the server under test.
+#[derive(Clone, Copy)]
+enum Target {
+    /// External mode: a server already running on this port.
+    External { port: u16 },
+    /// The harness starts `src/redis-server` of its working directory itself.
+    Binary,
+}
+
 /// A unit's share of Redis's passes that Tessera must pass too.
 const PASS_SHARE_MIN: f64 = 0.95;
 
@@ -156,7 +178,7 @@ fn table(file: &str) -> Vec<[String; 3]> {
             number + 1
         );
         assert!(
-            UNITS.contains(&fields[0]),
+            UNITS.contains(&fields[0]) || SERVER_UNITS.contains(&fields[0]),
             "{file} line {}: {} is not a unit this test runs",
             number + 1,
             fields[0]
@@ -213,19 +235,30 @@ fn strip_colors(text: &str) -> String {
     out
 }
 
-/// Runs `unit` against the server on `port`, skipping the names in `skipfile`.
-fn run_unit(suite: &Path, unit: &str, port: u16, skipfile: &Path) -> UnitRun {
-    // The harness listens for its test clients on a port below `--baseport`; two runs at
-    // once (another test binary's, another checkout's) must not meet there.
+/// Ports the harness may give the servers it starts.
+const PORT_COUNT: u16 = 200;
+
+/// Runs `unit` against `target`, skipping the names in `skipfile`.
+fn run_unit(suite: &Path, unit: &str, target: Target, skipfile: &Path) -> UnitRun {
+    // The harness listens for its test clients on a port below `--baseport`, and starts
+    // servers above it; two runs at once (another test binary's, another checkout's) must
+    // not meet there.
     let base_port = {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.local_addr().unwrap().port().clamp(1100, 60000) + 32
     };
-    let mut child = Command::new("tclsh")
-        .args(["tests/test_helper.tcl", "--host", "127.0.0.1", "--port"])
-        .arg(port.to_string())
+    let mut command = Command::new("tclsh");
+    command.arg("tests/test_helper.tcl");
+    if let Target::External { port } = target {
+        command
+            .args(["--host", "127.0.0.1", "--port"])
+            .arg(port.to_string());
+    }
+    let mut child = command
         .arg("--baseport")
         .arg(base_port.to_string())
+        .arg("--portcount")
+        .arg(PORT_COUNT.to_string())
         .args(["--single", unit, "--clients", "1", "--tags", "-slow"])
         .arg("--skipfile")
         .arg(skipfile)
@@ -298,7 +331,12 @@ fn both_runs(
         redis_dir.path(),
         &["--appendonly", "no", "--enable-debug-command", "yes"],
     );
-    let theirs = run_unit(suite, unit, redis.port, &skipfile);
+    let theirs = run_unit(
+        suite,
+        unit,
+        Target::External { port: redis.port },
+        &skipfile,
+    );
     drop(redis);
     assert!(
         theirs.finished || theirs.stopped.is_some() || theirs.timed_out,
@@ -307,7 +345,73 @@ fn both_runs(
     );
     let dir = temp_dir();
     let server = start_server(dir.path(), &["--enable-debug-command", "yes"]);
-    let ours = run_unit(suite, unit, server.port, &skipfile);
+    let ours = run_unit(
+        suite,
+        unit,
+        Target::External { port: server.port },
+        &skipfile,
+    );
+    (theirs, ours)
+}
+
+/// A copy of the suite's `tests` (its scratch `tmp` left out) with `src/redis-server`
+/// standing for `server`, and Redis's tools from beside `redis_binary`.
+fn suite_copy_with(suite: &Path, server: &Path, redis_binary: &Path) -> tempfile::TempDir {
+    let work = temp_dir();
+    copy_tree(&suite.join("tests"), &work.path().join("tests"));
+    let src = work.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::os::unix::fs::symlink(server, src.join("redis-server")).unwrap();
+    let tools = redis_binary.parent().expect("redis-server's directory");
+    for tool in [
+        "redis-check-aof",
+        "redis-check-rdb",
+        "redis-cli",
+        "redis-benchmark",
+    ] {
+        std::os::unix::fs::symlink(tools.join(tool), src.join(tool)).unwrap();
+    }
+    work
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            if entry.file_name() != "tmp" {
+                copy_tree(&entry.path(), &target);
+            }
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+    std::fs::create_dir_all(to.join("tmp")).unwrap();
+}
+
+/// One unit that starts its own servers, with Redis's binary and with Tessera's, each in
+/// a copy of the suite: (Redis's run, Tessera's run).
+fn binary_runs(
+    suite: &Path,
+    redis_binary: &Path,
+    unit: &str,
+    excluded: &[String],
+) -> (UnitRun, UnitRun) {
+    let scratch = temp_dir();
+    let skipfile = scratch.path().join("skip");
+    std::fs::write(&skipfile, excluded.join("\n")).unwrap();
+    let run_with = |server: &Path| {
+        let copy = suite_copy_with(suite, server, redis_binary);
+        run_unit(copy.path(), unit, Target::Binary, &skipfile)
+    };
+    let theirs = run_with(redis_binary);
+    assert!(
+        theirs.finished || theirs.stopped.is_some() || theirs.timed_out,
+        "{unit} did not run with redis-server:\n{}",
+        theirs.tail
+    );
+    let ours = run_with(Path::new(SERVER_BIN));
     (theirs, ours)
 }
 
@@ -331,6 +435,7 @@ fn redis_s_own_units_pass_on_tessera_as_on_redis() {
     let shortfalls = shortfalls();
     let units: Vec<&str> = UNITS
         .iter()
+        .chain(SERVER_UNITS)
         .copied()
         .filter(|unit| picked.as_ref().is_none_or(|p| p.iter().any(|u| u == unit)))
         .collect();
@@ -343,7 +448,11 @@ fn redis_s_own_units_pass_on_tessera_as_on_redis() {
                     let at = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let Some(unit) = units.get(at) else { break };
                     let names = excluded.get(*unit).cloned().unwrap_or_default();
-                    let runs = both_runs(&suite, &redis_binary, unit, &names);
+                    let runs = if SERVER_UNITS.contains(unit) {
+                        binary_runs(&suite, &redis_binary, unit, &names)
+                    } else {
+                        both_runs(&suite, &redis_binary, unit, &names)
+                    };
                     results.lock().unwrap().insert(at, (*unit, runs));
                 }
             });
@@ -419,6 +528,6 @@ fn redis_s_own_units_pass_on_tessera_as_on_redis() {
             None => {}
         }
     }
-    eprintln!("Redis's test suite, external mode:\n{}", lines.join("\n"));
+    eprintln!("Redis's test suite:\n{}", lines.join("\n"));
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
 }
