@@ -25,6 +25,14 @@
 //! committed manifest proves garbage. A failure at any step leaves the last committed
 //! manifest in force and is reported in INFO and the log.
 //!
+//! Turning the log on (`Compaction::start_log`, CONFIG SET appendonly yes) is the same
+//! protocol without steps 1–2: a new writer appends to `temp-<name>.incr` from the
+//! compaction's instant, no manifest lists it, and step 4 first renames it to the new
+//! incremental file, whose name the directory fsync then makes durable with the parts'.
+//! A crash before the rename leaves the directory as it was (start-up removes `temp-`
+//! files); between the rename and the commit, an unlisted non-empty incremental file
+//! that start-up refuses to guess about (the rebuild finds the parts and it).
+//!
 //! Each part records its place in aux fields (`log::AUX_*`): part number, part count, slot
 //! range, and the incremental file that follows the base. Redis ignores them; they let
 //! `tessera-check-aof --rebuild-manifest` rebuild a lost manifest exactly.
