@@ -47,6 +47,9 @@ pub enum Corruption {
     /// An inline command, or an empty multibulk.
     #[error("not a command record (expected '*' followed by a positive count)")]
     NotACommand,
+    /// A `#` annotation line longer than Redis reads one (`AOF_ANNOTATION_LINE_MAX_LEN`).
+    #[error("an annotation line ('#…') longer than {ANNOTATION_MAX_BYTES} bytes")]
+    AnnotationTooLong,
     /// The request parser's protocol error (Redis's text).
     #[error("{0}")]
     Protocol(&'static str),
@@ -56,6 +59,28 @@ pub enum Corruption {
     /// The file could not be opened (reported at offset 0) or read.
     #[error("{0}")]
     Unreadable(#[source] std::io::Error),
+}
+
+/// The longest `#` annotation line, its newline included (Redis 7.0 reads annotations
+/// with a buffer of this size: `AOF_ANNOTATION_LINE_MAX_LEN`).
+pub const ANNOTATION_MAX_BYTES: usize = 1024;
+
+/// Where a `#` annotation at the start of `bytes` ends.
+enum Annotation {
+    /// After this many bytes (its newline included).
+    EndsAfter(usize),
+    /// Its newline is not in `bytes` yet.
+    Unfinished,
+    TooLong,
+}
+
+fn annotation(bytes: &[u8]) -> Annotation {
+    let window = &bytes[..bytes.len().min(ANNOTATION_MAX_BYTES)];
+    match window.iter().position(|&b| b == b'\n') {
+        Some(newline) => Annotation::EndsAfter(newline + 1),
+        None if window.len() == ANNOTATION_MAX_BYTES => Annotation::TooLong,
+        None => Annotation::Unfinished,
+    }
 }
 
 /// Why `scan_records` stopped before the end of the file.
@@ -142,7 +167,23 @@ fn scan<E>(
     // a transaction, which is cut off as a whole (Redis does the same).
     let mut open_multi: Option<u64> = None;
     loop {
-        let parsed = parse_request(&buf[start..], &limits, &mut ranges, &mut progress);
+        // A line starting with `#` between records is an annotation (Redis 7.0 writes
+        // `#TS:<unix seconds>` ones and its loader skips every such line): no record.
+        let parsed = if buf.get(start) == Some(&b'#') {
+            match annotation(&buf[start..]) {
+                Annotation::EndsAfter(length) => {
+                    start += length;
+                    continue;
+                }
+                Annotation::TooLong => {
+                    let offset = base_offset + start as u64;
+                    return Err(damaged(offset, Corruption::AnnotationTooLong));
+                }
+                Annotation::Unfinished => Parse::Incomplete,
+            }
+        } else {
+            parse_request(&buf[start..], &limits, &mut ranges, &mut progress)
+        };
         match parsed {
             Parse::Complete(used) if !ranges.is_empty() => {
                 let record_offset = base_offset + start as u64;
@@ -286,5 +327,56 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(keys, [b"a".to_vec()]);
+    }
+
+    /// The keys `scan_records` finds in `bytes` read `chunk` bytes at a time, and how it
+    /// ended.
+    fn keys_in(bytes: &[u8], chunk: usize) -> (Vec<Vec<u8>>, Result<u64, LogDamage>) {
+        let storage = crate::storage::SimulatedStorage::new();
+        let path = Path::new("log");
+        storage.create(path).unwrap().append(bytes).unwrap();
+        let mut keys = Vec::new();
+        let result = scan(&storage, path, chunk, |args, _| {
+            keys.push(args[1].to_vec());
+            Ok::<(), Infallible>(())
+        });
+        (keys, result.map_err(ScanError::into_damage))
+    }
+
+    #[test]
+    fn annotations_between_records_are_skipped_as_redis_skips_them() {
+        let set = |key: &str| format!("*3\r\n$3\r\nSET\r\n$1\r\n{key}\r\n$1\r\n1\r\n");
+        let log = format!(
+            "#TS:1628217470\r\n{}#TS:1628217471\r\n{}#\n",
+            set("a"),
+            set("b")
+        );
+        for chunk in [1, 3, 7, 1024] {
+            let (keys, result) = keys_in(log.as_bytes(), chunk);
+            assert_eq!(keys, [b"a".to_vec(), b"b".to_vec()], "chunk {chunk}");
+            assert_eq!(result.unwrap(), log.len() as u64, "chunk {chunk}");
+        }
+        // Cut inside an annotation: a torn tail, as inside a record.
+        let torn = format!("{}#TS:16282", set("a"));
+        let (keys, result) = keys_in(torn.as_bytes(), 4);
+        assert_eq!(keys, [b"a".to_vec()]);
+        assert!(
+            matches!(result, Err(LogDamage::Truncated { offset }) if offset == set("a").len() as u64),
+            "{result:?}"
+        );
+        // Longer than Redis reads one: damage, not a line without end.
+        let long = format!("#{}\n{}", "x".repeat(ANNOTATION_MAX_BYTES), set("a"));
+        let (keys, result) = keys_in(long.as_bytes(), 64);
+        assert!(keys.is_empty());
+        assert!(
+            matches!(
+                result,
+                Err(LogDamage::Corrupt {
+                    offset: 0,
+                    reason: Corruption::AnnotationTooLong
+                })
+            ),
+            "{result:?}"
+        );
     }
 }
