@@ -21,7 +21,8 @@
 //! `redis-cli` …) beside it in both runs, in a copy of the suite of their own.
 //!
 //! `TESSERA_REDIS_SUITE` names another copy of the suite (the directory holding
-//! `tests/test_helper.tcl`); `TESSERA_REDIS_SUITE_UNITS` picks units (comma-separated).
+//! `tests/test_helper.tcl`); `TESSERA_REDIS_SUITE_UNITS` picks units (comma-separated);
+//! `TESSERA_REDIS_SUITE_LONG=1` adds the long units (`LONG_SERVER_UNITS`).
 
 mod common;
 
@@ -98,6 +99,30 @@ const SERVER_UNITS: &[&str] = &[
     "integration/aof",
     "integration/aof-multi-part",
     "integration/rdb",
+    "integration/replication-2",
+    "integration/replication-3",
+    "integration/replication-4",
+    "integration/replication-buffer",
+    "integration/psync2-reg",
+    "integration/psync2-pingoff",
+    "integration/psync2-master-restart",
+    "integration/failover",
+    "integration/redis-cli",
+    "integration/logging",
+    "integration/dismiss-mem",
+    "integration/convert-zipmap-hash-on-load",
+    "integration/convert-ziplist-hash-on-load",
+    "integration/convert-ziplist-zset-on-load",
+];
+
+/// Units of the same kind that take minutes on Redis alone (or, `shutdown`, until its
+/// time limit on Tessera): run only with `TESSERA_REDIS_SUITE_LONG=1`, so that the whole
+/// test command stays within its time.
+const LONG_SERVER_UNITS: &[&str] = &[
+    "integration/replication",
+    "integration/replication-psync",
+    "integration/psync2",
+    "integration/shutdown",
 ];
 
 /// How the harness reaches the server under test.
@@ -178,7 +203,9 @@ fn table(file: &str) -> Vec<[String; 3]> {
             number + 1
         );
         assert!(
-            UNITS.contains(&fields[0]) || SERVER_UNITS.contains(&fields[0]),
+            [UNITS, SERVER_UNITS, LONG_SERVER_UNITS]
+                .iter()
+                .any(|units| units.contains(&fields[0])),
             "{file} line {}: {} is not a unit this test runs",
             number + 1,
             fields[0]
@@ -433,9 +460,12 @@ fn redis_s_own_units_pass_on_tessera_as_on_redis() {
         .map(|v| v.split(',').map(str::to_string).collect());
     let excluded = excluded();
     let shortfalls = shortfalls();
+    let long = std::env::var("TESSERA_REDIS_SUITE_LONG").is_ok_and(|v| v == "1");
+    let long_units = if long { LONG_SERVER_UNITS } else { &[] };
     let units: Vec<&str> = UNITS
         .iter()
         .chain(SERVER_UNITS)
+        .chain(long_units)
         .copied()
         .filter(|unit| picked.as_ref().is_none_or(|p| p.iter().any(|u| u == unit)))
         .collect();
@@ -448,7 +478,7 @@ fn redis_s_own_units_pass_on_tessera_as_on_redis() {
                     let at = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let Some(unit) = units.get(at) else { break };
                     let names = excluded.get(*unit).cloned().unwrap_or_default();
-                    let runs = if SERVER_UNITS.contains(unit) {
+                    let runs = if SERVER_UNITS.contains(unit) || LONG_SERVER_UNITS.contains(unit) {
                         binary_runs(&suite, &redis_binary, unit, &names)
                     } else {
                         both_runs(&suite, &redis_binary, unit, &names)
