@@ -17,13 +17,15 @@ mod common;
 
 use common::crash_points::crash_tested_in;
 use common::in_process::{
-    CRASH_SETTINGS, InProcess, Prepared, assert_directory_is_the_manifest,
+    CRASH_SETTINGS, InProcess, Prepared, assert_directory_is_the_manifest, assert_same,
     assert_steps_cover_the_protocol, compact, compaction_steps, count_reached,
     directory_with_history, dump, fresh_directory, populate, restart_after_power_loss,
-    start_compaction_after_a_write, wait_for_checkpoint,
+    send_write_after_the_switch, start_compaction_after_writes, wait_for_checkpoint,
+    write_after_the_switch,
 };
-use common::model::{Model, join_load, spawn_load_with_progress};
+use common::model::{KINDS, Model, join_load, spawn_load_with_progress};
 use common::{info_field, wait_for_background_jobs};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -45,12 +47,14 @@ fn some_tear(seed: u64) -> TornWrites {
 }
 
 /// Runs a compaction in a copy of `prepared` and crashes it at `step` (every later disk
-/// operation fails), with two writes: one sent with BGREWRITEAOF, which the switch to the
-/// new incremental file makes durable before any step, and one after the switch, which is
-/// acknowledged before the crash (the compaction waits at the step until it is) unless the
-/// step is part of the switch itself. Cuts the power as `torn` says and restarts. Checks
-/// that the dataset is exactly the acknowledged writes, that only the manifest's files
-/// remain, and that a further compaction succeeds.
+/// operation fails), with two blocks of writes to values of every type in several
+/// databases: one sent with BGREWRITEAOF, which the switch to the new incremental file
+/// makes durable before any step, and one after the switch, which is acknowledged before
+/// the crash (the compaction waits at the step until it is) unless the step is part of the
+/// switch itself. Cuts the power as `torn` says and restarts. Checks that the dataset is
+/// exactly the acknowledged writes (each key's type, TTL presence and contents, and the
+/// function library), that only the manifest's files remain, and that a further compaction
+/// succeeds.
 fn crash_at_step(prepared: &Prepared, step: &common::in_process::Step, torn: TornWrites) {
     let context = format!("{}: crash at {step}, {torn:?}", prepared.name);
     let storage = prepared.storage.durable_copy();
@@ -60,42 +64,37 @@ fn crash_at_step(prepared: &Prepared, step: &common::in_process::Step, torn: Tor
     if !step.in_rotation {
         storage.pause_at(step.at());
     }
-    start_compaction_after_a_write(&mut conn)
-        .unwrap_or_else(|e| panic!("{context}: the write before the switch: {e}"));
-    let mut expected = prepared.dataset.clone();
-    expected.push((0, "pre".into(), b"before the switch".to_vec()));
-    let mut post = redis::cmd("SET");
-    post.arg("post").arg("after the switch");
-    if step.in_rotation {
-        // Its reply needs the new incremental file, and the crash comes before a byte is
+    start_compaction_after_writes(&mut conn)
+        .unwrap_or_else(|e| panic!("{context}: the writes before the switch: {e}"));
+    let expected = if step.in_rotation {
+        // Their reply needs the new incremental file, and the crash comes before a byte is
         // written to it: sent, never acknowledged, and lost.
-        conn.send_packed_command(&post.get_packed_command())
-            .unwrap();
+        send_write_after_the_switch(&mut conn);
+        &prepared.after_pre
     } else {
         wait_for_checkpoint(&storage, step.at());
-        post.query::<()>(&mut conn)
-            .unwrap_or_else(|e| panic!("{context}: the write after the switch: {e}"));
-        expected.push((0, "post".into(), b"after the switch".to_vec()));
+        write_after_the_switch(&mut conn)
+            .unwrap_or_else(|e| panic!("{context}: the writes after the switch: {e}"));
         storage.resume();
-    }
-    expected.sort();
+        &prepared.after_post
+    };
     wait_for_checkpoint(&storage, step.at());
     server.halt();
     let tears = storage.power_loss(torn);
     let (restarted, cut) = restart_after_power_loss(&storage, &tears, "");
     assert_eq!(cut, None, "{context}: no log write was in flight");
     let mut conn = restarted.connection();
-    assert_eq!(dump(&mut conn), expected, "{context}");
+    assert_same(&dump(restarted.port), expected, &context);
     assert_directory_is_the_manifest(&storage, &context);
     assert_eq!(
         compact(&mut conn),
         "ok",
         "{context}: the compaction after the restart"
     );
-    assert_eq!(
-        dump(&mut conn),
+    assert_same(
+        &dump(restarted.port),
         expected,
-        "{context}: after a further compaction"
+        &format!("{context}: after a further compaction"),
     );
     restarted.halt();
     assert_directory_is_the_manifest(&storage, &context);
@@ -174,11 +173,7 @@ fn power_loss_after_every_fsync(prepared: &Prepared) {
         );
         let tears = storage.power_loss(some_tear(n as u64));
         let (restarted, _) = restart_after_power_loss(&storage, &tears, "");
-        assert_eq!(
-            dump(&mut restarted.connection()),
-            prepared.dataset,
-            "{context}"
-        );
+        assert_same(&dump(restarted.port), &prepared.dataset, &context);
         restarted.halt();
         assert_directory_is_the_manifest(&storage, &context);
         if n == syncs.len() {
@@ -240,7 +235,7 @@ fn a_failed_compaction_leaves_the_previous_state_and_is_reported() {
             .arg("failure")
             .query(&mut conn)
             .unwrap();
-        let expected = dump(&mut conn);
+        let expected = dump(server.port);
         assert_eq!(compact(&mut conn), "ok");
         assert_eq!(
             info_field(&mut conn, "tessera_aof_base_parts").unwrap(),
@@ -249,8 +244,52 @@ fn a_failed_compaction_leaves_the_previous_state_and_is_reported() {
         server.halt();
         let _ = storage.power_loss(TornWrites::None);
         let restarted = InProcess::start(&storage, "");
-        assert_eq!(dump(&mut restarted.connection()), expected, "{fault:?}");
+        assert_same(&dump(restarted.port), &expected, &format!("{fault:?}"));
         restarted.halt();
+    }
+}
+
+/// The writes of the load that are not idempotent, or change a TTL, or are a script's or a
+/// function's: a run long enough has some of each acknowledged.
+const COMMANDS_TO_ACKNOWLEDGE: [&str; 14] = [
+    "INCRBY",
+    "HINCRBY",
+    "ZINCRBY",
+    "RPUSH",
+    "LPOP",
+    "XADD",
+    "XREADGROUP",
+    "XACK",
+    "XCLAIM",
+    "EXPIRE",
+    "PEXPIREAT",
+    "PERSIST",
+    "EVAL",
+    "FCALL",
+];
+
+/// Acknowledged writes of all the random runs, at least, for them to have some of each
+/// command of `COMMANDS_TO_ACKNOWLEDGE` (a run acknowledges a few hundred).
+const ENOUGH_TO_HAVE_EVERY_COMMAND: usize = 2000;
+
+/// Every kind of key (`model::KINDS`) has an acknowledged write.
+fn assert_the_load_wrote_every_kind(model: &Model, context: &str) {
+    for kind in KINDS {
+        assert!(
+            model.acked_of_kind(kind) > 0,
+            "{context}: no {kind} keys written"
+        );
+    }
+}
+
+/// Every command of `COMMANDS_TO_ACKNOWLEDGE` has an acknowledged write in `acked` (counts
+/// by command).
+fn assert_every_command_was_acknowledged(acked: &BTreeMap<String, usize>) {
+    for command in COMMANDS_TO_ACKNOWLEDGE {
+        assert!(
+            acked.get(command).is_some_and(|&n| n > 0),
+            "no {command} acknowledged in any run: {acked:?}"
+        );
     }
 }
 
@@ -263,6 +302,7 @@ const MIN_ACKNOWLEDGED: usize = 25;
 fn random_power_loss_under_load_with_back_to_back_compactions() {
     let first = common::env_number("TESSERA_CRASH_FIRST_SEED", 0, 0);
     let mut cuts = 0;
+    let mut acked_commands: BTreeMap<String, usize> = BTreeMap::new();
     for seed in first..first + common::env_number("TESSERA_CRASH_SEEDS", 10, 1) {
         eprintln!("random crash, seed {seed}");
         let threads = 1 + seed % 4;
@@ -337,16 +377,18 @@ fn random_power_loss_under_load_with_back_to_back_compactions() {
             "{context}: too few writes"
         );
         if run_for > 200 {
-            for kind in ["k", "h", "s", "l", "z", "x"] {
-                assert!(
-                    model.acked_of_kind(kind) > 0,
-                    "{context}: no {kind} keys written"
-                );
-            }
+            assert_the_load_wrote_every_kind(&model, &context);
+        }
+        for (command, count) in &model.acked_commands {
+            *acked_commands.entry(command.clone()).or_default() += count;
         }
         restarted.halt();
     }
     eprintln!("{cuts} restarts needed the damaged end of the log cut");
+    eprintln!("acknowledged writes: {acked_commands:?}");
+    if acked_commands.values().sum::<usize>() >= ENOUGH_TO_HAVE_EVERY_COMMAND {
+        assert_every_command_was_acknowledged(&acked_commands);
+    }
 }
 
 #[test]
@@ -366,7 +408,7 @@ fn a_failed_directory_fsync_after_a_manifest_rename_loses_nothing() {
             conn.set_read_timeout(Some(Duration::from_secs(10)))
                 .unwrap();
             populate(&mut conn, 300);
-            let mut expected = dump(&mut conn);
+            let mut expected = dump(server.port);
             storage.fail_sync_after(step, Fault::Io);
             if what == "installation" {
                 // The installation waits after its rename until the write below is
@@ -381,8 +423,7 @@ fn a_failed_directory_fsync_after_a_manifest_rename_loses_nothing() {
                 .arg("write")
                 .query(&mut conn)
                 .unwrap_or_else(|e| panic!("{context}: the write is acknowledged: {e}"));
-            expected.push((0, "post".into(), b"write".to_vec()));
-            expected.sort();
+            expected = expected.with_string(0, "post", "write");
             wait_for_checkpoint(&storage, step);
             storage.resume();
             if power_loss {
@@ -398,7 +439,7 @@ fn a_failed_directory_fsync_after_a_manifest_rename_loses_nothing() {
                 storage.clear_faults();
             }
             let restarted = InProcess::start(&storage, "");
-            assert_eq!(dump(&mut restarted.connection()), expected, "{context}");
+            assert_same(&dump(restarted.port), &expected, &context);
             restarted.halt();
         }
     }

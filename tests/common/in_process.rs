@@ -79,6 +79,10 @@ impl InProcess {
     /// Stops the event loop where it is: nothing is saved or synced.
     pub fn halt(mut self) {
         self.halt.store(true, Ordering::Relaxed);
+        // The loop checks the flag when it wakes: a connection wakes it now rather than at
+        // its next timer (up to 100 ms away), which a crash test would wait for hundreds of
+        // times. (Refused if the loop is gone already.)
+        let _ = std::net::TcpStream::connect(("127.0.0.1", self.port));
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
@@ -109,52 +113,28 @@ pub fn describe(storage: &SimulatedStorage) -> String {
     text
 }
 
-/// A dataset as `dump` reads it: (database, key, value), sorted.
-pub type Dataset = Vec<(i64, String, Vec<u8>)>;
+pub mod workload;
 
-/// Every key of the first databases with its value (strings only), sorted.
-pub fn dump(conn: &mut redis::Connection) -> Dataset {
-    let mut all = Vec::new();
-    for db in 0..4 {
-        let _: () = redis::cmd("SELECT").arg(db).query(conn).unwrap();
-        let mut keys: Vec<String> = redis::cmd("KEYS").arg("*").query(conn).unwrap();
-        keys.sort();
-        let mut pipe = redis::pipe();
-        for key in &keys {
-            pipe.cmd("GET").arg(key);
-        }
-        let values: Vec<Vec<u8>> = if keys.is_empty() {
-            Vec::new()
-        } else {
-            pipe.query(conn).unwrap()
-        };
-        all.extend(keys.into_iter().zip(values).map(|(k, v)| (db, k, v)));
-    }
-    let _: () = redis::cmd("SELECT").arg(0).query(conn).unwrap();
-    all
-}
+// Not every test binary uses every one.
+#[allow(unused_imports)]
+pub use workload::{Dataset, assert_same, dump};
 
+/// `count` strings `key:<i>` in databases 0 to 2, and values of every type with TTLs, a
+/// script's and a function's writes in each (`workload::add_collections`).
 pub fn populate(conn: &mut redis::Connection, count: usize) {
-    populate_named(conn, "key", count);
+    let mut pipe = redis::pipe();
+    workload::add_strings(&mut pipe, "key", count);
+    workload::add_collections(&mut pipe);
+    let () = pipe.query(conn).unwrap();
 }
 
-/// `count` strings `<prefix>:<i>` of several sizes in databases 0 to 2.
+/// `count` strings `<prefix>:<i>` in databases 0 to 2, and a round of changes to the
+/// values `populate` made, not idempotent (`workload::add_changes`), named `prefix`.
 pub fn populate_named(conn: &mut redis::Connection, prefix: &str, count: usize) {
     let mut pipe = redis::pipe();
-    for i in 0..count {
-        pipe.cmd("SELECT").arg(i % 3).ignore();
-        let value = match i % 3 {
-            0 => format!("{i}"),
-            1 => format!("value {i} {}", "q".repeat(i % 300)),
-            _ => format!("{i}").repeat(40),
-        };
-        pipe.cmd("SET")
-            .arg(format!("{prefix}:{i}"))
-            .arg(value)
-            .ignore();
-    }
-    pipe.cmd("SELECT").arg(0).ignore();
-    let _: () = pipe.query(conn).unwrap();
+    workload::add_strings(&mut pipe, prefix, count);
+    workload::add_changes(&mut pipe, prefix);
+    let () = pipe.query(conn).unwrap();
 }
 
 /// How many times checkpoint `point` was reached since the storage's creation or its last
@@ -241,8 +221,28 @@ fn damage_named_in(error: &str) -> Option<(PathBuf, u64)> {
 /// Runs a compaction (BGREWRITEAOF) to its end; returns `aof_last_bgrewrite_status`.
 pub fn compact(conn: &mut redis::Connection) -> String {
     let _: String = redis::cmd("BGREWRITEAOF").query(conn).unwrap();
-    super::wait_for_background_jobs(conn);
+    wait_for_persistence(conn, |info| {
+        let busy = ["aof_rewrite_in_progress:1", "aof_rewrite_scheduled:1"];
+        !busy
+            .iter()
+            .any(|field| info.lines().any(|line| line == *field))
+    });
     super::info_field(conn, "aof_last_bgrewrite_status").unwrap()
+}
+
+/// Waits until INFO persistence satisfies `done`, reading it every 2 ms: a compaction of a
+/// few hundred keys in-process takes a few ms, and the crash tests run hundreds
+/// (`common::wait_for_background_jobs` reads all of INFO three times every 20 ms).
+fn wait_for_persistence(conn: &mut redis::Connection, done: impl Fn(&str) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let info: String = redis::cmd("INFO").arg("persistence").query(conn).unwrap();
+        if done(&info) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "still running: {info}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
 }
 
 /// The manifest in force.
@@ -279,11 +279,17 @@ pub fn assert_directory_is_the_manifest(storage: &SimulatedStorage, context: &st
 pub const CRASH_SETTINGS: &str = "appendfsync always\naof-rewrite-threads 2";
 
 /// A log directory to crash a compaction in: the durable image of `storage`, holding
-/// `dataset`.
+/// `dataset`; and what it holds after the writes a crash test makes before the compaction's
+/// switch to a new incremental file, and after those it makes after the switch (read from a
+/// server that ran them on a copy, with no compaction and no crash).
 pub struct Prepared {
     pub name: &'static str,
     pub storage: SimulatedStorage,
     pub dataset: Dataset,
+    /// `dataset` and `start_compaction_after_writes`'s writes.
+    pub after_pre: Dataset,
+    /// `after_pre` and `write_after_the_switch`'s writes.
+    pub after_post: Dataset,
 }
 
 impl Prepared {
@@ -342,34 +348,70 @@ pub fn directory_with_history() -> Prepared {
     prepared
 }
 
-/// Reads the dataset of the durable image of `storage` (on a copy: no checkpoint of the
-/// reading server is counted in it).
+/// Reads the dataset of the durable image of `storage`, then makes the crash tests' writes
+/// before and after a compaction's switch and reads it again (on a copy: no checkpoint of
+/// the reading server is counted in `storage`).
 fn prepared(name: &'static str, storage: SimulatedStorage) -> Prepared {
     let storage = storage.durable_copy();
     let copy = storage.durable_copy();
     let server = InProcess::start(&copy, "");
-    let dataset = dump(&mut server.connection());
+    let mut conn = server.connection();
+    for db in 0..workload::DATABASES {
+        workload::assert_encodings(&mut conn, db);
+    }
+    let dataset = dump(server.port);
+    let _: redis::Value = writes_before_the_switch().query(&mut conn).unwrap();
+    let after_pre = dump(server.port);
+    write_after_the_switch(&mut conn).unwrap();
+    let after_post = dump(server.port);
     server.halt();
     assert!(dataset.len() >= 300, "{name}: {} keys", dataset.len());
     Prepared {
         name,
         storage,
         dataset,
+        after_pre,
+        after_post,
     }
 }
 
-/// Starts a compaction: a write and BGREWRITEAOF sent together, so that the write is the
-/// last record of the old incremental file, which the switch to the new one fsyncs before
-/// any step of the compaction: it is acknowledged whatever step the compaction crashes at.
-pub fn start_compaction_after_a_write(conn: &mut redis::Connection) -> redis::RedisResult<()> {
-    let ((), reply): ((), String) = redis::pipe()
-        .cmd("SET")
-        .arg("pre")
-        .arg("before the switch")
-        .cmd("BGREWRITEAOF")
-        .query(conn)?;
+/// `SET pre "before the switch"` and a round of changes to every type in every database
+/// (`workload::add_changes`), in one MULTI/EXEC block.
+fn writes_before_the_switch() -> redis::Pipeline {
+    workload::changes_in_a_transaction("pre", "before the switch")
+}
+
+/// The same as `writes_before_the_switch`, with `SET post "after the switch"`.
+fn writes_after_the_switch() -> redis::Pipeline {
+    workload::changes_in_a_transaction("post", "after the switch")
+}
+
+/// Starts a compaction: writes and BGREWRITEAOF sent together, so that the writes are the
+/// last records of the old incremental file, which the switch to the new one fsyncs before
+/// any step of the compaction: they are acknowledged whatever step the compaction crashes
+/// at. Changes that are not idempotent there show a base that holds them (a capture taken
+/// after the split) or misses them.
+pub fn start_compaction_after_writes(conn: &mut redis::Connection) -> redis::RedisResult<()> {
+    let mut pipe = writes_before_the_switch();
+    pipe.cmd("BGREWRITEAOF");
+    let (_, reply): (redis::Value, String) = pipe.query(conn)?;
     assert_eq!(reply, "Background append only file rewriting started");
     Ok(())
+}
+
+/// The writes after a compaction's switch (changes to values the compaction is capturing,
+/// not idempotent), answered: acknowledged.
+pub fn write_after_the_switch(conn: &mut redis::Connection) -> redis::RedisResult<()> {
+    writes_after_the_switch()
+        .query::<redis::Value>(conn)
+        .map(drop)
+}
+
+/// Sends `write_after_the_switch`'s writes without waiting for their reply.
+pub fn send_write_after_the_switch(conn: &mut redis::Connection) {
+    let pipe = writes_after_the_switch();
+    conn.send_packed_command(&pipe.get_packed_pipeline())
+        .unwrap();
 }
 
 /// A step of a compaction at which a crash test stops the world: a checkpoint and which of
@@ -397,18 +439,15 @@ impl fmt::Display for Step {
 }
 
 /// Every checkpoint that a compaction reaches in `prepared`, in the order of one run:
-/// `start_compaction_after_a_write`, then a write, on a server started on a copy of it.
+/// `start_compaction_after_writes`, then `write_after_the_switch`, on a server started on
+/// a copy of it.
 pub fn compaction_steps(prepared: &Prepared) -> Vec<Step> {
     let storage = prepared.storage.durable_copy();
     let server = InProcess::start(&storage, CRASH_SETTINGS);
     let mut conn = server.connection();
     let before = storage.checkpoints().len();
-    start_compaction_after_a_write(&mut conn).expect("the write before the switch");
-    let _: () = redis::cmd("SET")
-        .arg("post")
-        .arg("after the switch")
-        .query(&mut conn)
-        .expect("the write after the switch is acknowledged");
+    start_compaction_after_writes(&mut conn).expect("the writes before the switch");
+    write_after_the_switch(&mut conn).expect("the writes after the switch are acknowledged");
     super::wait_for_background_jobs(&mut conn);
     let status = super::info_field(&mut conn, "aof_last_bgrewrite_status");
     assert_eq!(status.as_deref(), Some("ok"));
