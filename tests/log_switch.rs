@@ -6,12 +6,9 @@
 
 mod common;
 
+use common::replication::digest;
 use common::*;
 use std::path::Path;
-
-fn digest(conn: &mut redis::Connection) -> String {
-    redis::cmd("DEBUG").arg("DIGEST").query(conn).unwrap()
-}
 
 fn cmd_str(conn: &mut redis::Connection, args: &[&str]) -> Result<String, String> {
     let mut command = redis::cmd(args[0]);
@@ -19,6 +16,16 @@ fn cmd_str(conn: &mut redis::Connection, args: &[&str]) -> Result<String, String
         command.arg(*arg);
     }
     command.query::<String>(conn).map_err(|e| e.to_string())
+}
+
+/// CONFIG GET appendonly's value.
+fn appendonly_in_force(conn: &mut redis::Connection) -> String {
+    let pair: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("appendonly")
+        .query(conn)
+        .unwrap();
+    pair[1].clone()
 }
 
 fn config_set(conn: &mut redis::Connection, name: &str, value: &str) {
@@ -69,7 +76,7 @@ fn turned_on_at_run_time_the_log_holds_the_dataset_and_every_write_after() {
         "always",
         // A slow base, so that writes land while it is written.
         "--rdb-key-save-delay",
-        "200",
+        "2000",
     ];
     let mut server = start_server(dir.path(), &args);
     let mut conn = server.connection();
@@ -77,12 +84,7 @@ fn turned_on_at_run_time_the_log_holds_the_dataset_and_every_write_after() {
     write_round(&mut conn, 0);
     assert_eq!(info_field(&mut conn, "aof_enabled").unwrap(), "0");
     config_set(&mut conn, "appendonly", "yes");
-    let value: Vec<String> = redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("appendonly")
-        .query(&mut conn)
-        .unwrap();
-    assert_eq!(value[1], "yes");
+    assert_eq!(appendonly_in_force(&mut conn), "yes");
     assert_eq!(info_field(&mut conn, "aof_enabled").unwrap(), "1");
     assert_eq!(
         info_field(&mut conn, "aof_rewrite_in_progress").unwrap(),
@@ -254,12 +256,7 @@ fn a_log_that_cannot_be_turned_on_leaves_appendonly_no() {
     config_set(&mut conn, "appendonly", "yes");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
-        let value: Vec<String> = redis::cmd("CONFIG")
-            .arg("GET")
-            .arg("appendonly")
-            .query(&mut conn)
-            .unwrap();
-        if value[1] == "no" {
+        if appendonly_in_force(&mut conn) == "no" {
             break;
         }
         assert!(

@@ -3,6 +3,7 @@
 
 mod common;
 
+use common::replication::digest;
 use common::{RedisOracle, WHOLE_TEST, require_redis_or_skip, start_server, temp_dir};
 use redis::Commands;
 
@@ -137,10 +138,6 @@ fn tessera_loads_a_redis_log_directory_with_an_rdb_base() {
 fn populate_every_type(conn: &mut redis::Connection) {
     common::dataset::populate(conn, 0);
     common::replication::populate_more(conn);
-}
-
-fn digest(conn: &mut redis::Connection) -> String {
-    redis::cmd("DEBUG").arg("DIGEST").query(conn).unwrap()
 }
 
 fn function_libraries(conn: &mut redis::Connection) -> Vec<String> {

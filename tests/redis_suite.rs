@@ -344,6 +344,14 @@ fn run_unit(suite: &Path, unit: &str, target: Target, skipfile: &Path) -> UnitRu
 /// Units run at once: the servers mostly wait on the harness's Tcl clients.
 const WORKERS: usize = 3;
 
+/// The harness's `--skipfile` listing `excluded`, in a scratch directory kept alive with it.
+fn skipfile_of(excluded: &[String]) -> (tempfile::TempDir, PathBuf) {
+    let scratch = temp_dir();
+    let skipfile = scratch.path().join("skip");
+    std::fs::write(&skipfile, excluded.join("\n")).unwrap();
+    (scratch, skipfile)
+}
+
 /// One unit against both servers: (Redis's run, Tessera's run).
 fn both_runs(
     suite: &Path,
@@ -351,9 +359,7 @@ fn both_runs(
     unit: &str,
     excluded: &[String],
 ) -> (UnitRun, UnitRun) {
-    let scratch = temp_dir();
-    let skipfile = scratch.path().join("skip");
-    std::fs::write(&skipfile, excluded.join("\n")).unwrap();
+    let (_scratch, skipfile) = skipfile_of(excluded);
     let redis_dir = temp_dir();
     let redis = RedisOracle::start_with(
         redis_binary,
@@ -427,9 +433,7 @@ fn binary_runs(
     unit: &str,
     excluded: &[String],
 ) -> (UnitRun, UnitRun) {
-    let scratch = temp_dir();
-    let skipfile = scratch.path().join("skip");
-    std::fs::write(&skipfile, excluded.join("\n")).unwrap();
+    let (_scratch, skipfile) = skipfile_of(excluded);
     let run_with = |server: &Path| {
         let copy = suite_copy_with(suite, server, redis_binary);
         run_unit(copy.path(), unit, Target::Binary, &skipfile)
