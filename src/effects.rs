@@ -108,21 +108,33 @@ impl Effects {
 
     /// Wraps the records since `mark` in `MULTI … EXEC` when there is more than one, so
     /// that replay applies them all or none (a file torn inside the block is cut at its
-    /// MULTI).
+    /// MULTI). The SELECT of the first record stays before the MULTI, where Redis puts it
+    /// (its MULTI is propagated in the first command's database).
     pub fn wrap_since(&mut self, mark: Mark) {
         if self.records - mark.records > 1 {
+            let at = mark.start + leading_select_len(&self.buffer[mark.start..]).unwrap_or(0);
             let mut multi = Vec::new();
             crate::resp::encode_command(&mut multi, &[b"MULTI" as &[u8]]);
             let shift = multi.len();
-            self.buffer.splice(mark.start..mark.start, multi);
+            self.buffer.splice(at..at, multi);
             for range in &mut self.replica_only {
-                if range.start >= mark.start {
+                if range.start >= at {
                     *range = range.start + shift..range.end + shift;
                 }
             }
             crate::resp::encode_command(&mut self.buffer, &[b"EXEC" as &[u8]]);
         }
     }
+}
+
+/// The length of the SELECT record `Effects::select` wrote at the start of `bytes`, if
+/// one is there.
+fn leading_select_len(bytes: &[u8]) -> Option<usize> {
+    const HEAD: &[u8] = b"*2\r\n$6\r\nSELECT\r\n$";
+    let rest = bytes.strip_prefix(HEAD)?;
+    let digits = rest.iter().position(|&b| b == b'\r')?;
+    let len: usize = std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()?;
+    Some(HEAD.len() + digits + "\r\n".len() + len + "\r\n".len())
 }
 
 #[cfg(test)]
@@ -149,12 +161,12 @@ mod tests {
         let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).replace("\r\n", " ");
         assert_eq!(
             text(&stream),
-            "*2 $6 SELECT $1 0 *3 $3 SET $1 a $1 1 *1 $5 MULTI *2 $6 SELECT $1 1 \
+            "*2 $6 SELECT $1 0 *3 $3 SET $1 a $1 1 *2 $6 SELECT $1 1 *1 $5 MULTI \
              *3 $7 PUBLISH $2 ch $5 hello *3 $3 SET $1 b $1 2 *1 $4 EXEC "
         );
         assert_eq!(
             text(&log),
-            "*2 $6 SELECT $1 0 *3 $3 SET $1 a $1 1 *1 $5 MULTI *2 $6 SELECT $1 1 \
+            "*2 $6 SELECT $1 0 *3 $3 SET $1 a $1 1 *2 $6 SELECT $1 1 *1 $5 MULTI \
              *3 $3 SET $1 b $1 2 *1 $4 EXEC "
         );
         assert!(effects.buffer.is_empty() && effects.replica_only.is_empty());

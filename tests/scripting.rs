@@ -641,6 +641,87 @@ fn a_busy_script_answers_busy_and_script_kill_stops_it() {
     }
 }
 
+/// What clients see of transactions begun, queued, watched and ended while a script is
+/// busy (Redis's `allow-busy` MULTI, WATCH, UNWATCH, DISCARD; -BUSY dooms the
+/// transaction; EXEC aborts), on one server whose `busy-reply-threshold` is 50 ms.
+fn busy_transactions_transcript(port: u16) -> Vec<String> {
+    let mut setup = connect(port);
+    call(&mut setup, &["FLUSHALL"]);
+    call(&mut setup, &["SET", "xx", "1"]);
+    let mut t = Vec::new();
+    // Begun before the script: its EXEC arrives while the script is busy.
+    let mut early = connect(port);
+    t.push(call(&mut early, &["MULTI"]));
+    t.push(call(&mut early, &["INCR", "xx"]));
+    let running = eval_in_background(port, "while true do end");
+    wait_for_busy(port);
+    t.push(call(&mut early, &["EXEC"]));
+    // Begun while busy: the queued INCR is refused, which dooms the transaction.
+    let mut doomed = connect(port);
+    t.push(call(&mut doomed, &["MULTI"]));
+    t.push(call(&mut doomed, &["INCR", "xx"]));
+    t.push(call(&mut doomed, &["NOSUCH"]));
+    t.push(call(&mut doomed, &["MULTI"]));
+    // Watch, unwatch, a queued UNWATCH, DISCARD.
+    let mut watcher = connect(port);
+    t.push(call(&mut watcher, &["WATCH", "xx"]));
+    t.push(call(&mut watcher, &["UNWATCH"]));
+    t.push(call(&mut watcher, &["MULTI"]));
+    t.push(call(&mut watcher, &["WATCH", "xx"]));
+    t.push(call(&mut watcher, &["UNWATCH"]));
+    t.push(call(&mut watcher, &["DISCARD"]));
+    t.push(call(&mut watcher, &["DISCARD"]));
+    // A key watched while busy and changed after: its EXEC fails.
+    let mut watching = connect(port);
+    t.push(call(&mut watching, &["WATCH", "w"]));
+    t.push(call(&mut setup, &["SCRIPT", "KILL"]));
+    let killed = running.join().unwrap();
+    t.push(killed.split(" script:").next().unwrap().to_string());
+    t.push(call(&mut doomed, &["INCR", "xx"]));
+    t.push(call(&mut doomed, &["EXEC"]));
+    t.push(call(&mut early, &["PING"]));
+    t.push(call(&mut setup, &["SET", "w", "changed"]));
+    t.push(call(&mut watching, &["MULTI"]));
+    t.push(call(&mut watching, &["PING"]));
+    t.push(call(&mut watching, &["EXEC"]));
+    t.push(call(&mut setup, &["GET", "xx"]));
+    t
+}
+
+#[test]
+fn transactions_while_a_script_is_busy_go_as_on_redis() {
+    let Some(redis_binary) = common::require_redis_or_skip(common::WHOLE_TEST) else {
+        return;
+    };
+    let redis_dir = temp_dir();
+    let redis = common::RedisOracle::start_with(
+        &redis_binary,
+        redis_dir.path(),
+        &["--appendonly", "no", "--busy-reply-threshold", "50"],
+    );
+    let theirs = busy_transactions_transcript(redis.port);
+    let dir = temp_dir();
+    let server = start_server(dir.path(), &["--busy-reply-threshold", "50"]);
+    let ours = busy_transactions_transcript(server.port);
+    assert_eq!(ours, theirs);
+    // What the transcript holds (so that an empty or all-error one cannot pass).
+    let busy =
+        "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+    assert_eq!(
+        ours[2],
+        format!("-EXECABORT Transaction discarded because of: {busy}\r\n")
+    );
+    assert_eq!(ours[3], "+OK\r\n");
+    assert_eq!(ours[4], format!("-{busy}\r\n"));
+    assert_eq!(ours[11], "+QUEUED\r\n");
+    assert_eq!(
+        ours[18],
+        "-EXECABORT Transaction discarded because of previous errors.\r\n"
+    );
+    assert_eq!(ours[23], "*-1\r\n");
+    assert_eq!(ours[24], "$1\r\n1\r\n");
+}
+
 #[test]
 fn a_busy_script_that_wrote_is_unkillable_and_shutdown_nosave_drops_its_writes() {
     let dir = temp_dir();

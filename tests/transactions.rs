@@ -575,3 +575,104 @@ fn stale_watched_keys_under_flushdb_and_swapdb_as_in_redis() {
     );
     ok(&mut conn, &["DEBUG", "SET-ACTIVE-EXPIRE", "1"]);
 }
+
+/// The log's block for a transaction is Redis's, byte for byte: the first command's SELECT
+/// before the MULTI (Redis propagates MULTI in the first command's database), the other
+/// SELECTs inside, nothing for the reads.
+#[test]
+fn a_transaction_s_log_block_is_redis_s() {
+    let Some(redis_binary) = common::require_redis_or_skip(common::WHOLE_TEST) else {
+        return;
+    };
+    let commands: &[&[&str]] = &[
+        &["SET", "before", "1"],
+        &["MULTI"],
+        &["SELECT", "1"],
+        &["SET", "t1", "a"],
+        &["GET", "t1"],
+        &["SELECT", "2"],
+        &["SET", "t2", "b"],
+        &["EXEC"],
+        &["MULTI"],
+        &["SET", "u", "1"],
+        &["SET", "v", "2"],
+        &["EXEC"],
+    ];
+    let log_of = |port: u16, dir: &std::path::Path| -> String {
+        let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+        let mut conn = client.get_connection().unwrap();
+        for command in commands {
+            ok(&mut conn, command);
+        }
+        String::from_utf8_lossy(&std::fs::read(incremental_file(dir)).unwrap()).replace("\r\n", " ")
+    };
+    let redis_dir = temp_dir();
+    let redis = common::RedisOracle::start_with(
+        &redis_binary,
+        redis_dir.path(),
+        &["--appendonly", "yes", "--appendfsync", "always"],
+    );
+    let theirs = log_of(redis.port, redis_dir.path());
+    let dir = temp_dir();
+    let server = start_server(dir.path(), &["--appendfsync", "always"]);
+    let ours = log_of(server.port, dir.path());
+    assert_eq!(ours, theirs);
+    assert!(
+        ours.contains("*2 $6 SELECT $1 1 *1 $5 MULTI *3 $3 SET $2 t1 $1 a *2 $6 SELECT $1 2"),
+        "{ours}"
+    );
+}
+
+/// EXEC on a replica whose link is down, under `replica-serve-stale-data no`: refused when
+/// its queue holds a command a stale replica refuses, even though the link was up when it
+/// was queued (Redis's EXEC takes its queue's flags).
+#[test]
+fn exec_of_reads_on_a_replica_gone_stale_is_refused_as_on_redis() {
+    let Some(redis_binary) = common::require_redis_or_skip(common::WHOLE_TEST) else {
+        return;
+    };
+    let transcript = |port: u16| -> Vec<String> {
+        let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+        let mut conn = client.get_connection().unwrap();
+        let mut admin = client.get_connection().unwrap();
+        let mut t = Vec::new();
+        let mut step = |conn: &mut redis::Connection, args: &[&str]| {
+            t.push(format!("{:?}", run(conn, args)));
+        };
+        step(
+            &mut admin,
+            &["CONFIG", "SET", "replica-serve-stale-data", "no"],
+        );
+        step(&mut conn, &["SET", "xx", "1"]);
+        for queued in [&["GET", "xx"][..], &["PING"][..]] {
+            step(&mut conn, &["MULTI"]);
+            step(&mut conn, queued);
+            step(&mut admin, &["REPLICAOF", "localhost", "0"]);
+            step(&mut conn, &["EXEC"]);
+            step(&mut admin, &["REPLICAOF", "NO", "ONE"]);
+        }
+        // MULTI itself may begin on a stale replica; the EXEC of a GET once it is not.
+        step(&mut admin, &["REPLICAOF", "localhost", "0"]);
+        step(&mut conn, &["MULTI"]);
+        step(&mut admin, &["REPLICAOF", "NO", "ONE"]);
+        step(&mut conn, &["GET", "xx"]);
+        step(&mut conn, &["EXEC"]);
+        t
+    };
+    let redis_dir = temp_dir();
+    let redis =
+        common::RedisOracle::start_with(&redis_binary, redis_dir.path(), &["--appendonly", "no"]);
+    let theirs = transcript(redis.port);
+    let dir = temp_dir();
+    let server = start_server(dir.path(), &[]);
+    let ours = transcript(server.port);
+    assert_eq!(ours, theirs);
+    assert!(
+        ours[5].contains("EXECABORT") && ours[5].contains("MASTERDOWN"),
+        "{ours:?}"
+    );
+    assert!(
+        ours[10].contains("EXECABORT") && ours[10].contains("MASTERDOWN"),
+        "{ours:?}"
+    );
+}

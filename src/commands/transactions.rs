@@ -78,6 +78,44 @@ pub struct MultiState {
     pub bytes: usize,
     /// Some queued command writes (EXEC then gets MISCONF like a write).
     pub has_write: bool,
+    /// Some queued command may not run on a stale replica (EXEC then gets MASTERDOWN
+    /// when the link is down, even if it was up while queuing).
+    pub denies_stale: bool,
+}
+
+/// Bytes a queued argument is counted for beyond its own (its share of the queue's
+/// bookkeeping), against `client-query-buffer-limit`.
+const QUEUED_ARGUMENT_OVERHEAD_BYTES: usize = 16;
+
+/// The queue passed its bound: it was dropped and the transaction fails.
+#[derive(Debug)]
+pub struct QueueTooLarge;
+
+impl MultiState {
+    /// Queues a command. The queue is bounded by `limit_bytes` (a client's:
+    /// `client-query-buffer-limit`): past that it is dropped at once and the transaction
+    /// fails.
+    pub fn queue(
+        &mut self,
+        spec: &super::CommandSpec,
+        argv: &[&[u8]],
+        limit_bytes: usize,
+    ) -> Result<(), QueueTooLarge> {
+        let bytes: usize = argv
+            .iter()
+            .map(|a| a.len() + QUEUED_ARGUMENT_OVERHEAD_BYTES)
+            .sum();
+        if self.bytes.saturating_add(bytes) > limit_bytes {
+            self.queued = Vec::new();
+            self.failed = true;
+            return Err(QueueTooLarge);
+        }
+        self.bytes += bytes;
+        self.has_write |= spec.has(flags::WRITE);
+        self.denies_stale |= !spec.has(flags::STALE);
+        self.queued.push(argv.iter().map(|a| a.to_vec()).collect());
+        Ok(())
+    }
 }
 
 struct Watcher {
@@ -205,13 +243,18 @@ impl Watches {
 }
 
 fn multi(ctx: &mut Ctx, _args: &Args) -> Action {
-    if ctx.client.multi.is_some() {
-        ctx.out.error("ERR MULTI calls can not be nested");
-        return Action::None;
-    }
-    ctx.client.multi = Some(Box::default());
-    ctx.out.ok();
+    begin(ctx.client, &mut ctx.out);
     Action::None
+}
+
+/// MULTI: starts the transaction (shared with the clients served while a script is busy).
+pub fn begin(client: &mut SessionState, out: &mut crate::resp::ReplyWriter) {
+    if client.multi.is_some() {
+        out.error("ERR MULTI calls can not be nested");
+        return;
+    }
+    client.multi = Some(Box::default());
+    out.ok();
 }
 
 /// Ends the transaction and the watches (EXEC, DISCARD, EXECABORT).
@@ -225,36 +268,33 @@ fn exec(ctx: &mut Ctx, _args: &Args) -> Action {
         ctx.out.error("ERR EXEC without MULTI");
         return Action::None;
     };
-    // Redis refuses it before it runs (`processCommand`), so before the other checks.
-    if crate::engine::evict::exec_denied(ctx.server, &state.queued) {
-        end_transaction(ctx);
-        ctx.out.error(
-            "EXECABORT Transaction discarded because of: OOM command not allowed when used \
-             memory > 'maxmemory'.",
-        );
+    // Redis refuses these before EXEC runs (`processCommand`), so before the rest.
+    let refused = if crate::engine::evict::exec_denied(ctx.server, &state.queued) {
+        Some("OOM command not allowed when used memory > 'maxmemory'.".to_string())
+    } else if state.has_write
+        && let Some(error) = ctx.server.disk_error()
+    {
+        Some(error.to_string())
+    } else if state.has_write
+        && !ctx
+            .server
+            .replication
+            .replicas
+            .enough_for_writes(ctx.server.config.replication.write_quorum())
+    {
+        Some(crate::replication::master::NOT_ENOUGH_REPLICAS.to_string())
+    } else {
+        None
+    };
+    if let Some(reason) = refused {
+        let (mut desk, client, out) = desk_of(ctx);
+        desk.abort_exec(client, &reason, out);
         return Action::None;
     }
     if state.failed {
         end_transaction(ctx);
         ctx.out
             .error("EXECABORT Transaction discarded because of previous errors.");
-        return Action::None;
-    }
-    if state.has_write
-        && let Some(error) = ctx.server.disk_error()
-    {
-        let message = format!("EXECABORT Transaction discarded because of: {error}");
-        end_transaction(ctx);
-        ctx.out.error(&message);
-        return Action::None;
-    }
-    let quorum = ctx.server.config.replication.write_quorum();
-    if state.has_write && !ctx.server.replication.replicas.enough_for_writes(quorum) {
-        end_transaction(ctx);
-        ctx.out.error(&format!(
-            "EXECABORT Transaction discarded because of: {}",
-            crate::replication::master::NOT_ENOUGH_REPLICAS
-        ));
         return Action::None;
     }
     let aborted = ctx.server.watches.is_dirty(ctx.client.id)
@@ -277,33 +317,95 @@ fn exec(ctx: &mut Ctx, _args: &Args) -> Action {
 }
 
 fn discard(ctx: &mut Ctx, _args: &Args) -> Action {
-    if ctx.client.multi.is_none() {
-        ctx.out.error("ERR DISCARD without MULTI");
-        return Action::None;
-    }
-    end_transaction(ctx);
-    ctx.out.ok();
+    let (mut desk, client, out) = desk_of(ctx);
+    desk.discard(client, out);
     Action::None
 }
 
 fn watch(ctx: &mut Ctx, args: &Args) -> Action {
-    if ctx.client.multi.is_some() {
-        ctx.out.error("ERR WATCH inside MULTI is not allowed");
-        return Action::None;
-    }
-    let db = ctx.client.db;
-    for key in &args[1..] {
-        let expired = ctx.keyspace.dbs[db]
-            .get(key)
-            .is_some_and(|e| e.is_expired(ctx.now_ms));
-        ctx.server.watches.watch(ctx.client, db, key, expired);
-    }
-    ctx.out.ok();
+    let (mut desk, client, out) = desk_of(ctx);
+    desk.watch(client, &args[1..], out);
     Action::None
+}
+
+/// The command's watch desk, client and reply, borrowed apart.
+fn desk_of<'c, 'a>(
+    ctx: &'c mut Ctx<'a>,
+) -> (
+    WatchDesk<'c>,
+    &'c mut SessionState,
+    &'c mut crate::resp::ReplyWriter<'a>,
+) {
+    (
+        WatchDesk {
+            watches: &mut ctx.server.watches,
+            keyspace: ctx.keyspace,
+            now_ms: ctx.now_ms,
+        },
+        ctx.client,
+        &mut ctx.out,
+    )
 }
 
 fn unwatch(ctx: &mut Ctx, _args: &Args) -> Action {
     ctx.server.watches.unwatch_all(ctx.client);
     ctx.out.ok();
     Action::None
+}
+
+/// What DISCARD, WATCH and UNWATCH change: the watch registry, and the keyspace a WATCH
+/// reads (whether the key is logically expired). Commands reach it through `Ctx`; the
+/// clients served while a script is busy through the script's run (these commands are
+/// Redis's `allow-busy`, so a transaction may begin and end meanwhile).
+pub struct WatchDesk<'a> {
+    pub watches: &'a mut Watches,
+    pub keyspace: &'a Keyspace,
+    pub now_ms: i64,
+}
+
+impl WatchDesk<'_> {
+    pub fn discard(&mut self, client: &mut SessionState, out: &mut crate::resp::ReplyWriter) {
+        if client.multi.is_none() {
+            out.error("ERR DISCARD without MULTI");
+            return;
+        }
+        client.multi = None;
+        self.watches.unwatch_all(client);
+        out.ok();
+    }
+
+    pub fn watch(
+        &mut self,
+        client: &mut SessionState,
+        keys: &[&[u8]],
+        out: &mut crate::resp::ReplyWriter,
+    ) {
+        if client.multi.is_some() {
+            out.error("ERR WATCH inside MULTI is not allowed");
+            return;
+        }
+        let db = client.db;
+        for key in keys {
+            let expired = self.keyspace.dbs[db]
+                .get(key)
+                .is_some_and(|e| e.is_expired(self.now_ms));
+            self.watches.watch(client, db, key, expired);
+        }
+        out.ok();
+    }
+
+    /// An EXEC refused before it runs (Redis's `execCommandAbort`): the transaction and
+    /// the watches end, and the reply says why.
+    pub fn abort_exec(
+        &mut self,
+        client: &mut SessionState,
+        reason: &str,
+        out: &mut crate::resp::ReplyWriter,
+    ) {
+        client.multi = None;
+        self.watches.unwatch_all(client);
+        out.error(&format!(
+            "EXECABORT Transaction discarded because of: {reason}"
+        ));
+    }
 }

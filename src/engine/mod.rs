@@ -141,6 +141,10 @@ pub enum Outcome {
     Replicate(crate::replication::master::Attach),
 }
 
+/// A transaction whose queue passed `client-query-buffer-limit` (Tessera's own bound).
+pub const TRANSACTION_TOO_LARGE: &str =
+    "ERR Transaction discarded: the queued commands exceed client-query-buffer-limit";
+
 /// Why a command was refused before it ran (Redis's texts via `Display`).
 #[derive(Debug, Clone)]
 pub enum Refusal {
@@ -222,9 +226,7 @@ impl fmt::Display for Refusal {
                 f,
                 "ERR {name} command not allowed. If the {directive} option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server."
             ),
-            Refusal::TransactionTooLarge => f.write_str(
-                "ERR Transaction discarded: the queued commands exceed client-query-buffer-limit",
-            ),
+            Refusal::TransactionTooLarge => f.write_str(TRANSACTION_TOO_LARGE),
             Refusal::SubscribedContext(name) => write!(
                 f,
                 "ERR Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"
@@ -357,10 +359,12 @@ pub trait Host {
     }
 
     /// A script has run past `busy-reply-threshold`: answer the other clients now (-BUSY;
-    /// SCRIPT KILL, FUNCTION KILL, SHUTDOWN NOSAVE) and say what they asked of the script.
+    /// SCRIPT KILL, FUNCTION KILL, SHUTDOWN NOSAVE; the transaction commands through
+    /// `desk`) and say what they asked of the script.
     fn serve_while_busy(
         &mut self,
         _busy: &crate::scripting::busy::Busy,
+        _desk: &mut crate::commands::transactions::WatchDesk,
     ) -> crate::scripting::busy::BusyRequest {
         crate::scripting::busy::BusyRequest::Continue
     }
@@ -825,11 +829,17 @@ impl Engine {
         reply: &mut Vec<u8>,
         refusal: Refusal,
     ) -> Outcome {
-        session.multi = None;
-        self.state.watches.unwatch_all(session);
-        ReplyWriter::new(reply, session.resp3).error(&format!(
-            "EXECABORT Transaction discarded because of: {refusal}"
-        ));
+        let mut desk = crate::commands::transactions::WatchDesk {
+            watches: &mut self.state.watches,
+            keyspace: &self.keyspace,
+            now_ms: crate::clock::unix_ms(),
+        };
+        let resp3 = session.resp3;
+        desk.abort_exec(
+            session,
+            &refusal.to_string(),
+            &mut ReplyWriter::new(reply, resp3),
+        );
         let kind = crate::command_stats::ErrorKind::of(b"EXECABORT ");
         self.state.commands.error_replied(kind);
         Outcome::Refused(refusal)
@@ -891,7 +901,7 @@ impl Engine {
         } else if *mode == Mode::Client
             && !self.state.config.replication.replica_serve_stale_data
             && self.state.replication.master_link_down()
-            && !spec.has(flags::STALE)
+            && (!spec.has(flags::STALE) || transaction::exec_denies_stale(session, spec))
         {
             Some(Refusal::MasterDown)
         } else if self.state.persistence.loading.is_some() && !spec.has(flags::LOADING) {

@@ -6,24 +6,24 @@
 //! between, its effects wrapped in `MULTI … EXEC` so that replay applies all or none.
 
 use super::{Engine, Host, Mode, Outcome, Refusal, Request};
-use crate::commands::{CommandSpec, SessionState, flags};
+use crate::commands::{CommandSpec, SessionState};
 use crate::resp::ReplyWriter;
 use smallvec::SmallVec;
 
 /// The commands that run, rather than queue, inside MULTI (as in Redis).
 const TRANSACTION_CONTROL: &[&str] = &["exec", "discard", "multi", "watch", "quit", "reset"];
 
-/// Bytes a queued argument is counted for beyond its own (its share of the queue's
-/// bookkeeping), against `client-query-buffer-limit`.
-const QUEUED_ARGUMENT_OVERHEAD_BYTES: usize = 16;
-
 pub(super) fn runs_inside_multi(spec: &CommandSpec) -> bool {
     TRANSACTION_CONTROL.contains(&spec.name)
 }
 
-/// Queues a command inside MULTI. The queue is bounded by `limit_bytes` (a client's:
-/// `client-query-buffer-limit`): past that it is dropped at once and the transaction
-/// fails.
+/// An EXEC whose queue holds a command a stale replica refuses (Redis's
+/// `is_denystale_command` for EXEC, from the queued commands' flags).
+pub(super) fn exec_denies_stale(session: &SessionState, spec: &CommandSpec) -> bool {
+    spec.name == "exec" && session.multi.as_ref().is_some_and(|m| m.denies_stale)
+}
+
+/// Queues a command inside MULTI (`MultiState::queue`).
 pub(super) fn queue(
     session: &mut SessionState,
     spec: &CommandSpec,
@@ -31,19 +31,9 @@ pub(super) fn queue(
     limit_bytes: usize,
 ) -> Result<(), Refusal> {
     let multi = session.multi.as_mut().expect("queueing inside MULTI");
-    let bytes: usize = argv
-        .iter()
-        .map(|a| a.len() + QUEUED_ARGUMENT_OVERHEAD_BYTES)
-        .sum();
-    if multi.bytes.saturating_add(bytes) > limit_bytes {
-        multi.queued = Vec::new();
-        multi.failed = true;
-        return Err(Refusal::TransactionTooLarge);
-    }
-    multi.bytes += bytes;
-    multi.has_write |= spec.has(flags::WRITE);
-    multi.queued.push(argv.iter().map(|a| a.to_vec()).collect());
-    Ok(())
+    multi
+        .queue(spec, argv, limit_bytes)
+        .map_err(|_| Refusal::TransactionTooLarge)
 }
 
 /// Runs EXEC's queue: the replies in one array, the effects in one `MULTI … EXEC` block

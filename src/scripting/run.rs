@@ -127,8 +127,12 @@ impl Host for CallerHost<'_> {
         self.host.clients_memory()
     }
 
-    fn serve_while_busy(&mut self, busy: &Busy) -> BusyRequest {
-        self.host.serve_while_busy(busy)
+    fn serve_while_busy(
+        &mut self,
+        busy: &Busy,
+        desk: &mut crate::commands::transactions::WatchDesk,
+    ) -> BusyRequest {
+        self.host.serve_while_busy(busy, desk)
     }
 
     fn kill_clients(&mut self, victims: &crate::commands::Victims<'_>) -> usize {
@@ -461,7 +465,14 @@ pub(super) fn watch_busy(lua: &Lua, internal: &mlua::Table) -> mlua::Result<()> 
                     && run.started.elapsed() >= threshold
                 {
                     let busy = busy_of(run);
-                    let request = run.host.serve_while_busy(&busy);
+                    // Between two instructions no command of the script is running: the
+                    // transaction commands the clients send meanwhile may watch keys.
+                    let mut desk = crate::commands::transactions::WatchDesk {
+                        watches: &mut run.engine.state.watches,
+                        keyspace: &run.engine.keyspace,
+                        now_ms: crate::clock::unix_ms(),
+                    };
+                    let request = run.host.serve_while_busy(&busy, &mut desk);
                     if request != BusyRequest::Continue {
                         run.busy_request = request;
                         run.killed = true;

@@ -12,7 +12,8 @@
 
 use super::AdmissionRules;
 use super::session::{Client, SessionsView};
-use crate::commands::{eq_ignore_case, global_registry};
+use crate::commands::transactions::{self, WatchDesk};
+use crate::commands::{SessionState, eq_ignore_case, global_registry};
 use crate::resp::{Parse, ParseLimits, Progress, ReplyWriter, parse_request};
 use crate::scripting::busy::{BUSY_EVAL, BUSY_FUNCTION, Busy, BusyRequest, UNKILLABLE};
 use std::io::{ErrorKind, Read, Write};
@@ -21,7 +22,7 @@ use std::io::{ErrorKind, Read, Write};
 const READ_PER_LOOK_BYTES: usize = 1024 * 1024;
 
 impl SessionsView<'_> {
-    pub(super) fn serve_busy(&mut self, busy: &Busy) -> BusyRequest {
+    pub(super) fn serve_busy(&mut self, busy: &Busy, desk: &mut WatchDesk) -> BusyRequest {
         let mut request = BusyRequest::Continue;
         if let Some(admission) = &mut self.admission {
             let rules = AdmissionRules {
@@ -46,7 +47,7 @@ impl SessionsView<'_> {
                 continue;
             }
             read_available(client, busy.query_buffer_bytes_max);
-            let asked = answer_requests(client, busy);
+            let asked = answer_requests(client, busy, desk);
             if asked != BusyRequest::Continue {
                 request = asked;
             }
@@ -74,7 +75,7 @@ fn read_available(client: &mut Client, limit: usize) {
 }
 
 /// Answers every complete request at the front of the client's input.
-fn answer_requests(client: &mut Client, busy: &Busy) -> BusyRequest {
+fn answer_requests(client: &mut Client, busy: &Busy, desk: &mut WatchDesk) -> BusyRequest {
     let mut request = BusyRequest::Continue;
     let limits = ParseLimits {
         bulk_bytes_max: busy.bulk_bytes_max,
@@ -103,7 +104,7 @@ fn answer_requests(client: &mut Client, busy: &Busy) -> BusyRequest {
             continue;
         }
         let mut out = ReplyWriter::new(&mut client.output, client.state.resp3);
-        let asked = answer(&mut out, &argv, busy, client.state.authenticated);
+        let asked = answer(&mut out, &argv, busy, &mut client.state, desk);
         match asked {
             Answer::Reply => {}
             Answer::Quit => {
@@ -129,24 +130,34 @@ enum Answer {
 }
 
 /// One request's answer while the script runs (Redis's `processCommand` order: unknown
-/// command, arity, authentication, then the busy script).
-fn answer(out: &mut ReplyWriter, argv: &[Vec<u8>], busy: &Busy, authenticated: bool) -> Answer {
+/// command, arity, authentication, then the busy script). The commands Redis marks
+/// `allow-busy` run: SCRIPT KILL / FUNCTION KILL, FUNCTION STATS, SHUTDOWN NOSAVE, QUIT,
+/// and the transaction commands (MULTI, DISCARD, WATCH, UNWATCH), so that a client
+/// pipelining a transaction never has half of it refused and the rest run. Any other
+/// command is refused with -BUSY, which dooms the transaction it was sent in; EXEC is
+/// refused by ending the transaction (EXECABORT … BUSY).
+fn answer(
+    out: &mut ReplyWriter,
+    argv: &[Vec<u8>],
+    busy: &Busy,
+    client: &mut SessionState,
+    desk: &mut WatchDesk,
+) -> Answer {
     let args: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
     let Some(spec) = global_registry().get(args[0]) else {
-        out.error(&crate::commands::unknown_command_error(&args));
+        refuse(out, client, &crate::commands::unknown_command_error(&args));
         return Answer::Reply;
     };
     if !spec.arity_ok(args.len()) {
-        out.error(&format!(
-            "ERR wrong number of arguments for '{}' command",
-            spec.name
-        ));
+        let error = format!("ERR wrong number of arguments for '{}' command", spec.name);
+        refuse(out, client, &error);
         return Answer::Reply;
     }
-    if busy.auth_required && !authenticated && !spec.has(crate::commands::flags::NO_AUTH) {
-        out.error("NOAUTH Authentication required.");
+    if busy.auth_required && !client.authenticated && !spec.has(crate::commands::flags::NO_AUTH) {
+        refuse(out, client, "NOAUTH Authentication required.");
         return Answer::Reply;
     }
+    let busy_error = if busy.eval { BUSY_EVAL } else { BUSY_FUNCTION };
     let sub = args.get(1).copied().unwrap_or(b"");
     let kill_of = match spec.name {
         "script" if args.len() == 2 && eq_ignore_case(sub, "kill") => Some(true),
@@ -158,44 +169,71 @@ fn answer(out: &mut ReplyWriter, argv: &[Vec<u8>], busy: &Busy, authenticated: b
         if busy.wrote {
             out.error(UNKILLABLE);
         } else if eval_kill != busy.eval {
-            out.error(if busy.eval { BUSY_EVAL } else { BUSY_FUNCTION });
+            out.error(busy_error);
         } else {
             out.ok();
             return Answer::Ask(BusyRequest::Kill);
         }
         return Answer::Reply;
     }
-    if spec.name == "quit" {
-        out.ok();
-        return Answer::Quit;
+    let in_multi = client.multi.is_some();
+    match spec.name {
+        "quit" => {
+            out.ok();
+            return Answer::Quit;
+        }
+        "multi" => transactions::begin(client, out),
+        "discard" => desk.discard(client, out),
+        "watch" => desk.watch(client, &args[1..], out),
+        "exec" => desk.abort_exec(client, busy_error, out),
+        // Inside MULTI an allowed command is queued, as outside a busy script.
+        "unwatch" if in_multi => {
+            let multi = client.multi.as_mut().expect("in MULTI");
+            match multi.queue(spec, &args, busy.query_buffer_bytes_max) {
+                Ok(()) => out.simple("QUEUED"),
+                Err(_) => out.error(crate::engine::TRANSACTION_TOO_LARGE),
+            }
+        }
+        "unwatch" => {
+            desk.watches.unwatch_all(client);
+            out.ok();
+        }
+        // FUNCTION STATS is allowed while busy (Redis's allow-busy), but answers BUSY
+        // during an EVAL, as Redis's does.
+        "function"
+            if args.len() == 2
+                && eq_ignore_case(sub, "stats")
+                && let Some(function) = &busy.function =>
+        {
+            crate::scripting::busy::write_function_stats(
+                out,
+                Some(function),
+                busy.libraries,
+                busy.functions,
+            );
+        }
+        "shutdown"
+            if busy.may_shutdown
+                && args[1..].iter().any(|a| eq_ignore_case(a, "nosave"))
+                && !args[1..]
+                    .iter()
+                    .any(|a| eq_ignore_case(a, "save") || eq_ignore_case(a, "abort")) =>
+        {
+            // No reply: the server stops (the connection closes as it exits).
+            return Answer::Ask(BusyRequest::ShutdownNoSave);
+        }
+        _ => refuse(out, client, busy_error),
     }
-    // FUNCTION STATS is allowed while busy (Redis's allow-busy), but answers BUSY during
-    // an EVAL, as Redis's does.
-    if spec.name == "function"
-        && args.len() == 2
-        && eq_ignore_case(sub, "stats")
-        && let Some(function) = &busy.function
-    {
-        crate::scripting::busy::write_function_stats(
-            out,
-            Some(function),
-            busy.libraries,
-            busy.functions,
-        );
-        return Answer::Reply;
-    }
-    if spec.name == "shutdown"
-        && busy.may_shutdown
-        && args[1..].iter().any(|a| eq_ignore_case(a, "nosave"))
-        && !args[1..]
-            .iter()
-            .any(|a| eq_ignore_case(a, "save") || eq_ignore_case(a, "abort"))
-    {
-        // No reply: the server stops (the connection closes as it exits).
-        return Answer::Ask(BusyRequest::ShutdownNoSave);
-    }
-    out.error(if busy.eval { BUSY_EVAL } else { BUSY_FUNCTION });
     Answer::Reply
+}
+
+/// A refused request: its error, and the transaction it was sent in doomed (Redis's
+/// `rejectCommand` and `flagTransaction`).
+fn refuse(out: &mut ReplyWriter, client: &mut SessionState, error: &str) {
+    out.error(error);
+    if let Some(multi) = &mut client.multi {
+        multi.failed = true;
+    }
 }
 
 /// Sends the client's output if none of it waits for the log: no reply held from an

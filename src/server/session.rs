@@ -475,8 +475,9 @@ impl Host for SessionsView<'_> {
     fn serve_while_busy(
         &mut self,
         busy: &crate::scripting::busy::Busy,
+        desk: &mut crate::commands::transactions::WatchDesk,
     ) -> crate::scripting::busy::BusyRequest {
-        self.serve_busy(busy)
+        self.serve_busy(busy, desk)
     }
 
     fn kill_clients(&mut self, victims: &Victims<'_>) -> usize {

@@ -317,7 +317,12 @@ fn read_new(
     let position_now = (group.last_id(), group.entries_read());
 
     if created {
-        super::propagate_consumer(ctx, key, request.group, request.consumer);
+        // An XCLAIM creates its consumer where it is replayed: Redis logs the creation
+        // only when none follows (NOACK), and so does Tessera — and also when the read
+        // delivered nothing, so that the log replays to the consumer the dataset holds.
+        if records.is_empty() {
+            super::propagate_consumer(ctx, key, request.group, request.consumer);
+        }
         ctx.notify(EventClass::Stream, "xgroup-createconsumer", key);
     }
     for record in &records {
