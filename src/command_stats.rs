@@ -71,9 +71,10 @@ pub struct CommandStats {
     /// `total_error_replies` when the last command started or ended (Redis's
     /// `prev_err_count`).
     errors_seen: u64,
-    /// A command's error reply that is not counted again (a script's error raised by a
-    /// command it ran, already counted there): the command failed all the same.
-    uncounted_failure: bool,
+    /// Error replies of the command that are not counted again (a script's errors raised
+    /// by commands it ran, already counted there): each is a failure all the same (Redis's
+    /// `afterErrorReply` with `ERR_REPLY_FLAG_NO_STATS_UPDATE`).
+    uncounted_failures: u64,
 }
 
 impl Default for CommandStats {
@@ -99,7 +100,7 @@ impl CommandStats {
             errors: BTreeMap::new(),
             total_error_replies: 0,
             errors_seen: 0,
-            uncounted_failure: false,
+            uncounted_failures: 0,
         }
     }
 
@@ -125,15 +126,15 @@ impl CommandStats {
         }
     }
 
-    /// An error reply counted earlier (see `uncounted_failure`).
-    pub fn failed_without_count(&mut self) {
-        self.uncounted_failure = true;
+    /// `n` error replies counted earlier (see `uncounted_failures`).
+    pub fn failed_without_count(&mut self, n: u64) {
+        self.uncounted_failures += n;
     }
 
     /// A command is about to run.
     pub fn begin(&mut self) {
         self.errors_seen = self.total_error_replies;
-        self.uncounted_failure = false;
+        self.uncounted_failures = 0;
     }
 
     /// A command ran (`id`: its entry, if Redis's table has it). `timed`: its duration
@@ -147,9 +148,9 @@ impl CommandStats {
         timed: bool,
         tracking: bool,
     ) {
-        let failed = self.total_error_replies > self.errors_seen || self.uncounted_failure;
+        let failed = u64::from(self.total_error_replies > self.errors_seen)
+            + std::mem::take(&mut self.uncounted_failures);
         self.errors_seen = self.total_error_replies;
-        self.uncounted_failure = false;
         let Some(counters) = id.and_then(|id| self.counters.get_mut(id)) else {
             return;
         };
@@ -157,9 +158,7 @@ impl CommandStats {
         if counted {
             counters.calls += 1;
         }
-        if failed {
-            counters.failed += 1;
-        }
+        counters.failed += failed;
         if timed && tracking {
             let histogram = counters.histogram.get_or_insert_with(|| {
                 Box::new(

@@ -306,6 +306,8 @@ pub struct ReplyWriter<'a> {
     pub errors: u64,
     /// The first word of each error written (INFO errorstats); inline for one.
     pub error_kinds: smallvec::SmallVec<[crate::command_stats::ErrorKind; 1]>,
+    /// Errors written that were counted where they arose (`error_counted_elsewhere`).
+    pub errors_counted_elsewhere: u64,
 }
 
 impl<'a> ReplyWriter<'a> {
@@ -315,6 +317,7 @@ impl<'a> ReplyWriter<'a> {
             resp3,
             errors: 0,
             error_kinds: smallvec::SmallVec::new(),
+            errors_counted_elsewhere: 0,
         }
     }
 
@@ -330,9 +333,20 @@ impl<'a> ReplyWriter<'a> {
 
     /// An error; `message` includes its code ("ERR ...", "WRONGTYPE ...").
     pub fn error(&mut self, message: &str) {
-        self.errors += 1;
         self.error_kinds
             .push(crate::command_stats::ErrorKind::of(message.as_bytes()));
+        self.write_error(message);
+    }
+
+    /// An error already counted in the error statistics where it arose: a script passing
+    /// on a command's error (Redis's `ERR_REPLY_FLAG_NO_STATS_UPDATE`).
+    pub fn error_counted_elsewhere(&mut self, message: &str) {
+        self.errors_counted_elsewhere += 1;
+        self.write_error(message);
+    }
+
+    fn write_error(&mut self, message: &str) {
+        self.errors += 1;
         self.buf.push(b'-');
         // Newlines would break the protocol; Redis replaces them with spaces too.
         self.buf.extend(

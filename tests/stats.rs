@@ -137,6 +137,13 @@ fn command_and_error_counters_match_redis() {
             }
             conn.cmd(&["EVAL", script, "1", "s"]);
             conn.cmd(&["EVAL", script, "1", "a"]);
+            // A command's error the script returns was counted when it failed; the
+            // script fails all the same (once per error, at any depth).
+            conn.cmd(&["EVAL", "return redis.pcall('INCR', KEYS[1])", "1", "s"]);
+            let two = "return {redis.pcall('INCR', KEYS[1]), redis.pcall('INCR', KEYS[1])}";
+            conn.cmd(&["EVAL", two, "1", "s"]);
+            // A subcommand scripts may not run (Redis's `noscript` CLUSTER RESET).
+            conn.cmd(&["EVAL", "return redis.call('CLUSTER', 'RESET')", "0"]);
         }
         assert_eq!(
             counters(&mut ours),

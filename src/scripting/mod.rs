@@ -446,12 +446,15 @@ fn script_flags(
 }
 
 /// Subcommands of containers that scripts may not run (Redis flags them `noscript`, while
-/// Tessera's table has one row per container): every CLIENT and CONFIG subcommand but HELP.
+/// Tessera's table has one row per container): every CLIENT, CONFIG and ACL subcommand
+/// but HELP, CLUSTER RESET, ..., as Redis's command table says.
 pub fn subcommand_not_allowed(spec: &crate::commands::CommandSpec, argv: &[&[u8]]) -> bool {
-    matches!(spec.name, "client" | "config" | "acl")
-        && !argv
-            .get(1)
-            .is_some_and(|sub| sub.eq_ignore_ascii_case(b"help"))
+    argv.len() > 1
+        && crate::acl::table::table()
+            .for_request(spec.name, argv)
+            .is_some_and(|command| {
+                command.parent.is_some() && command.flags.iter().any(|f| f == "noscript")
+            })
 }
 
 /// Runs one level of a recursion over script data (a reply, JSON, MessagePack) on a stack

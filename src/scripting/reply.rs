@@ -445,6 +445,16 @@ fn boolean(out: &mut ReplyWriter, value: bool) {
     }
 }
 
+/// An error table from a command's error (`redis.pcall`'s, or one a `redis.call` raised
+/// and the script caught), counted when the command failed: Redis's
+/// `ignore_error_stats_update`.
+pub(super) fn counted_already(error: &Table) -> mlua::Result<bool> {
+    Ok(matches!(
+        error.raw_get::<Value>("ignore_error_stats_update")?,
+        Value::Boolean(true)
+    ))
+}
+
 fn write_table(
     out: &mut ReplyWriter,
     table: &Table,
@@ -454,7 +464,11 @@ fn write_table(
     if let Value::String(message) = table.raw_get::<Value>("err")? {
         // Redis reads `err` again with lua_getfield: a number would do too, but a table
         // only gets here with a string.
-        out.error(&message.to_string_lossy());
+        if counted_already(table)? {
+            out.error_counted_elsewhere(&message.to_string_lossy());
+        } else {
+            out.error(&message.to_string_lossy());
+        }
         return Ok(());
     }
     if let Value::String(status) = table.raw_get::<Value>("ok")? {

@@ -330,8 +330,9 @@ pub fn run(
     if wrap_effects && !shutdown {
         engine.effects.wrap_since(mark);
     }
-    let errors_before = out.errors;
-    let counted = match result {
+    let counted_before = out.error_kinds.len();
+    let elsewhere_before = out.errors_counted_elsewhere;
+    let written = match result {
         Ok((ok, value)) => write_result(&mut out, ok, value, script_session.resp3, &call.target),
         Err(error) => {
             out.error(&format!(
@@ -339,23 +340,22 @@ pub fn run(
                 call.target.name(),
                 error.to_string()
             ));
-            Ok(true)
+            Ok(())
         }
     };
-    let counted = counted.unwrap_or_else(|error| {
+    if let Err(error) = written {
         out.error(&format!("ERR Error running script: {error}"));
-        true
-    });
-    if counted {
-        engine
-            .state
-            .commands
-            .count_errors(&out.error_kinds[errors_before as usize..]);
-    } else if out.errors > errors_before {
-        // The error a command of the script replied, already counted there: the script
-        // failed all the same (Redis's ERR_REPLY_FLAG_NO_STATS_UPDATE).
-        engine.state.commands.failed_without_count();
     }
+    engine
+        .state
+        .commands
+        .count_errors(&out.error_kinds[counted_before..]);
+    // The errors commands of the script replied, already counted there: the script
+    // failed all the same (Redis's ERR_REPLY_FLAG_NO_STATS_UPDATE).
+    engine
+        .state
+        .commands
+        .failed_without_count(out.errors_counted_elsewhere - elsewhere_before);
     if shutdown {
         ScriptEnd::ShutdownNoSave
     } else {
@@ -538,19 +538,18 @@ fn busy_of<'a>(run: &RunContext<'a>) -> Busy<'a> {
     }
 }
 
-/// The result of the script's call: `true, value` or `false, error table`. Returns whether
-/// an error it wrote counts in the error statistics (not when a command's error was
-/// already counted, Redis's `ignore_error_stats_update`).
+/// The result of the script's call: `true, value` or `false, error table`. An error that
+/// a command replied was counted then, and is not again (Redis's
+/// `ignore_error_stats_update`).
 fn write_result(
     out: &mut ReplyWriter,
     ok: bool,
     value: Value,
     script_resp3: bool,
     target: &Target,
-) -> mlua::Result<bool> {
+) -> mlua::Result<()> {
     if ok {
-        reply::write_lua(out, &value, script_resp3)?;
-        return Ok(true);
+        return reply::write_lua(out, &value, script_resp3);
     }
     let name = target.name();
     let Value::Table(error) = value else {
@@ -561,7 +560,7 @@ fn write_result(
         };
         let message: String = message.chars().take(100).collect();
         out.error(&format!("ERR Error running script {name}, {message}"));
-        return Ok(true);
+        return Ok(());
     };
     let message = match error.get::<Value>("err")? {
         Value::String(s) => s.to_string_lossy(),
@@ -589,12 +588,12 @@ fn write_result(
             line
         ));
     }
-    out.error(&text);
-    let ignore = matches!(
-        error.get::<Value>("ignore_error_stats_update")?,
-        Value::Boolean(true)
-    );
-    Ok(!ignore)
+    if reply::counted_already(&error)? {
+        out.error_counted_elsewhere(&text);
+    } else {
+        out.error(&text);
+    }
+    Ok(())
 }
 
 /// Redis's texts for `redis.call` / `redis.pcall` refused before any command ran.
