@@ -445,7 +445,7 @@ fn connect(port: u16) -> Conn {
     let conn = Conn::new(port);
     conn.reader
         .get_ref()
-        .set_read_timeout(Some(Duration::from_secs(10)))
+        .set_read_timeout(Some(Duration::from_secs(2)))
         .unwrap();
     conn
 }
