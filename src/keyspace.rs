@@ -666,9 +666,10 @@ impl Db {
         sampled.into_iter().for_each(each);
     }
 
-    /// Empties the database. A capture in progress gets the slots it still needs by
+    /// Empties the database and returns what it held (dropping that frees it: here, or on
+    /// the lazy-free thread). A capture in progress gets the slots it still needs by
     /// moving their tables (FLUSHDB/FLUSHALL during a snapshot copy nothing).
-    pub fn clear(&mut self) {
+    pub fn clear(&mut self) -> Db {
         // Values of slots captured already go on living in the capture alone.
         if self.queued_in.is_some() {
             for (index, slot) in self.slots.iter().enumerate() {
@@ -693,8 +694,9 @@ impl Db {
         // The snapshot may still hold what this database held: it stays known, so that
         // its memory is still told apart (`capture_bytes`).
         let queued_in = self.queued_in.take();
-        *self = Db::default();
+        let held = std::mem::take(self);
         self.queued_in = queued_in;
+        held
     }
 
     /// Moves every key of `other` into this database: a whole table for each slot empty

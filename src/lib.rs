@@ -30,6 +30,7 @@ pub mod fuzz_targets;
 pub mod glob;
 pub mod keyspace;
 pub mod latency;
+pub mod lazyfree;
 pub mod log;
 pub mod long_double;
 pub mod memory;

@@ -157,6 +157,8 @@ struct UnitRun {
     /// The last test that passed or failed (a stop happened in the test after it).
     last: Option<String>,
     tail: String,
+    /// How long the unit took (the run's table shows it: the slowest go first).
+    seconds: u64,
 }
 
 impl UnitRun {
@@ -319,6 +321,7 @@ fn run_unit(suite: &Path, unit: &str, target: Target, skipfile: &Path) -> UnitRu
     let text = reader.join().unwrap();
     let mut run = UnitRun {
         timed_out,
+        seconds: started.elapsed().as_secs(),
         ..UnitRun::default()
     };
     for line in text.lines() {
@@ -342,7 +345,7 @@ fn run_unit(suite: &Path, unit: &str, target: Target, skipfile: &Path) -> UnitRu
 }
 
 /// Units run at once: the servers mostly wait on the harness's Tcl clients.
-const WORKERS: usize = 3;
+const WORKERS: usize = 4;
 
 /// The harness's `--skipfile` listing `excluded`, in a scratch directory kept alive with it.
 fn skipfile_of(excluded: &[String]) -> (tempfile::TempDir, PathBuf) {
@@ -352,41 +355,41 @@ fn skipfile_of(excluded: &[String]) -> (tempfile::TempDir, PathBuf) {
     (scratch, skipfile)
 }
 
-/// One unit against both servers: (Redis's run, Tessera's run).
-fn both_runs(
+/// Which server a run of a unit is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Side {
+    Redis,
+    Tessera,
+}
+
+/// One unit in external mode against a fresh server of `side`.
+fn external_run(
     suite: &Path,
     redis_binary: &Path,
     unit: &str,
-    excluded: &[String],
-) -> (UnitRun, UnitRun) {
-    let (_scratch, skipfile) = skipfile_of(excluded);
-    let redis_dir = temp_dir();
-    let redis = RedisOracle::start_with(
-        redis_binary,
-        redis_dir.path(),
-        &["--appendonly", "no", "--enable-debug-command", "yes"],
-    );
-    let theirs = run_unit(
-        suite,
-        unit,
-        Target::External { port: redis.port },
-        &skipfile,
-    );
-    drop(redis);
-    assert!(
-        theirs.finished || theirs.stopped.is_some() || theirs.timed_out,
-        "{unit} did not run against Redis:\n{}",
-        theirs.tail
-    );
+    side: Side,
+    skipfile: &Path,
+) -> UnitRun {
     let dir = temp_dir();
-    let server = start_server(dir.path(), &["--enable-debug-command", "yes"]);
-    let ours = run_unit(
-        suite,
-        unit,
-        Target::External { port: server.port },
-        &skipfile,
-    );
-    (theirs, ours)
+    match side {
+        Side::Redis => {
+            let redis = RedisOracle::start_with(
+                redis_binary,
+                dir.path(),
+                &["--appendonly", "no", "--enable-debug-command", "yes"],
+            );
+            run_unit(suite, unit, Target::External { port: redis.port }, skipfile)
+        }
+        Side::Tessera => {
+            let server = start_server(dir.path(), &["--enable-debug-command", "yes"]);
+            run_unit(
+                suite,
+                unit,
+                Target::External { port: server.port },
+                skipfile,
+            )
+        }
+    }
 }
 
 /// A copy of the suite's `tests` (its scratch `tmp` left out) with `src/redis-server`
@@ -425,28 +428,35 @@ fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to.join("tmp")).unwrap();
 }
 
-/// One unit that starts its own servers, with Redis's binary and with Tessera's, each in
-/// a copy of the suite: (Redis's run, Tessera's run).
-fn binary_runs(
+/// One unit that starts its own servers, with the binary of `side`, in a copy of the
+/// suite.
+fn binary_run(
     suite: &Path,
     redis_binary: &Path,
     unit: &str,
-    excluded: &[String],
-) -> (UnitRun, UnitRun) {
-    let (_scratch, skipfile) = skipfile_of(excluded);
-    let run_with = |server: &Path| {
-        let copy = suite_copy_with(suite, server, redis_binary);
-        run_unit(copy.path(), unit, Target::Binary, &skipfile)
+    side: Side,
+    skipfile: &Path,
+) -> UnitRun {
+    let server = match side {
+        Side::Redis => redis_binary,
+        Side::Tessera => Path::new(SERVER_BIN),
     };
-    let theirs = run_with(redis_binary);
-    assert!(
-        theirs.finished || theirs.stopped.is_some() || theirs.timed_out,
-        "{unit} did not run with redis-server:\n{}",
-        theirs.tail
-    );
-    let ours = run_with(Path::new(SERVER_BIN));
-    (theirs, ours)
+    let copy = suite_copy_with(suite, server, redis_binary);
+    run_unit(copy.path(), unit, Target::Binary, skipfile)
 }
+
+/// The units that take longest (about a minute or more on two cores, the harness's own
+/// work included): their runs start first, so that the short ones fill the workers around
+/// them rather than leave one of them to finish alone.
+const SLOWEST_UNITS: &[&str] = &[
+    "unit/hyperloglog",
+    "unit/type/list-3",
+    "integration/psync2-reg",
+    "unit/geo",
+    "integration/replication-4",
+    "integration/psync2-pingoff",
+    "unit/dump",
+];
 
 #[test]
 fn redis_s_own_units_pass_on_tessera_as_on_redis() {
@@ -475,28 +485,65 @@ fn redis_s_own_units_pass_on_tessera_as_on_redis() {
         .copied()
         .filter(|unit| picked.as_ref().is_none_or(|p| p.iter().any(|u| u == unit)))
         .collect();
+    // Each unit's two runs are separate jobs; the long units' first, then the ones that
+    // start their own servers (replication waits), Tessera's run of each first.
+    let mut jobs: Vec<(usize, Side)> = (0..units.len())
+        .flat_map(|at| [(at, Side::Tessera), (at, Side::Redis)])
+        .collect();
+    jobs.sort_by_key(|&(at, side)| {
+        let unit = units[at];
+        let rank = if let Some(slow) = SLOWEST_UNITS.iter().position(|u| *u == unit) {
+            slow
+        } else if UNITS.contains(&unit) {
+            SLOWEST_UNITS.len() + 1
+        } else {
+            SLOWEST_UNITS.len()
+        };
+        (rank, at, std::cmp::Reverse(side))
+    });
+    let skipfiles: Vec<(tempfile::TempDir, PathBuf)> = units
+        .iter()
+        .map(|unit| skipfile_of(&excluded.get(*unit).cloned().unwrap_or_default()))
+        .collect();
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let results = std::sync::Mutex::new(BTreeMap::new());
+    let finished = std::sync::Mutex::new(BTreeMap::new());
     std::thread::scope(|scope| {
         for _ in 0..WORKERS {
             scope.spawn(|| {
                 loop {
-                    let at = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(unit) = units.get(at) else { break };
-                    let names = excluded.get(*unit).cloned().unwrap_or_default();
-                    let runs = if SERVER_UNITS.contains(unit) || LONG_SERVER_UNITS.contains(unit) {
-                        binary_runs(&suite, &redis_binary, unit, &names)
-                    } else {
-                        both_runs(&suite, &redis_binary, unit, &names)
+                    let job = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(&(at, side)) = jobs.get(job) else {
+                        break;
                     };
-                    results.lock().unwrap().insert(at, (*unit, runs));
+                    let unit = units[at];
+                    let skipfile = &skipfiles[at].1;
+                    let run = if UNITS.contains(&unit) {
+                        external_run(&suite, &redis_binary, unit, side, skipfile)
+                    } else {
+                        binary_run(&suite, &redis_binary, unit, side, skipfile)
+                    };
+                    finished.lock().unwrap().insert((at, side), run);
                 }
             });
         }
     });
+    let mut finished = finished.into_inner().unwrap();
+    let mut results = BTreeMap::new();
+    for (at, unit) in units.iter().enumerate() {
+        let theirs = finished.remove(&(at, Side::Redis)).expect("every job ran");
+        let ours = finished
+            .remove(&(at, Side::Tessera))
+            .expect("every job ran");
+        assert!(
+            theirs.finished || theirs.stopped.is_some() || theirs.timed_out,
+            "{unit} did not run with redis-server:\n{}",
+            theirs.tail
+        );
+        results.insert(at, (*unit, (theirs, ours)));
+    }
     let mut problems = Vec::new();
     let mut lines = Vec::new();
-    for (_, (unit, (theirs, ours))) in results.into_inner().unwrap() {
+    for (_, (unit, (theirs, ours))) in results {
         let missing: Vec<&String> = theirs
             .passed
             .iter()
@@ -517,10 +564,12 @@ fn redis_s_own_units_pass_on_tessera_as_on_redis() {
             || (ours.timed_out && !theirs.timed_out);
         let at_bar = share >= PASS_SHARE_MIN && !stopped_alone;
         lines.push(format!(
-            "{unit:28} redis {:4}  tessera {:4}  {:5.1} %{}{}",
+            "{unit:28} redis {:4}  tessera {:4}  {:5.1} %  ({:3} s / {:3} s){}{}",
             theirs.passes(),
             ours.passes(),
             100.0 * share,
+            theirs.seconds,
+            ours.seconds,
             ours.stopped.as_ref().map_or(String::new(), |e| format!(
                 "  tessera stopped after {:?}: {e}",
                 ours.last.as_deref().unwrap_or("the start")

@@ -350,12 +350,10 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
                 &server.persistence.aof_buffered_bytes,
             );
             kv(out, "mem_allocator", &"jemalloc");
-            // No defragmentation, and no lazy-free thread: values are freed on the event
-            // loop (the lazyfree-* directives are accepted and inert), so nothing is
-            // ever pending or counted as freed lazily.
+            // No defragmentation.
             kv(out, "active_defrag_running", &0);
-            kv(out, "lazyfree_pending_objects", &0);
-            kv(out, "lazyfreed_objects", &0);
+            kv(out, "lazyfree_pending_objects", &server.lazyfree.pending());
+            kv(out, "lazyfreed_objects", &server.lazyfree.freed());
         }
         "persistence" => {
             let own = ctx

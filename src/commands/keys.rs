@@ -252,11 +252,17 @@ pub fn commands() -> Vec<CommandSpec> {
     ]
 }
 
+/// DEL and UNLINK: UNLINK (and DEL under `lazyfree-lazy-user-del`) frees big values on
+/// the lazy-free thread.
 fn del(ctx: &mut Ctx, args: &Args) -> Action {
+    let lazy = eq_ignore_case(args[0], "unlink") || ctx.server.config.lazyfree_user_del;
     let mut removed = 0;
     for key in &args[1..] {
         if ctx.lookup(key).is_some() {
-            ctx.db().remove(key);
+            let entry = ctx.db().remove(key).expect("the key was found");
+            if lazy {
+                ctx.server.lazyfree.free(entry.value);
+            }
             ctx.notify(EventClass::Generic, "del", key);
             ctx.propagate(&[b"DEL", key]);
             removed += 1;
@@ -730,16 +736,15 @@ fn dbsize(ctx: &mut Ctx, _args: &Args) -> Action {
 
 fn flush(ctx: &mut Ctx, args: &Args) -> Action {
     let all = eq_ignore_case(args[0], "flushall");
-    match args.get(1) {
-        None => {}
-        Some(mode)
-            if args.len() == 2
-                && (eq_ignore_case(mode, "sync") || eq_ignore_case(mode, "async")) => {}
+    let lazy = match args.get(1) {
+        None => ctx.server.config.lazyfree_user_flush,
+        Some(mode) if args.len() == 2 && eq_ignore_case(mode, "sync") => false,
+        Some(mode) if args.len() == 2 && eq_ignore_case(mode, "async") => true,
         Some(_) => {
             ctx.out.error(SYNTAX_ERROR);
             return Action::None;
         }
-    }
+    };
     // One invalidation of everything for the whole command, as Redis's signalFlushedDb.
     ctx.invalidate_all_tracked();
     let mut action = Action::None;
@@ -748,7 +753,10 @@ fn flush(ctx: &mut Ctx, args: &Args) -> Action {
             ctx.touch_db(db, None);
         }
         for db in ctx.keyspace.dbs.iter_mut() {
-            db.clear();
+            let held = db.clear();
+            if lazy {
+                ctx.server.lazyfree.free_database(held);
+            }
         }
         ctx.propagate(&[b"FLUSHALL"]);
         let config = &ctx.server.config;
@@ -767,7 +775,10 @@ fn flush(ctx: &mut Ctx, args: &Args) -> Action {
         }
     } else {
         ctx.touch_db(ctx.client.db, None);
-        ctx.db().clear();
+        let held = ctx.db().clear();
+        if lazy {
+            ctx.server.lazyfree.free_database(held);
+        }
         ctx.propagate(&[b"FLUSHDB"]);
     }
     ctx.out.ok();

@@ -291,6 +291,7 @@ fn config(ctx: &mut Ctx, args: &Args) -> Action {
             // the latency monitor's events.
             ctx.server.stats.reset();
             ctx.server.commands.reset();
+            ctx.server.lazyfree.reset_freed();
             ctx.out.ok();
         }
         _ => {

@@ -95,6 +95,8 @@ pub struct ServerState {
     pub storage: std::sync::Arc<dyn crate::storage::Storage>,
     /// Keys WATCHed by clients, and which clients saw one change.
     pub watches: transactions::Watches,
+    /// The thread that frees big values and flushed databases (`crate::lazyfree`).
+    pub lazyfree: crate::lazyfree::LazyFree,
     /// Clients blocked on keys, and the keys that became ready.
     pub blocked: blocking::BlockedKeys,
     /// Who is subscribed to which channels and patterns.
@@ -159,6 +161,7 @@ impl ServerState {
             persistence: PersistenceInfo::default(),
             storage,
             watches: transactions::Watches::default(),
+            lazyfree: crate::lazyfree::LazyFree::default(),
             blocked: blocking::BlockedKeys::default(),
             pubsub: crate::pubsub::PubSub::default(),
             scripting: crate::scripting::Scripting::new(),

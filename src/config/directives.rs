@@ -657,6 +657,19 @@ pub static DIRECTIVES: &[Directive] = &[
         |c, a| c.replication.diskless_sync_max_replicas =
             parse_int_in(a, 0, i32::MAX as i64)? as u64
     ),
+    // Lazy free (`crate::lazyfree`): UNLINK and the ASYNC flushes always free off the loop.
+    directive!(
+        "lazyfree-lazy-user-del",
+        true,
+        |c| yes_no(c.lazyfree_user_del),
+        |c, a| c.lazyfree_user_del = parse_bool(a)?
+    ),
+    directive!(
+        "lazyfree-lazy-user-flush",
+        true,
+        |c| yes_no(c.lazyfree_user_flush),
+        |c, a| c.lazyfree_user_flush = parse_bool(a)?
+    ),
     // Replication (a replica's side).
     directive!(
         "replica-read-only",

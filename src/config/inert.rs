@@ -616,8 +616,6 @@ pub static INERT_DIRECTIVES: &[Directive] = &[
     inert!("lazyfree-lazy-eviction", BOOL, "no"),
     inert!("lazyfree-lazy-expire", BOOL, "no"),
     inert!("lazyfree-lazy-server-del", BOOL, "no"),
-    inert!("lazyfree-lazy-user-del", BOOL, "no"),
-    inert!("lazyfree-lazy-user-flush", BOOL, "no"),
     inert!("activedefrag", BOOL, "no", no_active_defrag),
     inert!(
         "active-defrag-ignore-bytes",

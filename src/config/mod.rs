@@ -126,6 +126,11 @@ pub struct Config {
     /// `client-output-buffer-limit`, per class of client.
     pub output_buffer_limits: OutputBufferLimits,
     pub timeout_seconds: u64,
+    /// `lazyfree-lazy-user-del`: DEL frees as UNLINK does (`crate::lazyfree`).
+    pub lazyfree_user_del: bool,
+    /// `lazyfree-lazy-user-flush`: FLUSHALL / FLUSHDB without a mode flush
+    /// asynchronously.
+    pub lazyfree_user_flush: bool,
     pub loglevel: String,
     pub logfile: String,
     pub hz: u32,
@@ -486,6 +491,8 @@ impl Default for Config {
             query_buffer_bytes_max: 1024 * 1024 * 1024,
             output_buffer_limits: OutputBufferLimits::default(),
             timeout_seconds: 0,
+            lazyfree_user_del: false,
+            lazyfree_user_flush: false,
             loglevel: "notice".into(),
             logfile: String::new(),
             hz: 10,
