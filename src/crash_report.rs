@@ -1,8 +1,8 @@
 //! The report a crash leaves in the log. A panic (in any thread) or a fatal signal
 //! (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) writes which thread it was and which command
-//! was running — its name only, never its arguments, which are the clients' data — between
-//! the START and END lines Redis's crash report uses, so that the alerts operators keep
-//! for Redis find it. A signal's report is written with `write(2)` from the handler (no
+//! was running — its name only, never its arguments, which are the clients' data — and the
+//! thread's stack trace, between the START and END lines Redis's crash report uses (and
+//! under its "STACK TRACE" heading), so that the alerts operators keep for Redis find it. A signal's report is written with `write(2)` from the handler (no
 //! allocation, no lock); the process then dies of the signal, as before.
 //!
 //! What it owns: the running command's name (set by the engine around each handler, read
@@ -36,8 +36,9 @@ const END: &str = "=== TESSERA BUG REPORT END. Make sure to include from START t
 static COMMAND_PTR: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
 static COMMAND_LEN: AtomicUsize = AtomicUsize::new(0);
 
-/// Where reports go: the log file's own descriptor, or standard error.
-static LOG_FD: AtomicI32 = AtomicI32::new(2);
+/// Where reports go: the log file's own descriptor, or standard output (where the log goes
+/// without a `logfile`, as Redis's does).
+static LOG_FD: AtomicI32 = AtomicI32::new(1);
 
 const FATAL_SIGNALS: [(c_int, &str); 5] = [
     (libc::SIGSEGV, "SIGSEGV"),
@@ -101,7 +102,7 @@ fn command() -> &'static str {
 }
 
 /// Installs the panic hook and the signal handlers; reports go to `logfile` (opened again
-/// for appending, so a handler can write without the logger's lock), else standard error.
+/// for appending, so a handler can write without the logger's lock), else standard output.
 pub fn install(logfile: Option<&std::path::Path>) {
     if let Some(path) = logfile {
         use std::os::fd::IntoRawFd;
@@ -110,9 +111,11 @@ pub fn install(logfile: Option<&std::path::Path>) {
         }
     }
     std::panic::set_hook(Box::new(report_panic));
+    stack_trace::prepare();
     for (signal, _) in FATAL_SIGNALS {
         // SAFETY: a plain sigaction with a handler that only calls async-signal-safe
-        // functions (write, sigaction, raise, pthread_getname_np on the calling thread);
+        // functions (write, sigaction, raise, pthread_getname_np on the calling thread;
+        // glibc's backtrace, prepared above, as Redis's handler calls it);
         // SA_ONSTACK runs it on the thread's alternate stack (Rust's runtime gives every
         // thread one), so a stack overflow can still be reported.
         unsafe {
@@ -129,12 +132,52 @@ fn write_all(bytes: &[u8]) {
     let fd = LOG_FD.load(Ordering::Relaxed);
     let mut rest = bytes;
     while !rest.is_empty() {
-        // SAFETY: writes from a valid slice to a descriptor this module owns (or stderr).
+        // SAFETY: writes from a valid slice to a descriptor this module owns (or stdout).
         let n = unsafe { libc::write(fd, rest.as_ptr().cast(), rest.len()) };
         if n <= 0 {
             return;
         }
         rest = &rest[n as usize..];
+    }
+}
+
+/// The crashing thread's frames, under Redis's "STACK TRACE" heading: glibc's
+/// `backtrace`, written straight to the log by `backtrace_symbols_fd` (no allocation), as
+/// Redis's crash report writes them. A frame is the binary and an offset in it
+/// (`addr2line -e tessera-server <offset>` names it: Rust's functions are not in the
+/// dynamic symbol table).
+mod stack_trace {
+    /// Frames shown at most (Redis's 100).
+    const FRAMES_MAX: usize = 100;
+
+    /// The first `backtrace` loads the unwinder (it allocates): done at start-up, so that
+    /// a signal handler's does not.
+    pub fn prepare() {
+        #[cfg(target_env = "gnu")]
+        {
+            let mut frames = [std::ptr::null_mut(); 1];
+            // SAFETY: the buffer is valid for the one frame asked for.
+            unsafe { libc::backtrace(frames.as_mut_ptr(), 1) };
+        }
+    }
+
+    pub fn write() {
+        super::write_all(b"\n------ STACK TRACE ------\n\nBacktrace:\n");
+        #[cfg(target_env = "gnu")]
+        {
+            let mut frames = [std::ptr::null_mut(); FRAMES_MAX];
+            // SAFETY: the buffer is valid for FRAMES_MAX frames, and backtrace_symbols_fd
+            // reads the `count` that backtrace filled, writing to a descriptor this module
+            // owns (or stdout).
+            unsafe {
+                let count = libc::backtrace(frames.as_mut_ptr(), FRAMES_MAX as libc::c_int);
+                let fd = super::LOG_FD.load(std::sync::atomic::Ordering::Relaxed);
+                libc::backtrace_symbols_fd(frames.as_ptr(), count, fd);
+            }
+        }
+        #[cfg(not(target_env = "gnu"))]
+        super::write_all(b"(no backtrace on this platform)\n");
+        super::write_all(b"\n");
     }
 }
 
@@ -177,11 +220,13 @@ fn report_panic(info: &std::panic::PanicHookInfo<'_>) {
     };
     let report = format!(
         "{START}Tessera {} panicked (Guru Meditation: {message} #{place})\n\
-         Thread: {thread}\nCrashed running the command: {}\n{outcome}\n{END}",
+         Thread: {thread}\nCrashed running the command: {}\n{outcome}\n",
         env!("CARGO_PKG_VERSION"),
         command(),
     );
     write_all(report.as_bytes());
+    stack_trace::write();
+    write_all(END.as_bytes());
     if !contained {
         // SAFETY: restoring SIGABRT's default action and aborting have no memory-safety
         // preconditions; the default action keeps the SIGABRT handler from writing a
@@ -313,10 +358,11 @@ extern "C" fn on_fatal_signal(signal: c_int, info: *mut libc::siginfo_t, _: *mut
         "\nCrashed running the command: ",
         command(),
         "\n",
-        END,
     ] {
         write_all(piece.as_bytes());
     }
+    stack_trace::write();
+    write_all(END.as_bytes());
     // SA_RESETHAND restored the default action. A signal sent (kill, raise, abort) is
     // raised again to end the process by it; a fault returns and faults again.
     if code <= 0 || signal == libc::SIGABRT {

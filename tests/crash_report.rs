@@ -151,6 +151,20 @@ fn a_segfault_is_reported_in_the_log_file_and_acknowledged_writes_survive() {
         "{report}"
     );
     assert!(report.contains("Thread: "), "{report}");
+    // The crashing thread's frames, under Redis's heading (the suite's logging unit and
+    // operators' alerts look for it): the server's binary and an offset each.
+    let trace = report
+        .split("------ STACK TRACE ------")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no stack trace:\n{report}"));
+    let frames = trace
+        .lines()
+        .filter(|line| line.contains("tessera-server(+0x"))
+        .count();
+    assert!(
+        frames >= 3,
+        "{frames} frames of the server's binary:\n{report}"
+    );
     assert!(!log.contains(SECRET), "an argument reached the log:\n{log}");
     let server = start_server(dir.path(), &[]);
     assert_eq!(dbsize(&server), 1000);
