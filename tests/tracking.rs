@@ -620,7 +620,15 @@ fn info_figures_and_client_list_flags_match_redis() {
         clients.run(2, "CLIENT TRACKING off\n");
         clients.run(3, "RESET\nCLIENT SETNAME c3\n");
         look(&clients, admin, "BCAST clients gone");
-        clients.run(0, "FLUSHALL\n");
+        // A flush tells the trackers and empties the key table (Redis 7.0: FLUSHDB too,
+        // though its keys are of every database), even with nobody tracking any more.
+        clients.run(0, "MGET a b c\n");
+        clients.run(1, "FLUSHDB\n");
+        look(&clients, admin, "one database flushed");
+        clients.run(0, "MGET a b c\nCLIENT TRACKING off\n");
+        clients.run(1, "CLIENT TRACKING off\n");
+        look(&clients, admin, "nobody tracks, keys remembered");
+        clients.run(2, "FLUSHDB\n");
         look(&clients, admin, "flushed");
         observed
     };

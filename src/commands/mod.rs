@@ -524,11 +524,10 @@ impl<'a> Ctx<'a> {
     }
 
     /// FLUSHDB / FLUSHALL, once per command: every tracking client is told that all its
-    /// cached keys are invalid (SWAPDB tells nobody, as in Redis 7.0).
+    /// cached keys are invalid, and the key table is emptied (SWAPDB tells nobody, as in
+    /// Redis 7.0).
     pub fn invalidate_all_tracked(&mut self) {
-        if self.server.tracking.client_count() == 0 {
-            return;
-        }
+        // Even with nobody tracking now, the keys remembered are forgotten.
         let mut origin = self.origin.as_deref_mut();
         let host = &mut *self.host;
         self.server.tracking.flushed(&mut |id, message| {

@@ -64,11 +64,9 @@ impl Engine {
                         .watches
                         .touch_db(&self.keyspace, db, None, now_ms);
                 }
-                if self.state.tracking.client_count() > 0 {
-                    self.state.tracking.flushed(&mut |id, message| {
-                        Origin::route(Some(&mut origin), host, id, message)
-                    });
-                }
+                self.state.tracking.flushed(&mut |id, message| {
+                    Origin::route(Some(&mut origin), host, id, message)
+                });
                 self.keyspace = loaded;
             }
             Adopt::Add { merge } => {
