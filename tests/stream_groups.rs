@@ -278,7 +278,7 @@ fn blocked_read(port: u16, resp3: bool, then: &[&str]) -> (V, V) {
     other.cmd(&["XADD", "s", "1-1", "f", "v"]);
     other.cmd(&["XGROUP", "CREATE", "s", "g", "$"]);
     reader.send(
-        &words("XREADGROUP GROUP g c BLOCK 2000 STREAMS s >")
+        &words("XREADGROUP GROUP g c BLOCK 800 STREAMS s >")
             .iter()
             .map(|w| w.as_bytes())
             .collect::<Vec<_>>(),
