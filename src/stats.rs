@@ -45,6 +45,9 @@ pub struct Stats {
     pub capture_copied_values: u64,
     /// Keys evicted under `maxmemory` (`engine::evict`).
     pub evicted_keys: u64,
+    /// Errors this replica answered to its master's stream (Redis's
+    /// `stat_unexpected_error_replies`: a divergence, or a bug).
+    pub unexpected_error_replies: u64,
     /// Time spent over `maxmemory` with eviction not done, before the current episode,
     /// and when the current one began (Redis's `stat_*_eviction_exceeded_time`).
     pub eviction_exceeded_total: std::time::Duration,

@@ -884,3 +884,68 @@ fn debug_reload_sends_the_dels_of_the_keys_it_drops() {
     });
     run(&mut conn, &["DEBUG", "SET-ACTIVE-EXPIRE", "1"]);
 }
+
+/// DEBUG REPLICATE sends a command to the replicas without running it (Redis's way to
+/// make datasets diverge on purpose); a replica that answers its master's command with an
+/// error logs it as Redis logs it (`== CRITICAL ==`, the error, the command's name) and
+/// counts it in INFO's `unexpected_error_replies`. A redis-server replica and a Tessera
+/// replica of one Tessera master, side by side.
+#[test]
+fn a_replica_logs_the_errors_its_master_s_commands_get_as_redis_does() {
+    if require_redis_or_skip(WHOLE_TEST).is_none() {
+        return;
+    }
+    let dir = temp_dir();
+    let master = start_master(dir.path(), &["--enable-debug-command", "yes"]);
+    let mut conn = master.connection();
+    let redis_replica = Replica::start(master.port);
+    let replica_dir = temp_dir();
+    let port = master.port.to_string();
+    let tessera_replica =
+        common::start_server(replica_dir.path(), &["--replicaof", "127.0.0.1", &port]);
+    wait_online(&mut conn, 2);
+    let mut replicas = [redis_replica.connection(), tessera_replica.connection()];
+    for replica in &mut replicas {
+        run(replica, &["CONFIG", "SET", "replica-read-only", "no"]);
+        run(replica, &["SET", "number", "foo"]);
+    }
+    run(&mut conn, &["DEBUG", "REPLICATE", "fake-command-1", "x"]);
+    run(&mut conn, &["INCRBY", "number", "1"]);
+    run(&mut conn, &["SET", "after", "1"]);
+    for replica in &mut replicas {
+        wait_caught_up(&mut conn, replica);
+        assert_eq!(
+            field(&info(replica, "stats"), "unexpected_error_replies").as_deref(),
+            Some("2")
+        );
+        // The master ran neither the fake command nor the replica's write.
+        let number: String = redis::cmd("GET").arg("number").query(replica).unwrap();
+        assert_eq!(number, "foo");
+    }
+    assert_eq!(
+        redis::cmd("GET")
+            .arg("number")
+            .query::<String>(&mut conn)
+            .unwrap(),
+        "1"
+    );
+    for log in [redis_replica.log(), tessera_replica.log()] {
+        let critical: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("== CRITICAL =="))
+            .collect();
+        assert_eq!(critical.len(), 2, "{log}");
+        assert!(
+            critical[0].contains(
+                "This replica is sending an error to its master: 'unknown command 'fake-command-1', with args beginning with: 'x' ' after processing the command '<unknown>'"
+            ),
+            "{log}"
+        );
+        assert!(
+            critical[1].contains(
+                "This replica is sending an error to its master: 'value is not an integer or out of range' after processing the command 'incrby'"
+            ),
+            "{log}"
+        );
+    }
+}

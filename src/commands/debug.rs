@@ -109,6 +109,9 @@ enum Sub {
     SetDisableDenyScripts,
     PauseCron,
     AofFlushSleep,
+    /// Sends a command to the replicas without running it (Redis's way to make data
+    /// diverge on purpose, for tests).
+    Replicate,
     QuicklistPackedThreshold,
     ChangeReplId,
     StringmatchTest,
@@ -169,7 +172,7 @@ const SUBCOMMANDS: &[(&str, Words, Sub)] = &[
         Sub::NotSupported,
     ),
     ("aof-flush-sleep", Words::Exactly(3), Sub::AofFlushSleep),
-    ("replicate", Words::AtLeast(3), Sub::NotSupported),
+    ("replicate", Words::AtLeast(3), Sub::Replicate),
     ("structsize", Words::Exactly(2), Sub::NotSupported),
     ("htstats", Words::Exactly(3), Sub::NotSupported),
     ("htstats-key", Words::Exactly(3), Sub::NotSupported),
@@ -366,6 +369,10 @@ fn debug(ctx: &mut Ctx, args: &Args) -> Action {
         Sub::AofFlushSleep => {
             // The log writer sleeps before each write (the event loop hands it over).
             ctx.server.aof_flush_sleep_us = c_atoi(args[2]).max(0) as u64;
+            ctx.out.ok();
+        }
+        Sub::Replicate => {
+            ctx.propagate_to_replicas(&args[2..]);
             ctx.out.ok();
         }
         Sub::SetDisableDenyScripts => {

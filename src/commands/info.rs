@@ -429,6 +429,11 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
             );
             kv(
                 out,
+                "unexpected_error_replies",
+                &server.stats.unexpected_error_replies,
+            );
+            kv(
+                out,
                 "total_error_replies",
                 &server.commands.total_error_replies,
             );

@@ -148,6 +148,33 @@ pub enum PsyncAnswer {
     Refused(String),
 }
 
+/// Redis's `afterErrorReply` for its master's client: an error this replica answered to
+/// a command of the master's stream (the reply is dropped) means the datasets diverged,
+/// or a bug; it is logged as Redis logs it, with the error (its first 4,096 bytes) and
+/// the command's full name.
+pub fn log_error_to_master(reply: &[u8], argv: &[&[u8]]) {
+    let end = reply
+        .iter()
+        .position(|&b| b == b'\r')
+        .unwrap_or(reply.len())
+        .min(4096 + 1);
+    // Redis logs what its reply function was given: the text without `ERR ` for the
+    // generic code.
+    let text = &reply[1..end];
+    let error = String::from_utf8_lossy(text.strip_prefix(b"ERR ").unwrap_or(text));
+    let name = crate::commands::global_registry()
+        .get(argv[0])
+        .map(|spec| {
+            crate::acl::table::table()
+                .for_request(spec.name, argv)
+                .map_or_else(|| spec.name.to_string(), |c| c.full_name.clone())
+        })
+        .unwrap_or_else(|| "<unknown>".to_string());
+    tracing::warn!(
+        "== CRITICAL == This replica is sending an error to its master: '{error}' after processing the command '{name}'"
+    );
+}
+
 /// Reads PSYNC's reply line (without its CRLF).
 pub fn parse_psync_answer(line: &str) -> PsyncAnswer {
     if let Some(rest) = line.strip_prefix("+FULLRESYNC") {

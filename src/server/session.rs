@@ -679,7 +679,14 @@ impl Server {
                 registry: self.poll.registry(),
                 next_client_id: &mut self.next_client_id,
             });
+        let replied_from = output.len();
+        let argv = request.argv;
+        let from_master = mode == Mode::Master;
         let outcome = self.engine.execute(state, output, request, mode, &mut host);
+        if from_master && output.get(replied_from) == Some(&b'-') {
+            crate::replication::replica::log_error_to_master(&output[replied_from..], argv);
+            self.engine.state.stats.unexpected_error_replies += 1;
+        }
         let admitted = host.admitted;
         std::mem::swap(&mut unblocked, &mut host.unblocked);
         for (token, id, deadline) in unblocked {
