@@ -906,17 +906,20 @@ fn a_replica_logs_the_errors_its_master_s_commands_get_as_redis_does() {
     wait_online(&mut conn, 2);
     let mut replicas = [redis_replica.connection(), tessera_replica.connection()];
     for replica in &mut replicas {
+        // Not before its sync is over: the master's dataset would replace the write.
+        wait_link_up(replica);
         run(replica, &["CONFIG", "SET", "replica-read-only", "no"]);
         run(replica, &["SET", "number", "foo"]);
     }
     run(&mut conn, &["DEBUG", "REPLICATE", "fake-command-1", "x"]);
     run(&mut conn, &["INCRBY", "number", "1"]);
     run(&mut conn, &["SET", "after", "1"]);
-    for replica in &mut replicas {
+    for (index, replica) in replicas.iter_mut().enumerate() {
         wait_caught_up(&mut conn, replica);
         assert_eq!(
             field(&info(replica, "stats"), "unexpected_error_replies").as_deref(),
-            Some("2")
+            Some("2"),
+            "replica {index}"
         );
         // The master ran neither the fake command nor the replica's write.
         let number: String = redis::cmd("GET").arg("number").query(replica).unwrap();
@@ -948,4 +951,68 @@ fn a_replica_logs_the_errors_its_master_s_commands_get_as_redis_does() {
             "{log}"
         );
     }
+}
+
+/// A writable replica (`replica-read-only no`): a write finding a key its master let
+/// expire deletes it first (INCR starts again, with no TTL); a read sees it gone but
+/// leaves it; the keys its own clients gave an expiry, it expires itself (Redis's
+/// `expireSlaveKeys`), the master's it leaves to the master. A redis-server replica and a
+/// Tessera replica of one Tessera master, side by side.
+#[test]
+fn a_writable_replica_expires_as_redis_does() {
+    if require_redis_or_skip(WHOLE_TEST).is_none() {
+        return;
+    }
+    let dir = temp_dir();
+    let master = start_master(dir.path(), &["--enable-debug-command", "yes"]);
+    let mut conn = master.connection();
+    let redis_replica = Replica::start(master.port);
+    let replica_dir = temp_dir();
+    let port = master.port.to_string();
+    let tessera_replica =
+        common::start_server(replica_dir.path(), &["--replicaof", "127.0.0.1", &port]);
+    wait_online(&mut conn, 2);
+    run(&mut conn, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    run(&mut conn, &["SET", "key1", "5", "PX", "10"]);
+    run(&mut conn, &["SET", "key2", "5", "PX", "10"]);
+    run(&mut conn, &["SET", "master-ttl", "5", "PX", "10"]);
+    std::thread::sleep(Duration::from_millis(20));
+    let mut replicas = [redis_replica.connection(), tessera_replica.connection()];
+    let mut transcripts = Vec::new();
+    for replica in &mut replicas {
+        wait_caught_up(&mut conn, replica);
+        let mut t = Vec::new();
+        let mut step = |replica: &mut redis::Connection, args: &[&str]| {
+            let mut command = redis::cmd(args[0]);
+            for arg in &args[1..] {
+                command.arg(*arg);
+            }
+            t.push(format!("{:?}", command.query::<redis::Value>(replica)));
+        };
+        step(replica, &["DBSIZE"]);
+        step(replica, &["CONFIG", "SET", "replica-read-only", "no"]);
+        step(replica, &["INCR", "key1"]);
+        step(replica, &["TTL", "key1"]);
+        step(replica, &["GET", "key2"]);
+        step(replica, &["DBSIZE"]);
+        step(replica, &["SET", "own", "1", "PX", "300"]);
+        step(replica, &["SET", "own-later", "1", "EX", "100"]);
+        transcripts.push(t);
+    }
+    // The replica's cron expires its own key (the second expiry, after INCR's of key1);
+    // the master's expired ones stay.
+    for replica in &mut replicas {
+        wait_until(
+            "the replica's own key to expire",
+            Duration::from_secs(10),
+            || info_field(replica, "expired_keys").as_deref() == Some("2"),
+        );
+        let size: i64 = redis::cmd("DBSIZE").query(replica).unwrap();
+        transcripts.push(vec![format!("{size}")]);
+    }
+    assert_eq!(transcripts[0], transcripts[1]);
+    assert_eq!(transcripts[2], transcripts[3]);
+    assert_eq!(transcripts[1][2], "Ok(int(1))");
+    assert_eq!(transcripts[1][3], "Ok(int(-1))");
+    assert_eq!(transcripts[3][0], "4", "key1, key2, master-ttl, own-later");
 }

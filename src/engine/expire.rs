@@ -42,32 +42,7 @@ impl Engine {
                 let db = &mut self.keyspace.dbs[db_index];
                 if db.slot_volatile_count(cursor) > 0 {
                     for key in db.expired_in_slot(cursor, now_ms) {
-                        db.remove(&key);
-                        self.state.stats.expired_keys += 1;
-                        self.state.dirty += 1;
-                        crate::notify::keyspace_event(
-                            self.state.config.notify_keyspace_events,
-                            &self.state.pubsub,
-                            EventClass::Expired,
-                            "expired",
-                            &key,
-                            db_index,
-                            &mut |id, message| {
-                                host.deliver(id, message);
-                            },
-                        );
-                        self.effects.record(db_index, &[b"DEL", &key]);
-                        self.state.watches.touch(db_index, &key, false);
-                        // Served by the cron once the cycle is over (`Server::cron`).
-                        self.state.blocked.signal(db_index, &key);
-                        if self.state.tracking.watches_changes() {
-                            self.state.tracking.key_changed(
-                                &key,
-                                None,
-                                None,
-                                &mut |id, message| host.deliver(id, message),
-                            );
-                        }
+                        self.delete_expired(db_index, &key, host);
                     }
                 }
                 cursor = (cursor + 1) % SLOT_COUNT;
@@ -78,5 +53,88 @@ impl Engine {
             *start = cursor;
         }
         self.latency_event("expire-cycle", started);
+    }
+
+    /// Deletes a key found expired, as Redis's `deleteExpiredKeyAndPropagate`: a DEL in
+    /// the effects stream, the `expired` event, WATCH touched, its blocked readers and
+    /// tracking clients told.
+    fn delete_expired(&mut self, db_index: usize, key: &[u8], host: &mut dyn Host) {
+        self.keyspace.dbs[db_index].remove(key);
+        self.state.stats.expired_keys += 1;
+        self.state.dirty += 1;
+        crate::notify::keyspace_event(
+            self.state.config.notify_keyspace_events,
+            &self.state.pubsub,
+            EventClass::Expired,
+            "expired",
+            key,
+            db_index,
+            &mut |id, message| {
+                host.deliver(id, message);
+            },
+        );
+        self.effects.record(db_index, &[b"DEL", key]);
+        self.state.watches.touch(db_index, key, false);
+        // Served by the cron once the cycle is over (`Server::cron`).
+        self.state.blocked.signal(db_index, key);
+        if self.state.tracking.watches_changes() {
+            self.state
+                .tracking
+                .key_changed(key, None, None, &mut |id, message| {
+                    host.deliver(id, message)
+                });
+        }
+    }
+
+    /// Remembers the keys a client's write left with an expiry on a replica (a writable
+    /// one: `replica-read-only no`): the master knows nothing of them, so this replica
+    /// expires them itself (Redis's `rememberSlaveKeyWithExpire`).
+    pub(super) fn remember_replica_keys_with_expire(&mut self, db: usize, keys: &[&[u8]]) {
+        let Some(bit) = 1u64.checked_shl(db as u32) else {
+            return; // Redis keeps the databases below 64 only, too
+        };
+        for key in keys {
+            if self.keyspace.dbs[db]
+                .get(key)
+                .is_some_and(|e| e.has_expiry())
+            {
+                *self
+                    .replica_keys_with_expire
+                    .entry(bytes::Bytes::copy_from_slice(key))
+                    .or_default() |= bit;
+            }
+        }
+    }
+
+    /// The replica's expiry cycle (Redis's `expireSlaveKeys`): the keys its own clients
+    /// gave an expiry are deleted once due; one gone, or without an expiry now, is
+    /// forgotten. The master's keys wait for the master's DEL.
+    pub fn expire_replica_keys(&mut self, now_ms: i64, host: &mut dyn Host) {
+        if self.replica_keys_with_expire.is_empty()
+            || !self.state.active_expire
+            || !self.state.replication.is_replica()
+        {
+            return;
+        }
+        let remembered = std::mem::take(&mut self.replica_keys_with_expire);
+        for (key, dbs) in remembered {
+            let mut still = 0u64;
+            for db in (0..64).filter(|db| dbs & (1 << db) != 0) {
+                if db >= self.keyspace.dbs.len() {
+                    continue;
+                }
+                let Some(entry) = self.keyspace.dbs[db].get(&key) else {
+                    continue;
+                };
+                if entry.is_expired(now_ms) {
+                    self.delete_expired(db, &key, host);
+                } else if entry.has_expiry() {
+                    still |= 1 << db;
+                }
+            }
+            if still != 0 {
+                self.replica_keys_with_expire.insert(key, still);
+            }
+        }
     }
 }

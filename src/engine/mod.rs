@@ -71,6 +71,9 @@ pub struct Engine {
     /// keys, which each read-only command of the script remembers for it (Redis's rule for
     /// scripts: their own key arguments are not the caller's).
     script_tracked_keys: Option<Vec<Vec<u8>>>,
+    /// On a writable replica: keys its clients gave an expiry, with a bit per database
+    /// (`expire::expire_replica_keys`).
+    replica_keys_with_expire: hashbrown::HashMap<bytes::Bytes, u64>,
 }
 
 /// One command as received.
@@ -405,6 +408,7 @@ impl Engine {
             registry: global_registry(),
             origin: None,
             script_tracked_keys: None,
+            replica_keys_with_expire: hashbrown::HashMap::new(),
         }
     }
 
@@ -656,11 +660,15 @@ impl Engine {
             Mode::ServeBlocked(key) => BlockMode::Serving(key),
             Mode::Exec | Mode::Replay | Mode::Master | Mode::Script(_) => BlockMode::Never,
         };
-        // A replica's clients see expired keys as gone, but only the master deletes them;
-        // so does everyone during CLIENT PAUSE, which keeps the dataset as it is (Redis's
-        // expireIfNeeded while clients are paused).
+        // A replica's clients see expired keys as gone, but only the master deletes them
+        // (a write on a writable replica deletes the expired key it finds, Redis's
+        // `force_delete_expired`); so does everyone during CLIENT PAUSE, which keeps the
+        // dataset as it is (Redis's expireIfNeeded while clients are paused).
+        let writable_replica_write =
+            spec.has(flags::WRITE) && !self.state.config.replication.replica_read_only;
+        let replica = self.state.replication.is_replica();
         let keep_expired = !as_master
-            && (self.state.replication.is_replica() || self.state.pause.freezes_dataset(now_ms));
+            && ((replica && !writable_replica_write) || self.state.pause.freezes_dataset(now_ms));
         let mut ctx = Ctx {
             keyspace: &mut self.keyspace,
             out: ReplyWriter::new(reply, session.resp3),
@@ -687,6 +695,13 @@ impl Engine {
         let ctx_errors = std::mem::take(&mut ctx.out.error_kinds);
         if spec.has(flags::READONLY) && self.state.tracking.client_count() > 0 && !replay {
             self.remember_tracked_keys(session, spec, request.argv, in_script);
+        }
+        if replica && writable_replica_write && !as_master && !in_script {
+            let keys: Vec<&[u8]> = crate::commands::tracked_key_positions(spec, request.argv)
+                .into_iter()
+                .map(|index| request.argv[index])
+                .collect();
+            self.remember_replica_keys_with_expire(session.db, &keys);
         }
         self.state.commands.count_errors(&ctx_errors);
         self.state.stats.total_commands_processed += 1;
