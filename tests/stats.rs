@@ -333,3 +333,50 @@ fn info_counts_cached_scripts_and_functions_as_redis() {
         assert_eq!(values(&mut conn), ["0", "0", "0"], "port {port}");
     }
 }
+
+/// CONFIG RESETSTAT zeroes the sync and persistence counters too (Redis's
+/// `resetServerStats`): a full sync served (`sync_full`), a partial one refused
+/// (`sync_partial_err`), a SAVE (`rdb_saves`).
+#[test]
+fn resetstat_zeroes_the_sync_and_save_counters_as_redis_does() {
+    let Some((server, redis, _dir)) = both() else {
+        return;
+    };
+    let counted = [
+        "sync_full",
+        "sync_partial_ok",
+        "sync_partial_err",
+        "rdb_saves",
+    ];
+    let observe = |port: u16| -> Vec<Vec<String>> {
+        let mut conn = Conn::new(port);
+        conn.cmd(&["SET", "k", "v"]);
+        // A PSYNC of an unknown history: refused (sync_partial_err), then served in full
+        // (sync_full); the link is dropped once the snapshot's header came.
+        let mut replica = Conn::new(port);
+        replica.send(&[b"PSYNC", b"0123456789012345678901234567890123456789", b"1"]);
+        let header = replica.read();
+        assert!(
+            matches!(&header, V::Simple(line) if line.starts_with("FULLRESYNC")),
+            "{header:?}"
+        );
+        drop(replica);
+        conn.cmd(&["SAVE"]);
+        let mut seen = Vec::new();
+        for _ in 0..2 {
+            seen.push(
+                info(&mut conn, "stats persistence")
+                    .into_iter()
+                    .filter(|line| counted.iter().any(|c| line.starts_with(&format!("{c}:"))))
+                    .collect(),
+            );
+            conn.cmd(&["CONFIG", "RESETSTAT"]);
+        }
+        seen
+    };
+    let ours = observe(server.port);
+    let theirs = observe(redis.port);
+    assert_eq!(ours, theirs);
+    assert!(ours[0].contains(&"sync_full:1".to_string()), "{ours:?}");
+    assert!(ours[1].contains(&"sync_full:0".to_string()), "{ours:?}");
+}

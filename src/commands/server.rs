@@ -292,6 +292,12 @@ fn config(ctx: &mut Ctx, args: &Args) -> Action {
             ctx.server.stats.reset();
             ctx.server.commands.reset();
             ctx.server.lazyfree.reset_freed();
+            // Redis's resetServerStats resets the sync and persistence counters too.
+            ctx.server.replication.stats = Default::default();
+            let persistence = &mut ctx.server.persistence;
+            persistence.aof_rewrites = 0;
+            persistence.aof_rewrites_consecutive_failures = 0;
+            persistence.rdb_saves = 0;
             ctx.out.ok();
         }
         _ => {
