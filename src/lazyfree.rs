@@ -75,12 +75,16 @@ impl LazyFree {
     }
 
     fn send(&mut self, garbage: Garbage, objects: u64) {
+        if self.sender.is_none() {
+            self.sender = spawn(self.counters.clone());
+        }
+        let Some(sender) = &self.sender else {
+            // No thread could be started (the system's limit): freed here, as before.
+            return;
+        };
         self.counters.pending.fetch_add(objects, Ordering::Relaxed);
-        let sender = self
-            .sender
-            .get_or_insert_with(|| spawn(self.counters.clone()));
         if let Err(mpsc::SendError(garbage)) = sender.send(garbage) {
-            // The thread is gone (it panicked dropping a value): free here, as before.
+            // The thread is gone: freed here; the next one starts a thread again.
             self.sender = None;
             drop(garbage);
             self.counters.pending.fetch_sub(objects, Ordering::Relaxed);
@@ -88,9 +92,10 @@ impl LazyFree {
     }
 }
 
-fn spawn(counters: Arc<Counters>) -> mpsc::Sender<Garbage> {
+/// Starts the freeing thread; None if the system refuses a thread.
+fn spawn(counters: Arc<Counters>) -> Option<mpsc::Sender<Garbage>> {
     let (sender, receiver) = mpsc::channel::<Garbage>();
-    std::thread::Builder::new()
+    let started = std::thread::Builder::new()
         .name("lazy-free".into())
         .spawn(move || {
             // Ends when the server drops its sender.
@@ -103,9 +108,14 @@ fn spawn(counters: Arc<Counters>) -> mpsc::Sender<Garbage> {
                 counters.pending.fetch_sub(objects, Ordering::Relaxed);
                 counters.freed.fetch_add(objects, Ordering::Relaxed);
             }
-        })
-        .expect("the lazy-free thread starts");
-    sender
+        });
+    match started {
+        Ok(_) => Some(sender),
+        Err(e) => {
+            tracing::warn!("can't start the lazy-free thread ({e}): freeing on the event loop");
+            None
+        }
+    }
 }
 
 /// Redis's `lazyfreeGetFreeEffort`: about how many allocations freeing `value` takes. A
