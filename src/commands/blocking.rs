@@ -308,7 +308,8 @@ fn pop_first(ctx: &mut Ctx, args: &Args, want: Found, take: &dyn Fn(&mut Ctx, &[
 
 fn list_pop(end: End) -> impl Fn(&mut Ctx, &[u8]) {
     move |ctx: &mut Ctx, key: &[u8]| {
-        let popped = super::lists::pop_and_propagate(ctx, key, end, None);
+        let popped =
+            super::lists::pop_and_propagate(ctx, key, end, None, super::lists::LoggedCount::Asked);
         ctx.out.array(2);
         ctx.out.bulk(key);
         ctx.out.bulk(&popped[0]);
@@ -395,8 +396,13 @@ fn blmpop(ctx: &mut Ctx, args: &Args) -> Action {
         match found(ctx, key) {
             Found::Missing => {}
             Found::List => {
-                let popped =
-                    super::lists::pop_and_propagate(ctx, key, end, Some(count.unwrap_or(1)));
+                let popped = super::lists::pop_and_propagate(
+                    ctx,
+                    key,
+                    end,
+                    Some(count.unwrap_or(1)),
+                    super::lists::LoggedCount::Popped,
+                );
                 ctx.out.array(2);
                 ctx.out.bulk(key);
                 ctx.out.bulk_strings(popped.iter());

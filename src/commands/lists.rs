@@ -248,6 +248,15 @@ fn rpushx(ctx: &mut Ctx, args: &Args) -> Action {
     push_generic(ctx, args, End::Right, true)
 }
 
+/// The count a pop's log record carries, as Redis propagates it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LoggedCount {
+    /// LPOP / RPOP: the command as sent.
+    Asked,
+    /// LMPOP / BLMPOP, rewritten as LPOP / RPOP of the elements popped.
+    Popped,
+}
+
 /// Pops up to `count` elements (one, unwrapped, when `count` is None) from `key`'s `end`,
 /// logs `LPOP/RPOP key [count]` and deletes the key if it emptied. Returns the popped
 /// elements; the caller checked the type (a non-list key gives an empty result).
@@ -256,6 +265,7 @@ pub(crate) fn pop_and_propagate(
     key: &[u8],
     end: End,
     count: Option<usize>,
+    logged: LoggedCount,
 ) -> Vec<Vec<u8>> {
     let Ok(Some(list)) = ctx.write::<List>(key) else {
         return Vec::new();
@@ -270,7 +280,11 @@ pub(crate) fn pop_and_propagate(
     }
     let name: &[u8] = if end == End::Left { b"LPOP" } else { b"RPOP" };
     match count {
-        Some(n) => {
+        Some(asked) => {
+            let n = match logged {
+                LoggedCount::Asked => asked,
+                LoggedCount::Popped => popped.len(),
+            };
             let text = itoa::Buffer::new().format(n).to_owned();
             ctx.propagate(&[name, key, text.as_bytes()]);
         }
@@ -308,7 +322,7 @@ fn pop_generic(ctx: &mut Ctx, args: &Args, end: End) -> Action {
         ctx.out.array(0);
         return Action::None;
     }
-    let popped = pop_and_propagate(ctx, args[1], end, count);
+    let popped = pop_and_propagate(ctx, args[1], end, count, LoggedCount::Asked);
     match count {
         Some(_) => ctx.out.bulk_strings(popped.iter()),
         None => ctx.out.bulk(&popped[0]),
@@ -664,7 +678,8 @@ fn lmpop(ctx: &mut Ctx, args: &Args) -> Action {
         match ctx.read::<List>(key) {
             Err(_) => return Action::None,
             Ok(Some(list)) if !list.is_empty() => {
-                let popped = pop_and_propagate(ctx, key, end, Some(count.unwrap_or(1)));
+                let popped =
+                    pop_and_propagate(ctx, key, end, Some(count.unwrap_or(1)), LoggedCount::Popped);
                 ctx.out.array(2);
                 ctx.out.bulk(key);
                 ctx.out.bulk_strings(popped.iter());
