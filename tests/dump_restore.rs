@@ -379,3 +379,67 @@ fn target_state(conn: &mut Conn) -> Vec<String> {
     state.sort();
     state
 }
+
+/// RESTORE is replicated (and logged) as Redis's: the command as sent, a relative TTL
+/// made absolute with ABSTTL added; with no TTL, or ABSTTL given, as it was sent.
+#[test]
+fn restore_is_replicated_in_redis_s_form() {
+    let Some(binary) = require_redis_or_skip(WHOLE_TEST) else {
+        return;
+    };
+    let cli = binary.with_file_name("redis-cli");
+    let stream = |port: u16| -> Vec<String> {
+        let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+        let mut conn = client.get_connection().unwrap();
+        run(&mut conn, &["SET", "source", "bar"]);
+        let payload: Vec<u8> = redis::cmd("DUMP").arg("source").query(&mut conn).unwrap();
+        let far = (std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis()
+            + 100_000)
+            .to_string();
+        let restore = |words: &[&str]| -> Vec<Vec<u8>> {
+            let mut command: Vec<Vec<u8>> = vec![b"RESTORE".to_vec(), words[0].into()];
+            command.push(words[1].into());
+            command.push(payload.clone());
+            command.extend(words[2..].iter().map(|w| w.as_bytes().to_vec()));
+            command
+        };
+        let commands = vec![
+            restore(&["a", "0"]),
+            restore(&["b", "100000"]),
+            restore(&["c", &far, "absttl"]),
+            restore(&["a", "0", "REPLACE"]),
+            restore(&["d", "100000", "REPLACE", "IDLETIME", "10"]),
+        ];
+        common::replication::stream_of(&cli, port, &commands)
+            .into_iter()
+            // The absolute times and the payload's bytes differ from run to run.
+            .map(|line| {
+                let words: Vec<&str> = line.split("\",\"").collect();
+                let mut shape = vec![words[0].to_string(), words[1].to_string()];
+                shape.push(if words[2] == "0" { "0" } else { "<ms>" }.to_string());
+                shape.extend(words[4..].iter().map(|w| w.to_string()));
+                shape.join(" ")
+            })
+            .collect()
+    };
+    let redis_dir = temp_dir();
+    let redis = RedisOracle::start_with(&binary, redis_dir.path(), &["--appendonly", "no"]);
+    let theirs = stream(redis.port);
+    let dir = temp_dir();
+    let server = start_server(dir.path(), &[]);
+    let ours = stream(server.port);
+    assert_eq!(ours, theirs);
+    assert_eq!(
+        ours,
+        [
+            "\"restore a 0",
+            "\"restore b <ms> absttl\"",
+            "\"restore c <ms> absttl\"",
+            "\"restore a 0 replace\"",
+            "\"restore d <ms> replace idletime 10 absttl\""
+        ]
+    );
+}

@@ -382,48 +382,6 @@ fn loads_plain_lists_and_skips_empty_quicklists() {
     assert!(common::try_start_server(dir.path(), &["--appendonly", "no"]).is_err());
 }
 
-/// The replication stream `redis-cli --replica` shows for `commands`, up to the final
-/// `SET done 1` (the SYNC's own lines and the keepalive PINGs left out).
-fn replica_stream(cli: &std::path::Path, port: u16, commands: &[&[&str]]) -> Vec<String> {
-    let mut follower = std::process::Command::new(cli)
-        .args(["-p", &port.to_string(), "--replica"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (received, _stderr) = common::read_child_output(&mut follower);
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
-    let mut conn = client.get_connection().unwrap();
-    // The follower takes the stream once its (empty) snapshot is sent.
-    common::wait_until(
-        "redis-cli to be online",
-        std::time::Duration::from_secs(30),
-        || {
-            let info: String = redis::cmd("INFO")
-                .arg("replication")
-                .query(&mut conn)
-                .unwrap();
-            info.contains("state=online")
-        },
-    );
-    for command in commands {
-        run(&mut conn, command);
-    }
-    run(&mut conn, &["SET", "done", "1"]);
-    let mut lines = Vec::new();
-    while let Ok(line) = received.recv_timeout(std::time::Duration::from_secs(10)) {
-        if line.contains(r#""done""#) {
-            break;
-        }
-        if line.starts_with('"') && !line.contains(r#""PING""#) && !line.contains(r#""SELECT""#) {
-            lines.push(line.to_lowercase());
-        }
-    }
-    let _ = follower.kill();
-    let _ = follower.wait();
-    lines
-}
-
 /// LMPOP and BLMPOP are logged and replicated as LPOP / RPOP of the elements they popped;
 /// LPOP with a count as it was sent (Redis's propagation).
 #[test]
@@ -432,7 +390,7 @@ fn multi_pops_are_replicated_as_the_pops_they_made() {
         return;
     };
     let cli = binary.with_file_name("redis-cli");
-    let commands: &[&[&str]] = &[
+    let words: &[&[&str]] = &[
         &["RPUSH", "a", "1", "2", "3"],
         &["LMPOP", "1", "a", "LEFT", "COUNT", "1"],
         &["LMPOP", "2", "none", "a", "RIGHT", "COUNT", "10"],
@@ -440,12 +398,16 @@ fn multi_pops_are_replicated_as_the_pops_they_made() {
         &["BLMPOP", "0", "1", "b", "LEFT", "COUNT", "2"],
         &["LPOP", "b", "5"],
     ];
+    let commands: Vec<Vec<Vec<u8>>> = words
+        .iter()
+        .map(|c| c.iter().map(|w| w.as_bytes().to_vec()).collect())
+        .collect();
     let redis_dir = temp_dir();
     let redis = RedisOracle::start_with(&binary, redis_dir.path(), &["--appendonly", "no"]);
-    let theirs = replica_stream(&cli, redis.port, commands);
+    let theirs = common::replication::stream_of(&cli, redis.port, &commands);
     let dir = temp_dir();
     let server = start_server(dir.path(), &[]);
-    let ours = replica_stream(&cli, server.port, commands);
+    let ours = common::replication::stream_of(&cli, server.port, &commands);
     assert_eq!(ours, theirs);
     assert!(
         ours.contains(&r#""rpop","a","2""#.to_string())

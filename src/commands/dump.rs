@@ -3,9 +3,9 @@
 //! between Tessera and Redis in both directions.
 //!
 //! RESTORE is logged in a form that replays to the same key whatever the clock says
-//! then: `RESTORE key <absolute ms or 0> payload REPLACE ABSTTL` (Redis rewrites its
-//! relative TTL to an absolute one for the same reason). IDLETIME and FREQ set the key's
-//! access field, which is not durable, so they are not logged.
+//! then, Redis's: the command as sent, a relative TTL rewritten as an absolute one with
+//! ABSTTL added. (A RESTORE without REPLACE that ran found no key, so its replay finds
+//! none either.)
 
 use super::{Action, Args, Ctx, EventClass, NOT_INTEGER, SYNTAX_ERROR, eq_ignore_case, flags};
 use crate::access::Access;
@@ -152,20 +152,14 @@ fn restore(ctx: &mut Ctx, args: &Args) -> Action {
         expire_at_ms,
     });
     ctx.notify(EventClass::Generic, "restore", key);
-    let ttl = if expire_at_ms == NO_EXPIRY {
-        0
-    } else {
-        expire_at_ms
-    };
-    let ttl = ttl.to_string();
-    ctx.propagate(&[
-        b"RESTORE",
-        key,
-        ttl.as_bytes(),
-        args[3],
-        b"REPLACE",
-        b"ABSTTL",
-    ]);
+    // Redis's form: the command as sent, a relative TTL made absolute (and ABSTTL added).
+    let absolute = expire_at_ms.to_string();
+    let mut logged: Vec<&[u8]> = args.to_vec();
+    if ttl != 0 && !options.absolute_ttl {
+        logged[2] = absolute.as_bytes();
+        logged.push(b"ABSTTL");
+    }
+    ctx.propagate(&logged);
     ctx.out.ok();
     Action::None
 }

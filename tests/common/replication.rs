@@ -309,3 +309,50 @@ pub fn same_replication_fields(
     );
     (ours_info, theirs_info)
 }
+
+/// The replication stream `redis-cli --replica` shows for `commands` (each its words as
+/// bytes), lower-cased, up to the final
+/// `SET done 1` (the SYNC's own lines and the keepalive PINGs left out).
+pub fn stream_of(cli: &std::path::Path, port: u16, commands: &[Vec<Vec<u8>>]) -> Vec<String> {
+    let mut follower = std::process::Command::new(cli)
+        .args(["-p", &port.to_string(), "--replica"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (received, _stderr) = super::read_child_output(&mut follower);
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    let mut conn = client.get_connection().unwrap();
+    // The follower takes the stream once its (empty) snapshot is sent.
+    super::wait_until(
+        "redis-cli to be online",
+        std::time::Duration::from_secs(30),
+        || {
+            let info: String = redis::cmd("INFO")
+                .arg("replication")
+                .query(&mut conn)
+                .unwrap();
+            info.contains("state=online")
+        },
+    );
+    for command in commands {
+        let mut request = redis::cmd(std::str::from_utf8(&command[0]).unwrap());
+        for arg in &command[1..] {
+            request.arg(&arg[..]);
+        }
+        let _: redis::Value = request.query(&mut conn).unwrap();
+    }
+    run(&mut conn, &["SET", "done", "1"]);
+    let mut lines = Vec::new();
+    while let Ok(line) = received.recv_timeout(std::time::Duration::from_secs(10)) {
+        if line.contains(r#""done""#) {
+            break;
+        }
+        if line.starts_with('"') && !line.contains(r#""PING""#) && !line.contains(r#""SELECT""#) {
+            lines.push(line.to_lowercase());
+        }
+    }
+    let _ = follower.kill();
+    let _ = follower.wait();
+    lines
+}
