@@ -6,16 +6,6 @@ mod common;
 use common::*;
 use std::time::Duration;
 
-fn run(conn: &mut redis::Connection, args: &[&str]) -> redis::Value {
-    let mut command = redis::cmd(args[0]);
-    for arg in &args[1..] {
-        command.arg(*arg);
-    }
-    command
-        .query(conn)
-        .unwrap_or_else(|e| panic!("{args:?}: {e}"))
-}
-
 /// `lazyfreed_objects` once nothing is pending.
 fn freed(conn: &mut redis::Connection) -> u64 {
     wait_until("the lazy frees", Duration::from_secs(20), || {

@@ -885,6 +885,34 @@ fn debug_reload_sends_the_dels_of_the_keys_it_drops() {
     run(&mut conn, &["DEBUG", "SET-ACTIVE-EXPIRE", "1"]);
 }
 
+/// A Tessera master (DEBUG allowed) with a redis-server replica and a Tessera replica,
+/// both online: the same steps on both replicas, side by side.
+struct Trio {
+    master: common::TestServer,
+    redis_replica: Replica,
+    tessera_replica: common::TestServer,
+    _dirs: [tempfile::TempDir; 2],
+}
+
+impl Trio {
+    fn start() -> Trio {
+        let dir = temp_dir();
+        let master = start_master(dir.path(), &["--enable-debug-command", "yes"]);
+        let redis_replica = Replica::start(master.port);
+        let replica_dir = temp_dir();
+        let port = master.port.to_string();
+        let tessera_replica =
+            common::start_server(replica_dir.path(), &["--replicaof", "127.0.0.1", &port]);
+        wait_online(&mut master.connection(), 2);
+        Trio {
+            master,
+            redis_replica,
+            tessera_replica,
+            _dirs: [dir, replica_dir],
+        }
+    }
+}
+
 /// DEBUG REPLICATE sends a command to the replicas without running it (Redis's way to
 /// make datasets diverge on purpose); a replica that answers its master's command with an
 /// error logs it as Redis logs it (`== CRITICAL ==`, the error, the command's name) and
@@ -895,15 +923,9 @@ fn a_replica_logs_the_errors_its_master_s_commands_get_as_redis_does() {
     if require_redis_or_skip(WHOLE_TEST).is_none() {
         return;
     }
-    let dir = temp_dir();
-    let master = start_master(dir.path(), &["--enable-debug-command", "yes"]);
-    let mut conn = master.connection();
-    let redis_replica = Replica::start(master.port);
-    let replica_dir = temp_dir();
-    let port = master.port.to_string();
-    let tessera_replica =
-        common::start_server(replica_dir.path(), &["--replicaof", "127.0.0.1", &port]);
-    wait_online(&mut conn, 2);
+    let trio = Trio::start();
+    let (redis_replica, tessera_replica) = (&trio.redis_replica, &trio.tessera_replica);
+    let mut conn = trio.master.connection();
     let mut replicas = [redis_replica.connection(), tessera_replica.connection()];
     for replica in &mut replicas {
         // Not before its sync is over: the master's dataset would replace the write.
@@ -963,15 +985,9 @@ fn a_writable_replica_expires_as_redis_does() {
     if require_redis_or_skip(WHOLE_TEST).is_none() {
         return;
     }
-    let dir = temp_dir();
-    let master = start_master(dir.path(), &["--enable-debug-command", "yes"]);
-    let mut conn = master.connection();
-    let redis_replica = Replica::start(master.port);
-    let replica_dir = temp_dir();
-    let port = master.port.to_string();
-    let tessera_replica =
-        common::start_server(replica_dir.path(), &["--replicaof", "127.0.0.1", &port]);
-    wait_online(&mut conn, 2);
+    let trio = Trio::start();
+    let (redis_replica, tessera_replica) = (&trio.redis_replica, &trio.tessera_replica);
+    let mut conn = trio.master.connection();
     run(&mut conn, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
     run(&mut conn, &["SET", "key1", "5", "PX", "10"]);
     run(&mut conn, &["SET", "key2", "5", "PX", "10"]);
