@@ -100,6 +100,7 @@ impl Engine {
             {
                 *self
                     .replica_keys_with_expire
+                    .keys
                     .entry(bytes::Bytes::copy_from_slice(key))
                     .or_default() |= bit;
             }
@@ -108,22 +109,31 @@ impl Engine {
 
     /// The replica's expiry cycle (Redis's `expireSlaveKeys`): the keys its own clients
     /// gave an expiry are deleted once due; one gone, or without an expiry now, is
-    /// forgotten. The master's keys wait for the master's DEL.
-    pub fn expire_replica_keys(&mut self, now_ms: i64, host: &mut dyn Host) {
-        if self.replica_keys_with_expire.is_empty()
+    /// forgotten. The master's keys wait for the master's DEL. Each run goes on from
+    /// where the last one stopped, for at most `budget`.
+    pub fn expire_replica_keys(&mut self, now_ms: i64, budget: Duration, host: &mut dyn Host) {
+        if self.replica_keys_with_expire.keys.is_empty()
             || !self.state.active_expire
             || !self.state.replication.is_replica()
         {
             return;
         }
-        let remembered = std::mem::take(&mut self.replica_keys_with_expire);
-        for (key, dbs) in remembered {
+        let started = Instant::now();
+        let mut looked = 0;
+        let mut at = self.replica_keys_with_expire.cursor;
+        while looked < self.replica_keys_with_expire.keys.len() {
+            if at >= self.replica_keys_with_expire.keys.len() {
+                at = 0;
+            }
+            let (key, dbs) = self
+                .replica_keys_with_expire
+                .keys
+                .get_index(at)
+                .expect("in range");
+            let (key, dbs) = (key.clone(), *dbs);
             let mut still = 0u64;
-            for db in (0..64).filter(|db| dbs & (1 << db) != 0) {
-                if db >= self.keyspace.dbs.len() {
-                    continue;
-                }
-                let Some(entry) = self.keyspace.dbs[db].get(&key) else {
+            for db in (0..64usize).filter(|db| dbs & (1 << db) != 0) {
+                let Some(entry) = self.keyspace.dbs.get(db).and_then(|d| d.get(&key)) else {
                     continue;
                 };
                 if entry.is_expired(now_ms) {
@@ -132,9 +142,26 @@ impl Engine {
                     still |= 1 << db;
                 }
             }
-            if still != 0 {
-                self.replica_keys_with_expire.insert(key, still);
+            looked += 1;
+            if still == 0 {
+                // The last key moves here: it is looked at next.
+                self.replica_keys_with_expire.keys.swap_remove_index(at);
+            } else {
+                self.replica_keys_with_expire.keys[at] = still;
+                at += 1;
+            }
+            if looked % 64 == 0 && started.elapsed() > budget {
+                break;
             }
         }
+        self.replica_keys_with_expire.cursor = at;
     }
+}
+
+/// The keys a writable replica's clients gave an expiry, with a bit per database (Redis's
+/// `slaveKeysWithExpire`), and where the replica's expiry cycle goes on from.
+#[derive(Default)]
+pub struct ReplicaKeysWithExpire {
+    keys: indexmap::IndexMap<bytes::Bytes, u64, foldhash::fast::RandomState>,
+    cursor: usize,
 }

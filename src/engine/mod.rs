@@ -73,7 +73,7 @@ pub struct Engine {
     script_tracked_keys: Option<Vec<Vec<u8>>>,
     /// On a writable replica: keys its clients gave an expiry, with a bit per database
     /// (`expire::expire_replica_keys`).
-    replica_keys_with_expire: hashbrown::HashMap<bytes::Bytes, u64>,
+    replica_keys_with_expire: expire::ReplicaKeysWithExpire,
 }
 
 /// One command as received.
@@ -408,7 +408,7 @@ impl Engine {
             registry: global_registry(),
             origin: None,
             script_tracked_keys: None,
-            replica_keys_with_expire: hashbrown::HashMap::new(),
+            replica_keys_with_expire: expire::ReplicaKeysWithExpire::default(),
         }
     }
 

@@ -68,7 +68,8 @@ impl Server {
             EXPIRE_CYCLE_BUDGET,
             &mut host,
         );
-        self.engine.expire_replica_keys(now_ms, &mut host);
+        self.engine
+            .expire_replica_keys(now_ms, EXPIRE_CYCLE_BUDGET, &mut host);
         crate::access::set_now(now_ms);
         self.engine.eviction_cron(&mut host);
         // Also when idle, so that a lowered tracking-table-max-keys takes effect.
