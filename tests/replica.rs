@@ -3,7 +3,8 @@
 //! `$<len>`), the stream applied as the master's, acknowledgements (WAIT on the master
 //! counts Tessera), a partial resync after the link is cut, the replica's own log (a
 //! restart loads the master's dataset), a read-only replica's refusals, REPLICAOF NO ONE,
-//! and ROLE / INFO compared with a Redis replica's.
+//! and ROLE / INFO compared with a Redis replica's; a writable replica's expiry and the
+//! errors a replica's master's commands get, beside a Redis replica of the same master.
 
 mod common;
 
@@ -550,4 +551,152 @@ fn a_restarted_replica_keeps_what_its_master_has_not_expired_yet() {
         .unwrap();
     assert_eq!(value, None);
     run(&mut source, &["DEBUG", "SET-ACTIVE-EXPIRE", "1"]);
+}
+
+/// A Tessera master (DEBUG allowed) with a redis-server replica and a Tessera replica,
+/// both online: the same steps on both replicas, side by side.
+struct Trio {
+    master: common::TestServer,
+    redis_replica: Replica,
+    tessera_replica: common::TestServer,
+    _dirs: [tempfile::TempDir; 2],
+}
+
+impl Trio {
+    fn start() -> Trio {
+        let dir = temp_dir();
+        let master = start_master(dir.path(), &["--enable-debug-command", "yes"]);
+        let redis_replica = Replica::start(master.port);
+        let replica_dir = temp_dir();
+        let port = master.port.to_string();
+        let tessera_replica =
+            common::start_server(replica_dir.path(), &["--replicaof", "127.0.0.1", &port]);
+        wait_online(&mut master.connection(), 2);
+        Trio {
+            master,
+            redis_replica,
+            tessera_replica,
+            _dirs: [dir, replica_dir],
+        }
+    }
+}
+
+/// DEBUG REPLICATE sends a command to the replicas without running it (Redis's way to
+/// make datasets diverge on purpose); a replica that answers its master's command with an
+/// error logs it as Redis logs it (`== CRITICAL ==`, the error, the command's name) and
+/// counts it in INFO's `unexpected_error_replies`. A redis-server replica and a Tessera
+/// replica of one Tessera master, side by side.
+#[test]
+fn a_replica_logs_the_errors_its_master_s_commands_get_as_redis_does() {
+    if require_redis_or_skip(WHOLE_TEST).is_none() {
+        return;
+    }
+    let trio = Trio::start();
+    let (redis_replica, tessera_replica) = (&trio.redis_replica, &trio.tessera_replica);
+    let mut conn = trio.master.connection();
+    let mut replicas = [redis_replica.connection(), tessera_replica.connection()];
+    for replica in &mut replicas {
+        // Not before its sync is over: the master's dataset would replace the write.
+        wait_link_up(replica);
+        run(replica, &["CONFIG", "SET", "replica-read-only", "no"]);
+        run(replica, &["SET", "number", "foo"]);
+    }
+    run(&mut conn, &["DEBUG", "REPLICATE", "fake-command-1", "x"]);
+    run(&mut conn, &["INCRBY", "number", "1"]);
+    run(&mut conn, &["SET", "after", "1"]);
+    for (index, replica) in replicas.iter_mut().enumerate() {
+        wait_caught_up(&mut conn, replica);
+        assert_eq!(
+            field(&info(replica, "stats"), "unexpected_error_replies").as_deref(),
+            Some("2"),
+            "replica {index}"
+        );
+        // The master ran neither the fake command nor the replica's write.
+        let number: String = redis::cmd("GET").arg("number").query(replica).unwrap();
+        assert_eq!(number, "foo");
+    }
+    assert_eq!(
+        redis::cmd("GET")
+            .arg("number")
+            .query::<String>(&mut conn)
+            .unwrap(),
+        "1"
+    );
+    for log in [redis_replica.log(), tessera_replica.log()] {
+        let critical: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("== CRITICAL =="))
+            .collect();
+        assert_eq!(critical.len(), 2, "{log}");
+        assert!(
+            critical[0].contains(
+                "This replica is sending an error to its master: 'unknown command 'fake-command-1', with args beginning with: 'x' ' after processing the command '<unknown>'"
+            ),
+            "{log}"
+        );
+        assert!(
+            critical[1].contains(
+                "This replica is sending an error to its master: 'value is not an integer or out of range' after processing the command 'incrby'"
+            ),
+            "{log}"
+        );
+    }
+}
+
+/// A writable replica (`replica-read-only no`): a write finding a key its master let
+/// expire deletes it first (INCR starts again, with no TTL); a read sees it gone but
+/// leaves it; the keys its own clients gave an expiry, it expires itself (Redis's
+/// `expireSlaveKeys`), the master's it leaves to the master. A redis-server replica and a
+/// Tessera replica of one Tessera master, side by side.
+#[test]
+fn a_writable_replica_expires_as_redis_does() {
+    if require_redis_or_skip(WHOLE_TEST).is_none() {
+        return;
+    }
+    let trio = Trio::start();
+    let (redis_replica, tessera_replica) = (&trio.redis_replica, &trio.tessera_replica);
+    let mut conn = trio.master.connection();
+    run(&mut conn, &["DEBUG", "SET-ACTIVE-EXPIRE", "0"]);
+    run(&mut conn, &["SET", "key1", "5", "PX", "10"]);
+    run(&mut conn, &["SET", "key2", "5", "PX", "10"]);
+    run(&mut conn, &["SET", "master-ttl", "5", "PX", "10"]);
+    std::thread::sleep(Duration::from_millis(20));
+    let mut replicas = [redis_replica.connection(), tessera_replica.connection()];
+    let mut transcripts = Vec::new();
+    for replica in &mut replicas {
+        wait_caught_up(&mut conn, replica);
+        let mut t = Vec::new();
+        let mut step = |replica: &mut redis::Connection, args: &[&str]| {
+            let mut command = redis::cmd(args[0]);
+            for arg in &args[1..] {
+                command.arg(*arg);
+            }
+            t.push(format!("{:?}", command.query::<redis::Value>(replica)));
+        };
+        step(replica, &["DBSIZE"]);
+        step(replica, &["CONFIG", "SET", "replica-read-only", "no"]);
+        step(replica, &["INCR", "key1"]);
+        step(replica, &["TTL", "key1"]);
+        step(replica, &["GET", "key2"]);
+        step(replica, &["DBSIZE"]);
+        step(replica, &["SET", "own", "1", "PX", "300"]);
+        step(replica, &["SET", "own-later", "1", "EX", "100"]);
+        transcripts.push(t);
+    }
+    // The replica's cron expires its own key (the second expiry, after INCR's of key1);
+    // the master's expired ones stay.
+    for replica in &mut replicas {
+        wait_until(
+            "the replica's own key to expire",
+            Duration::from_secs(10),
+            || info_field(replica, "expired_keys").as_deref() == Some("2"),
+        );
+        let size: i64 = redis::cmd("DBSIZE").query(replica).unwrap();
+        transcripts.push(vec![format!("{size}")]);
+    }
+    assert_eq!(transcripts[0], transcripts[1]);
+    assert_eq!(transcripts[2], transcripts[3]);
+    assert_eq!(transcripts[1][2], "Ok(int(1))");
+    assert_eq!(transcripts[1][3], "Ok(int(-1))");
+    assert_eq!(transcripts[3][0], "4", "key1, key2, master-ttl, own-later");
 }

@@ -87,6 +87,11 @@ pub struct MultiState {
 /// bookkeeping), against `client-query-buffer-limit`.
 const QUEUED_ARGUMENT_OVERHEAD_BYTES: usize = 16;
 
+/// The error of a transaction whose queue passed `client-query-buffer-limit` (Tessera's
+/// own bound).
+pub const TRANSACTION_TOO_LARGE: &str =
+    "ERR Transaction discarded: the queued commands exceed client-query-buffer-limit";
+
 /// The queue passed its bound: it was dropped and the transaction fails.
 #[derive(Debug)]
 pub struct QueueTooLarge;

@@ -144,10 +144,6 @@ pub enum Outcome {
     Replicate(crate::replication::master::Attach),
 }
 
-/// A transaction whose queue passed `client-query-buffer-limit` (Tessera's own bound).
-pub const TRANSACTION_TOO_LARGE: &str =
-    "ERR Transaction discarded: the queued commands exceed client-query-buffer-limit";
-
 /// Why a command was refused before it ran (Redis's texts via `Display`).
 #[derive(Debug, Clone)]
 pub enum Refusal {
@@ -229,7 +225,9 @@ impl fmt::Display for Refusal {
                 f,
                 "ERR {name} command not allowed. If the {directive} option is set to \"local\", you can run it from a local connection, otherwise you need to set this option in the configuration file, and then restart the server."
             ),
-            Refusal::TransactionTooLarge => f.write_str(TRANSACTION_TOO_LARGE),
+            Refusal::TransactionTooLarge => {
+                f.write_str(crate::commands::transactions::TRANSACTION_TOO_LARGE)
+            }
             Refusal::SubscribedContext(name) => write!(
                 f,
                 "ERR Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context"

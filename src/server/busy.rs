@@ -191,7 +191,7 @@ fn answer(
             let multi = client.multi.as_mut().expect("in MULTI");
             match multi.queue(spec, &args, busy.query_buffer_bytes_max) {
                 Ok(()) => out.simple("QUEUED"),
-                Err(_) => out.error(crate::engine::TRANSACTION_TOO_LARGE),
+                Err(_) => out.error(transactions::TRANSACTION_TOO_LARGE),
             }
         }
         "unwatch" => {
