@@ -445,6 +445,10 @@ fn binary_run(
     run_unit(copy.path(), unit, Target::Binary, skipfile)
 }
 
+/// Units whose tests run a random number of times (psync2-reg breaks its links when a
+/// die says so, about ten times each in its 20 s): each name counts once, on both sides.
+const RANDOM_REPEATS: &[&str] = &["integration/psync2-reg"];
+
 /// The units that take longest (about a minute or more on two cores, the harness's own
 /// work included): their runs start first, so that the short ones fill the workers around
 /// them rather than leave one of them to finish alone.
@@ -530,10 +534,15 @@ fn redis_s_own_units_pass_on_tessera_as_on_redis() {
     let mut finished = finished.into_inner().unwrap();
     let mut results = BTreeMap::new();
     for (at, unit) in units.iter().enumerate() {
-        let theirs = finished.remove(&(at, Side::Redis)).expect("every job ran");
-        let ours = finished
+        let mut theirs = finished.remove(&(at, Side::Redis)).expect("every job ran");
+        let mut ours = finished
             .remove(&(at, Side::Tessera))
             .expect("every job ran");
+        if RANDOM_REPEATS.contains(unit) {
+            for run in [&mut theirs, &mut ours] {
+                run.passed.values_mut().for_each(|times| *times = 1);
+            }
+        }
         assert!(
             theirs.finished || theirs.stopped.is_some() || theirs.timed_out,
             "{unit} did not run with redis-server:\n{}",

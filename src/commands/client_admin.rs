@@ -162,8 +162,8 @@ pub fn kill(ctx: &mut Ctx, args: &Args) -> Action {
         && ctx.host.client_addresses().is_some_and(|(addr, laddr)| {
             filter.matches(&KillCandidate {
                 id: ctx.client.id,
-                addr: &addr,
-                laddr: &laddr,
+                addr: &addr.to_string(),
+                laddr: &laddr.to_string(),
                 kind: ClientKind::of(ctx.client),
                 user: ctx.client.user.name(),
             })

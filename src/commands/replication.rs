@@ -109,8 +109,8 @@ fn sync(ctx: &mut Ctx, args: &Args) -> Action {
 fn peer_ip(ctx: &Ctx) -> String {
     ctx.host
         .client_addresses()
-        .and_then(|(peer, _)| peer.parse::<std::net::SocketAddr>().ok())
-        .map_or_else(String::new, |address| address.ip().to_string())
+        .and_then(|(peer, _)| peer.ip())
+        .map_or_else(String::new, |ip| ip.to_string())
 }
 
 /// PSYNC replid offset / SYNC (Redis's `syncCommand`).

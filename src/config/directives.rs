@@ -232,6 +232,19 @@ pub static DIRECTIVES: &[Directive] = &[
         |c, a| c.tcp_backlog = parse_int_in(a, 0, i32::MAX as i64)? as i32
     ),
     directive!(
+        "unixsocket",
+        false,
+        |c| c.unixsocket.clone().unwrap_or_default(),
+        |c, a| c.unixsocket = Some(one(a)?.to_string()).filter(|path| !path.is_empty())
+    )
+    .written_as(Rewrite::QuotedUnlessEmpty),
+    directive!(
+        "unixsocketperm",
+        false,
+        |c| format!("{:o}", c.unixsocketperm),
+        |c, a| c.unixsocketperm = super::inert::octal(one(a)?, 0o777)? as u32
+    ),
+    directive!(
         "protected-mode",
         true,
         |c| yes_no(c.protected_mode),

@@ -54,8 +54,6 @@ pub enum Kind {
     Memory { min: u64, max: u64 },
     /// A byte count, or a percentage `N%` up to 100 (`maxmemory-clients`).
     MemoryOrPercent,
-    /// An octal number up to `max` (`unixsocketperm`).
-    Octal { max: u64 },
     /// One of the names.
     Enum(&'static [Choice]),
     /// Any of the names, several at once (their values are bit flags).
@@ -113,7 +111,6 @@ impl Kind {
                 Ok(bytes.to_string())
             }
             Kind::MemoryOrPercent => read_memory_or_percent(one(args)?),
-            Kind::Octal { max } => read_octal(one(args)?, *max),
             Kind::Enum(choices) => {
                 let word = one(args)?;
                 let value = choice_value(choices, word).ok_or_else(|| not_among(choices))?;
@@ -204,9 +201,9 @@ fn read_memory_or_percent(text: &str) -> Result<String, ValueError> {
     Ok(format!("{percent}%"))
 }
 
-/// An octal number as C's `strtoll(text, &end, 8)` reads it with nothing left over:
+/// An octal number up to `max` (`unixsocketperm`), as C's `strtoll(text, &end, 8)` reads it with nothing left over:
 /// leading white space, a sign, octal digits (none at all reads the empty text as 0).
-fn read_octal(text: &str, max: u64) -> Result<String, ValueError> {
+pub(super) fn octal(text: &str, max: u64) -> Result<u64, ValueError> {
     let bad = ValueError::Invalid("argument couldn't be parsed as an octal number");
     let body = text.trim_start_matches(|c: char| c.is_ascii_whitespace());
     let (negative, digits) = match body.as_bytes().first() {
@@ -227,7 +224,7 @@ fn read_octal(text: &str, max: u64) -> Result<String, ValueError> {
     if value < 0 || value as u64 > max {
         return Err(ValueError::OctalOutOfRange { min: 0, max });
     }
-    Ok(format!("{value:o}"))
+    Ok(value as u64)
 }
 
 /// `replicaof <host> <port>` / `no one`.
@@ -559,9 +556,7 @@ pub static INERT_DIRECTIVES: &[Directive] = &[
     inert!("tls-session-cache-size", int(0, INT_MAX), "20480"),
     inert!("tls-session-cache-timeout", int(0, INT_MAX), "300"),
     inert!("tls-auth-clients", Kind::Enum(TLS_AUTH_CLIENTS), "yes"),
-    // Connections: Tessera listens on TCP only, with the system's socket options.
-    inert!("unixsocket", NULLABLE, "").immutable(),
-    inert!("unixsocketperm", Kind::Octal { max: 0o777 }, "0").immutable(),
+    // Connections: the system's socket options.
     inert!("tcp-keepalive", int(0, INT_MAX), "300"),
     inert!("socket-mark-id", int(0, UINT_MAX), "0").immutable(),
     inert!("bind-source-addr", NULLABLE, ""),
@@ -672,14 +667,14 @@ mod tests {
 
     #[test]
     fn numbers_as_redis_reads_them() {
-        let octal = Kind::Octal { max: 0o777 };
-        assert_eq!(read(&octal, &["700"]).unwrap(), "700");
-        assert_eq!(read(&octal, &[""]).unwrap(), "0");
+        let perm = |text: &str| octal(text, 0o777).map_err(|e| e.to_string());
+        assert_eq!(perm("700").unwrap(), 0o700);
+        assert_eq!(perm("").unwrap(), 0);
         assert_eq!(
-            read(&octal, &["1000"]).unwrap_err(),
+            perm("1000").unwrap_err(),
             "argument must be between 0 and 777 inclusive"
         );
-        assert!(read(&octal, &["9"]).is_err());
+        assert!(perm("9").is_err());
         let clients = Kind::MemoryOrPercent;
         assert_eq!(read(&clients, &["10%"]).unwrap(), "10%");
         assert_eq!(read(&clients, &["1kb"]).unwrap(), "1024");

@@ -110,6 +110,10 @@ pub struct Config {
     pub bind: Vec<String>,
     /// The backlog given to listen(2) (Linux caps it at `net.core.somaxconn`).
     pub tcp_backlog: i32,
+    /// The Unix socket to listen on as well (`unixsocket`; none by default).
+    pub unixsocket: Option<String>,
+    /// The socket's permissions (`unixsocketperm`, octal; 0 leaves them to the umask).
+    pub unixsocketperm: u32,
     pub protected_mode: bool,
     pub dir: PathBuf,
     pub appendonly: bool,
@@ -476,6 +480,8 @@ impl Default for Config {
             port: 6379,
             bind: vec!["127.0.0.1".into(), "-::1".into()],
             tcp_backlog: 511,
+            unixsocket: None,
+            unixsocketperm: 0,
             protected_mode: true,
             dir: PathBuf::from("."),
             appendonly: true,

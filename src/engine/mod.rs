@@ -342,9 +342,9 @@ pub trait Host {
     /// session), under its output limit.
     fn feed_monitor(&mut self, _id: u64, _line: &[u8]) {}
 
-    /// The calling session's peer and local addresses (`ip:port`), for MONITOR's lines
-    /// and CLIENT KILL's filters.
-    fn client_addresses(&self) -> Option<(String, String)> {
+    /// The calling session's peer and local addresses, for MONITOR's lines and CLIENT
+    /// KILL's filters.
+    fn client_addresses(&self) -> Option<(crate::net::Peer, crate::net::Peer)> {
         None
     }
 

@@ -95,7 +95,7 @@ impl Engine {
         let source = match mode {
             Mode::Script(_) => Source::Lua,
             _ => {
-                address = host.client_addresses().map(|(peer, _)| peer);
+                address = host.client_addresses().map(|(peer, _)| peer.monitor_name());
                 Source::Client(address.as_deref().unwrap_or_default())
             }
         };

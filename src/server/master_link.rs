@@ -867,7 +867,9 @@ impl Server {
                 return;
             }
         };
-        let stream = mio::net::TcpStream::from_std(stream);
+        let local = stream.local_addr().unwrap_or(peer);
+        let stream = crate::net::Stream::Tcp(mio::net::TcpStream::from_std(stream));
+        let (peer, local) = (crate::net::Peer::Tcp(peer), crate::net::Peer::Tcp(local));
         let id = self.next_client_id;
         self.next_client_id += 1;
         let db = self
@@ -882,11 +884,16 @@ impl Server {
             db,
             authenticated: true,
             master_link: true,
-            local: crate::net::is_local_peer(&peer),
+            local: peer.is_local(),
             last_command: "NULL",
             ..SessionState::default()
         };
-        let token = self.clients.insert(Client::new(stream, peer, state));
+        let connected = crate::net::Connected {
+            stream,
+            peer,
+            local,
+        };
+        let token = self.clients.insert(Client::new(connected, state));
         let client = self.clients.get_mut(&token).expect("just inserted");
         if let Err(error) = self.poll.registry().register(
             &mut client.conn.stream,

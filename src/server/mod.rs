@@ -280,7 +280,12 @@ impl Server {
             p.rdb_last_load_keys_expired = loaded.expired.len() as u64;
         }
         state.dirty = 0;
-        tracing::info!("Ready to accept connections on port {}", state.tcp_port);
+        if !state.config.bind.is_empty() {
+            tracing::info!("Ready to accept connections on port {}", state.tcp_port);
+        }
+        if let Some(path) = &state.config.unixsocket {
+            tracing::info!("The server is now ready to accept connections at {path}");
+        }
         if let Some((host, port)) = state.config.replicaof() {
             // `replicaof` in the configuration: a replica from the start, its link never
             // up (INFO's `master_link_down_since_seconds` -1, as Redis).
@@ -753,8 +758,8 @@ impl Admission<'_> {
         };
         for index in indexes {
             loop {
-                let (mut stream, peer) = match self.listeners.accept(index) {
-                    crate::net::Accepted::Connection(stream, peer) => (stream, peer),
+                let mut connected = match self.listeners.accept(index) {
+                    crate::net::Accepted::Connection(connected) => connected,
                     crate::net::Accepted::Refused => {
                         counts.rejected += 1;
                         continue;
@@ -764,31 +769,31 @@ impl Admission<'_> {
                 // Redis's order: the client limit, then protected mode; only admitted
                 // connections count in total_connections_received.
                 if clients.len() >= rules.clients_max {
-                    crate::net::refuse(&mut stream, crate::net::MAX_CLIENTS_REACHED);
+                    crate::net::refuse(&mut connected.stream, crate::net::MAX_CLIENTS_REACHED);
                     counts.rejected += 1;
                     continue;
                 }
                 if crate::net::protected_mode_denies_with(
                     rules.protected_mode,
                     rules.password_set,
-                    &peer,
+                    &connected.peer,
                 ) {
-                    crate::net::refuse(&mut stream, crate::net::DENIED);
+                    crate::net::refuse(&mut connected.stream, crate::net::DENIED);
                     counts.rejected += 1;
                     continue;
                 }
                 counts.received += 1;
-                let _ = stream.set_nodelay(true);
+                let _ = connected.stream.set_nodelay(true);
                 let id = *self.next_client_id;
                 *self.next_client_id += 1;
                 let state = SessionState {
                     id,
                     authenticated: rules.authenticated,
-                    local: crate::net::is_local_peer(&peer),
+                    local: connected.peer.is_local(),
                     last_command: "NULL",
                     ..SessionState::default()
                 };
-                let token = clients.insert(Client::new(stream, peer, state));
+                let token = clients.insert(Client::new(connected, state));
                 let client = clients.get_mut(&token).expect("just inserted");
                 if let Err(e) = self.registry.register(
                     &mut client.conn.stream,

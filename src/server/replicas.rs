@@ -148,7 +148,7 @@ fn feed_stream(
 
 /// Writes as much of `bytes` as the socket takes: Ok(bytes written), or Err on a broken
 /// connection.
-fn write_some(stream: &mut mio::net::TcpStream, bytes: &[u8]) -> Result<usize, ()> {
+fn write_some(stream: &mut crate::net::Stream, bytes: &[u8]) -> Result<usize, ()> {
     let mut written = 0;
     while written < bytes.len() {
         match stream.write(&bytes[written..]) {

@@ -16,18 +16,16 @@ use crate::engine::{Host, Mode, Outcome, Request};
 use crate::pubsub::{Kind, Message};
 use crate::resp::{Parse, ParseLimits, Progress, ReplyWriter, parse_request};
 use crate::tracking::{ClientTracking, Tracking};
-use mio::net::TcpStream;
 use smallvec::SmallVec;
 use std::io::{ErrorKind, Read};
-use std::net::SocketAddr;
 use std::ops::Range;
 use std::time::Instant;
 
 /// The socket side of a session: everything but what commands see.
 pub(super) struct Connection {
-    pub stream: TcpStream,
-    pub peer: SocketAddr,
-    pub local: SocketAddr,
+    pub stream: crate::net::Stream,
+    pub peer: crate::net::Peer,
+    pub local: crate::net::Peer,
     pub input: Vec<u8>,
     /// Parse state of a request not yet complete in `input`.
     pub progress: Progress,
@@ -85,8 +83,12 @@ pub(super) struct Client {
 }
 
 impl Client {
-    pub fn new(stream: TcpStream, peer: SocketAddr, state: SessionState) -> Client {
-        let local = stream.local_addr().unwrap_or(peer);
+    pub fn new(connected: crate::net::Connected, state: SessionState) -> Client {
+        let crate::net::Connected {
+            stream,
+            peer,
+            local,
+        } = connected;
         let now = Instant::now();
         Client {
             conn: Connection {
@@ -280,8 +282,8 @@ impl<'a> SessionsView<'a> {
 
 /// CLIENT LIST's `flags=`, in Redis's order: `S` replica, `O` monitor, `P` subscribed, `x` in MULTI,
 /// `b` blocked (on keys, or held by CLIENT PAUSE), then tracking's `t` (tracking), `R`
-/// (its redirect is gone), `B` (BCAST); `c` closing after its reply, `e` no-evict; `N`
-/// for none.
+/// (its redirect is gone), `B` (BCAST); `c` closing after its reply, `U` connected through
+/// the Unix socket, `e` no-evict; `N` for none.
 fn client_flags(
     conn: &Connection,
     state: &SessionState,
@@ -311,6 +313,9 @@ fn client_flags(
     }
     if conn.close_after_reply {
         flags.push('c');
+    }
+    if matches!(conn.peer, crate::net::Peer::Unix(_)) {
+        flags.push('U');
     }
     if state.modes.no_evict {
         flags.push('e');
@@ -540,9 +545,9 @@ impl Host for SessionsView<'_> {
         }
     }
 
-    fn client_addresses(&self) -> Option<(String, String)> {
+    fn client_addresses(&self) -> Option<(crate::net::Peer, crate::net::Peer)> {
         self.current
-            .map(|conn| (conn.peer.to_string(), conn.local.to_string()))
+            .map(|conn| (conn.peer.clone(), conn.local.clone()))
     }
 
     fn describe_client(

@@ -219,6 +219,7 @@ impl Server {
         }
         // Best effort: what the log now has goes to the replicas before the exit.
         self.end_of_turn();
+        self.listeners.remove_unix_socket();
         if !self.engine.state.config.pidfile.is_empty() {
             let _ = std::fs::remove_file(&self.engine.state.config.pidfile);
         }

@@ -10,14 +10,53 @@
 //!   edge-triggered listener is drained and the next connection raises a new event. Any
 //!   failure that leaves connections waiting asks the loop's timer to try again.
 //! - `protected_mode_denies`: Redis 7.0's protected mode, whatever `bind` says.
+//! - `unix`: the Unix socket of `unixsocket`, created with `unixsocketperm`.
+//! - `stream`: a client's socket and its address, whichever listener it came through.
+
+/// `mio::event::Source` for an enum of sockets, through its `source()` (the variant's
+/// socket): registering a `Stream` or a `Listener` registers the socket inside.
+macro_rules! source_through {
+    ($type:ty) => {
+        impl mio::event::Source for $type {
+            fn register(
+                &mut self,
+                registry: &mio::Registry,
+                token: mio::Token,
+                interests: mio::Interest,
+            ) -> std::io::Result<()> {
+                self.source().register(registry, token, interests)
+            }
+
+            fn reregister(
+                &mut self,
+                registry: &mio::Registry,
+                token: mio::Token,
+                interests: mio::Interest,
+            ) -> std::io::Result<()> {
+                self.source().reregister(registry, token, interests)
+            }
+
+            fn deregister(&mut self, registry: &mio::Registry) -> std::io::Result<()> {
+                self.source().deregister(registry)
+            }
+        }
+    };
+}
+
+mod stream;
+mod unix;
+
+pub use stream::{Peer, Stream};
 
 use crate::config::Config;
 use crate::process::os_error_text;
-use mio::net::{TcpListener, TcpStream};
+use mio::event::Source;
+use mio::net::{TcpListener, UnixListener};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
 use std::os::fd::OwnedFd;
+use std::sync::Arc;
 
 /// What a client is told when the server cannot take it (Redis's text).
 pub const MAX_CLIENTS_REACHED: &[u8] = b"-ERR max number of clients reached\r\n";
@@ -47,19 +86,23 @@ const PORT_ZERO_ATTEMPTS: usize = 16;
 /// Why the server cannot listen.
 #[derive(Debug)]
 pub enum ListenError {
-    /// `bind ""`: Redis would listen on its Unix socket only; Tessera has none.
-    NoAddress,
+    /// `bind ""` and no `unixsocket`.
+    Nowhere,
     /// An address that is not optional could not be bound (the reason is logged).
     Failed { port: u16 },
+    /// The Unix socket could not be opened.
+    Unix(String),
 }
 
 impl std::fmt::Display for ListenError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Redis's words (its test suite matches the TCP one).
         match self {
-            ListenError::NoAddress => write!(f, "no address to listen on (bind is empty)"),
+            ListenError::Nowhere => write!(f, "Configured to not listen anywhere, exiting."),
             ListenError::Failed { port } => {
                 write!(f, "Failed listening on port {port} (TCP), aborting.")
             }
+            ListenError::Unix(reason) => write!(f, "Failed opening Unix socket: {reason}"),
         }
     }
 }
@@ -158,26 +201,81 @@ impl BindAddress {
     }
 }
 
+/// A listening socket.
+pub enum Listener {
+    Tcp(TcpListener),
+    /// `unixsocket`, with its path (how its clients are named).
+    Unix(UnixListener, Arc<str>),
+}
+
+impl Listener {
+    fn accept(&self) -> io::Result<(Stream, Peer, Peer)> {
+        match self {
+            Listener::Tcp(listener) => {
+                let (stream, peer) = listener.accept()?;
+                let local = stream.local_addr().unwrap_or(peer);
+                Ok((Stream::Tcp(stream), Peer::Tcp(peer), Peer::Tcp(local)))
+            }
+            Listener::Unix(listener, path) => {
+                let (stream, _) = listener.accept()?;
+                let name = Peer::Unix(path.clone());
+                Ok((Stream::Unix(stream), name.clone(), name))
+            }
+        }
+    }
+}
+
+impl Listener {
+    fn source(&mut self) -> &mut dyn Source {
+        match self {
+            Listener::Tcp(listener) => listener,
+            Listener::Unix(listener, _) => listener,
+        }
+    }
+}
+
+source_through!(Listener);
+
 /// The listening sockets, bound and listening.
 pub struct Bound {
-    pub sockets: Vec<TcpListener>,
-    /// The port they listen on (the one the kernel chose for `port 0`).
+    pub sockets: Vec<Listener>,
+    /// The port they listen on (the one the kernel chose for `port 0`; `port` as
+    /// configured when only the Unix socket listens).
     pub port: u16,
 }
 
-/// Binds every address of `bind` on `port` with `tcp-backlog`. A failing address that is
-/// optional and not available, or of a family the machine lacks, is skipped (Redis's
-/// rules); any other failure stops start-up. With `port 0` the first address gets a port
-/// from the kernel and the others share it.
+/// Binds every address of `bind` on `port` with `tcp-backlog`, then opens `unixsocket`.
+/// A failing address that is optional and not available, or of a family the machine
+/// lacks, is skipped (Redis's rules); any other failure stops start-up. With `port 0`
+/// the first address gets a port from the kernel and the others share it.
 pub fn listen(config: &Config) -> Result<Bound, ListenError> {
     let addresses: Vec<BindAddress> = config.bind.iter().map(|w| BindAddress::parse(w)).collect();
-    if addresses.is_empty() {
-        return Err(ListenError::NoAddress);
+    let mut bound = if addresses.is_empty() {
+        Bound {
+            sockets: Vec::new(),
+            port: config.port,
+        }
+    } else {
+        listen_tcp(&addresses, config)?
+    };
+    if let Some(path) = &config.unixsocket {
+        let listener = unix::listen(path, config.unixsocketperm, config.tcp_backlog)
+            .map_err(|e| ListenError::Unix(e.to_string()))?;
+        bound
+            .sockets
+            .push(Listener::Unix(listener, path.as_str().into()));
     }
+    if bound.sockets.is_empty() {
+        return Err(ListenError::Nowhere);
+    }
+    Ok(bound)
+}
+
+fn listen_tcp(addresses: &[BindAddress], config: &Config) -> Result<Bound, ListenError> {
     let mut attempts = 0;
     loop {
         attempts += 1;
-        match listen_once(&addresses, config.port, config.tcp_backlog) {
+        match listen_once(addresses, config.port, config.tcp_backlog) {
             Ok(bound) => {
                 warn_if_backlog_capped(config.tcp_backlog);
                 return Ok(bound);
@@ -195,7 +293,7 @@ enum Retry {
 }
 
 fn listen_once(addresses: &[BindAddress], port: u16, backlog: i32) -> Result<Bound, Retry> {
-    let mut sockets: Vec<TcpListener> = Vec::new();
+    let mut sockets: Vec<Listener> = Vec::new();
     let mut chosen = port;
     for address in addresses {
         let opened = address
@@ -210,7 +308,7 @@ fn listen_once(addresses: &[BindAddress], port: u16, backlog: i32) -> Result<Bou
                         chosen = local.port();
                     }
                 }
-                sockets.push(TcpListener::from_std(listener));
+                sockets.push(Listener::Tcp(TcpListener::from_std(listener)));
             }
             Err(e) => {
                 tracing::warn!(
@@ -279,7 +377,7 @@ const REFUSED_INPUT_DRAIN_BYTES: usize = 64 * 1024;
 /// client already sent (a command right after connecting) is read and dropped first: a
 /// socket closed with unread input is reset at once, and the reset discards the reply
 /// not yet sent. Best effort, as Redis's own refusals: the socket is fresh and empty.
-pub fn refuse(stream: &mut TcpStream, message: &[u8]) {
+pub fn refuse(stream: &mut impl ReadWrite, message: &[u8]) {
     let _ = stream.write(message);
     let mut buf = [0u8; 4096];
     let mut drained = 0;
@@ -291,33 +389,31 @@ pub fn refuse(stream: &mut TcpStream, message: &[u8]) {
     }
 }
 
-/// Only 127.0.0.1 and ::1 count as local, exactly as Redis 7.0 compares the peer's text
-/// (IPv6 sockets are IPv6-only, so an IPv4 peer never appears in mapped form).
-pub fn is_local_peer(peer: &SocketAddr) -> bool {
-    match peer.ip() {
-        IpAddr::V4(ip) => ip == Ipv4Addr::LOCALHOST,
-        IpAddr::V6(ip) => ip == Ipv6Addr::LOCALHOST,
-    }
-}
+/// A socket `refuse` can answer on.
+pub trait ReadWrite: Read + Write {}
+impl<T: Read + Write> ReadWrite for T {}
 
 /// Redis 7.0's protected mode: on, and the default user has no password, then a peer that
 /// is not local is refused (with `DENIED`), whatever addresses the server listens on.
-pub fn protected_mode_denies(config: &Config, peer: &SocketAddr) -> bool {
+pub fn protected_mode_denies(config: &Config, peer: &Peer) -> bool {
     protected_mode_denies_with(config.protected_mode, config.requirepass.is_some(), peer)
 }
 
 /// `protected_mode_denies` from the two settings it reads.
-pub fn protected_mode_denies_with(
-    protected_mode: bool,
-    password_set: bool,
-    peer: &SocketAddr,
-) -> bool {
-    protected_mode && !password_set && !is_local_peer(peer)
+pub fn protected_mode_denies_with(protected_mode: bool, password_set: bool, peer: &Peer) -> bool {
+    protected_mode && !password_set && !peer.is_local()
+}
+
+/// A connection taken from a listener.
+pub struct Connected {
+    pub stream: Stream,
+    pub peer: Peer,
+    pub local: Peer,
 }
 
 /// What one call of `Listeners::accept` produced.
 pub enum Accepted {
-    Connection(TcpStream, SocketAddr),
+    Connection(Connected),
     /// The process is out of descriptors: a waiting connection was accepted on the spare
     /// descriptor, told `MAX_CLIENTS_REACHED` and closed. Count it as rejected.
     Refused,
@@ -327,7 +423,7 @@ pub enum Accepted {
 
 /// The listening sockets and what keeps them accepting when descriptors run out.
 pub struct Listeners {
-    sockets: Vec<TcpListener>,
+    sockets: Vec<Listener>,
     /// A descriptor held in reserve (`/dev/null`), given up to accept-and-refuse a
     /// connection when accept fails for lack of descriptors.
     spare: Option<OwnedFd>,
@@ -368,7 +464,7 @@ fn connection_failed(e: &io::Error) -> bool {
 }
 
 impl Listeners {
-    pub fn new(sockets: Vec<TcpListener>) -> Listeners {
+    pub fn new(sockets: Vec<Listener>) -> Listeners {
         Listeners {
             sockets,
             spare: open_spare(),
@@ -385,8 +481,27 @@ impl Listeners {
         self.sockets.is_empty()
     }
 
-    pub fn sockets_mut(&mut self) -> impl Iterator<Item = &mut TcpListener> {
+    pub fn sockets_mut(&mut self) -> impl Iterator<Item = &mut Listener> {
         self.sockets.iter_mut()
+    }
+
+    /// Closes the Unix socket and removes its file (Redis's `closeListeningSockets` at
+    /// shutdown); the TCP sockets close with the process.
+    pub fn remove_unix_socket(&mut self) {
+        let Some(index) = self
+            .sockets
+            .iter()
+            .position(|s| matches!(s, Listener::Unix(..)))
+        else {
+            return;
+        };
+        if let Listener::Unix(listener, path) = self.sockets.remove(index) {
+            drop(listener);
+            tracing::info!("Removing the unix socket file.");
+            if let Err(e) = std::fs::remove_file(&*path) {
+                tracing::warn!("Error removing the unix socket file: {}", os_error_text(&e));
+            }
+        }
     }
 
     /// Takes the next waiting connection of listener `index`. Call until `Done`: the
@@ -394,9 +509,13 @@ impl Listeners {
     pub fn accept(&mut self, index: usize) -> Accepted {
         loop {
             match self.sockets[index].accept() {
-                Ok((stream, peer)) => {
+                Ok((stream, peer, local)) => {
                     self.starved = false;
-                    return Accepted::Connection(stream, peer);
+                    return Accepted::Connection(Connected {
+                        stream,
+                        peer,
+                        local,
+                    });
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return Accepted::Done,
                 Err(e) if connection_failed(&e) => continue,
@@ -425,7 +544,7 @@ impl Listeners {
         };
         drop(spare);
         let outcome = match self.sockets[index].accept() {
-            Ok((mut stream, _)) => {
+            Ok((mut stream, ..)) => {
                 refuse(&mut stream, MAX_CLIENTS_REACHED);
                 Accepted::Refused
             }
@@ -477,7 +596,7 @@ mod tests {
 
     #[test]
     fn only_the_two_loopback_addresses_are_local() {
-        let local = |text: &str| is_local_peer(&text.parse().unwrap());
+        let local = |text: &str| Peer::Tcp(text.parse().unwrap()).is_local();
         assert!(local("127.0.0.1:5000"));
         assert!(local("[::1]:5000"));
         // Redis compares the text: other loopback addresses are not local.
