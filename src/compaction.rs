@@ -33,6 +33,11 @@
 //! files); between the rename and the commit, an unlisted non-empty incremental file
 //! that start-up refuses to guess about (the rebuild finds the parts and it).
 //!
+//! With the log off, BGREWRITEAOF writes a new base alone, as Redis 7 does
+//! (`Compaction::start_without_log`): steps 3 to 5 with no incremental file, so the
+//! manifest lists the parts and nothing else (what was there becomes history). DEBUG
+//! LOADAOF, or turning the log on later, reads it.
+//!
 //! Each part records its place in aux fields (`log::AUX_*`): part number, part count, slot
 //! range, and the incremental file that follows the base. Redis ignores them; they let
 //! `tessera-check-aof --rebuild-manifest` rebuild a lost manifest exactly.
@@ -79,6 +84,9 @@ pub enum CompactionError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// With the log off: the log directory could not be opened or settled.
+    #[error("can't open the append-only log directory: {0}")]
+    Directory(String),
     /// Manifest M2 was not committed (the previous one is still in force).
     #[error("can't commit the manifest: {0}")]
     CommitManifest(#[source] std::io::Error),
@@ -114,9 +122,25 @@ pub struct Settings {
     pub form: PartForm,
 }
 
+/// What a compaction is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Purpose {
+    /// BGREWRITEAOF of the log being kept: its writer switches to a new incremental file.
+    Compact,
+    /// CONFIG SET appendonly yes: the new log's base (`Compaction::start_log`).
+    TurnLogOn,
+    /// BGREWRITEAOF with the log off: a new base and no incremental file
+    /// (`Compaction::start_without_log`).
+    BaseOnly,
+}
+
 /// The files of one compaction and the manifests around it.
 struct Plan {
-    incr: ManifestEntry,
+    /// The incremental file that follows the new base (none for `Purpose::BaseOnly`).
+    incr: Option<ManifestEntry>,
+    /// Its sequence number, or the one it would have: what the parts record as the file
+    /// that follows them.
+    incr_seq: u64,
     base_seq: u64,
     part_names: Vec<String>,
     /// M1: the manifest in force once the writer has switched files.
@@ -126,20 +150,20 @@ struct Plan {
 }
 
 impl Plan {
-    fn new(paths: &LogPaths, manifest: &Manifest, settings: &Settings) -> Plan {
+    fn new(paths: &LogPaths, manifest: &Manifest, settings: &Settings, purpose: Purpose) -> Plan {
         let parts = match settings.form {
             PartForm::Rdb => settings.parts.clamp(1, crate::keyspace::SLOT_COUNT),
             PartForm::Resp => 1,
         };
         let incr_seq = manifest.last_incremental().map_or(1, |e| e.seq + 1);
         let base_seq = manifest.base().map(|e| e.seq).max().unwrap_or(0) + 1;
-        let incr = ManifestEntry {
+        let incr = (purpose != Purpose::BaseOnly).then(|| ManifestEntry {
             name: paths.incremental_name(incr_seq),
             seq: incr_seq,
             kind: FileKind::Incremental,
-        };
+        });
         let mut after_rotation = manifest.clone();
-        after_rotation.entries.push(incr.clone());
+        after_rotation.entries.extend(incr.clone());
         let part_names: Vec<String> = match settings.form {
             PartForm::Rdb => (1..=parts)
                 .map(|part| paths.base_part_name(base_seq, part, parts))
@@ -158,21 +182,20 @@ impl Plan {
                 })
                 .collect(),
         };
-        after_commit
-            .entries
-            .extend(
-                after_rotation
-                    .entries
-                    .iter()
-                    .filter(|e| **e != incr)
-                    .map(|e| ManifestEntry {
-                        kind: FileKind::History,
-                        ..e.clone()
-                    }),
-            );
-        after_commit.entries.push(incr.clone());
+        after_commit.entries.extend(
+            after_rotation
+                .entries
+                .iter()
+                .filter(|e| Some(*e) != incr.as_ref())
+                .map(|e| ManifestEntry {
+                    kind: FileKind::History,
+                    ..e.clone()
+                }),
+        );
+        after_commit.entries.extend(incr.clone());
         Plan {
             incr,
+            incr_seq,
             base_seq,
             part_names,
             after_rotation,
@@ -184,21 +207,23 @@ impl Plan {
 /// A compaction in progress, as the event loop sees it.
 pub struct Compaction {
     pub job: SnapshotJob<CompactionError>,
-    rotation: RotationWaiter,
+    /// The log writer's switch to the new incremental file (none without a log).
+    rotation: Option<RotationWaiter>,
+    /// The manifest in force when it started.
+    before: Manifest,
     /// The manifest in force if the rotation succeeded and the compaction did not.
     after_rotation: Manifest,
     /// The manifest in force once the compaction succeeds: M2, or M3 once the history
     /// files are deleted and it is committed (the job's thread updates it).
     installed: Arc<Mutex<Manifest>>,
-    turns_log_on: bool,
+    purpose: Purpose,
 }
 
 /// How a compaction ended: the manifest now in force, and the job's figures or error.
 pub struct Finished {
     pub manifest: Manifest,
     pub result: Result<JobOutcome, CompactionError>,
-    /// It was turning the log on (`Compaction::start_log`).
-    pub turned_log_on: bool,
+    pub purpose: Purpose,
 }
 
 /// A new log's file while the log is being turned on: the writer appends to `temp` from
@@ -223,22 +248,63 @@ impl Compaction {
         settings: Settings,
         notify: Box<dyn Fn() + Send>,
     ) -> Result<Compaction, CompactionError> {
-        let plan = Plan::new(paths, manifest, &settings);
+        let plan = Plan::new(paths, manifest, &settings, Purpose::Compact);
+        let incr = plan
+            .incr
+            .clone()
+            .expect("a compaction of a log has a new file");
         let rotation = writer.prepare_rotation();
         let compaction = Self::begin(
-            keyspace, storage, paths, &plan, rotation, None, settings, notify,
+            keyspace,
+            storage,
+            paths,
+            (manifest, &plan),
+            Some(rotation),
+            None,
+            settings,
+            notify,
         )?;
         // Requested once the job exists: if it could not start, nothing has changed.
         writer.request_rotation(Rotation {
             paths: paths.clone(),
-            file_name: plan.incr.name.clone(),
+            file_name: incr.name.clone(),
             manifest: plan.after_rotation.clone(),
         });
         tracing::info!(
             "background append-only log rewrite started: {} part(s) of base {}, new records go to {}",
             plan.part_names.len(),
             plan.base_seq,
-            plan.incr.name
+            incr.name
+        );
+        Ok(compaction)
+    }
+
+    /// BGREWRITEAOF with the log off, as Redis 7's: a new base of the dataset in the log
+    /// directory, committed as a manifest that lists it alone (the directory's files
+    /// become history). `manifest` is the directory's.
+    pub fn start_without_log(
+        keyspace: &mut crate::keyspace::Keyspace,
+        storage: Arc<dyn Storage>,
+        paths: &LogPaths,
+        manifest: &Manifest,
+        settings: Settings,
+        notify: Box<dyn Fn() + Send>,
+    ) -> Result<Compaction, CompactionError> {
+        let plan = Plan::new(paths, manifest, &settings, Purpose::BaseOnly);
+        let compaction = Self::begin(
+            keyspace,
+            storage,
+            paths,
+            (manifest, &plan),
+            None,
+            None,
+            settings,
+            notify,
+        )?;
+        tracing::info!(
+            "background append-only log rewrite started with the log off: base {} in {} part(s)",
+            plan.base_seq,
+            plan.part_names.len()
         );
         Ok(compaction)
     }
@@ -260,10 +326,11 @@ impl Compaction {
         writer_notify: crate::log::writer::Notify,
         notify: Box<dyn Fn() + Send>,
     ) -> Result<(Compaction, LogWriter), CompactionError> {
-        let plan = Plan::new(paths, manifest, &settings);
+        let plan = Plan::new(paths, manifest, &settings, Purpose::TurnLogOn);
+        let incr = plan.incr.clone().expect("a new log has a file");
         let new_log = NewLogFile {
             temp: paths.file(&paths.temp_incremental_name()),
-            incremental: paths.file(&plan.incr.name),
+            incremental: paths.file(&incr.name),
         };
         let file = storage
             .create(&new_log.temp)
@@ -279,8 +346,8 @@ impl Compaction {
             keyspace,
             storage.clone(),
             paths,
-            &plan,
-            rotation,
+            (manifest, &plan),
+            Some(rotation),
             Some(new_log.clone()),
             settings,
             notify,
@@ -291,7 +358,7 @@ impl Compaction {
                     "turning the append-only log on: base {} in {} part(s), new records go to {} once it is written",
                     plan.base_seq,
                     plan.part_names.len(),
-                    plan.incr.name
+                    incr.name
                 );
                 Ok((compaction, writer))
             }
@@ -303,13 +370,14 @@ impl Compaction {
         }
     }
 
+    /// Starts the job of `plan`, made from `before` (the manifest in force).
     #[allow(clippy::too_many_arguments)]
     fn begin(
         keyspace: &mut crate::keyspace::Keyspace,
         storage: Arc<dyn Storage>,
         paths: &LogPaths,
-        plan: &Plan,
-        rotation: RotationWaiter,
+        (before, plan): (&Manifest, &Plan),
+        rotation: Option<RotationWaiter>,
         new_log: Option<NewLogFile>,
         settings: Settings,
         notify: Box<dyn Fn() + Send>,
@@ -324,7 +392,11 @@ impl Compaction {
         } = settings;
         let parts = plan.part_names.len();
         let installed = Arc::new(Mutex::new(plan.after_commit.clone()));
-        let turns_log_on = new_log.is_some();
+        let purpose = match (&plan.incr, &new_log) {
+            (None, _) => Purpose::BaseOnly,
+            (Some(_), Some(_)) => Purpose::TurnLogOn,
+            (Some(_), None) => Purpose::Compact,
+        };
         let finisher = {
             let storage = storage.clone();
             let paths = paths.clone();
@@ -335,7 +407,7 @@ impl Compaction {
                 install(
                     &*storage,
                     &paths,
-                    &rotation,
+                    rotation.as_ref(),
                     new_log.as_ref(),
                     &after_commit,
                     &installed,
@@ -355,7 +427,7 @@ impl Compaction {
                 },
                 form,
                 part_aux: (0..parts)
-                    .map(|part| part_aux(part, parts, plan.incr.seq))
+                    .map(|part| part_aux(part, parts, plan.incr_seq))
                     .collect(),
                 finisher,
                 key_delay_us,
@@ -366,42 +438,47 @@ impl Compaction {
         Ok(Compaction {
             job,
             rotation,
+            before: before.clone(),
             after_rotation: plan.after_rotation.clone(),
             installed,
-            turns_log_on,
+            purpose,
         })
     }
 
-    /// Whether this compaction turns the log on (`start_log`).
-    pub fn turns_log_on(&self) -> bool {
-        self.turns_log_on
+    pub fn purpose(&self) -> Purpose {
+        self.purpose
     }
 
     /// The outcome once both the snapshot job and the log rotation are over (handed over
     /// once: the job's outcome is taken).
-    pub fn poll(&self, before: &Manifest) -> Option<Finished> {
+    pub fn poll(&self) -> Option<Finished> {
         // The rotation first: the job's outcome is taken only when both are known.
-        let rotated = self.rotation.peek()?;
+        let rotated = match &self.rotation {
+            Some(rotation) => rotation.peek()?,
+            None => Ok(()),
+        };
         let result = self.job.take_outcome()?;
         let manifest = match (&result, rotated) {
             (Ok(_), _) => self.installed.lock().unwrap().clone(),
             (Err(_), Ok(())) => self.after_rotation.clone(),
-            (Err(_), Err(_)) => before.clone(),
+            (Err(_), Err(_)) => self.before.clone(),
         };
         Some(Finished {
             manifest,
             result,
-            turned_log_on: self.turns_log_on,
+            purpose: self.purpose,
         })
     }
 
     /// The outcome of a cancelled compaction whose job's threads are gone (cancelled
     /// late, it may have succeeded): waits for the log writer's switch, requested with
     /// it, to be done or given up.
-    pub fn wait_for_end(&self, before: &Manifest) -> Finished {
+    pub fn wait_for_end(&self) -> Finished {
         // Its result is read by `poll`; a failure was the writer's to report.
-        let _ = self.rotation.wait();
-        self.poll(before)
+        if let Some(rotation) = &self.rotation {
+            let _ = rotation.wait();
+        }
+        self.poll()
             .expect("a cancelled job's outcome is set once its threads are gone")
     }
 }
@@ -411,13 +488,15 @@ impl Compaction {
 fn install(
     storage: &dyn Storage,
     paths: &LogPaths,
-    rotation: &RotationWaiter,
+    rotation: Option<&RotationWaiter>,
     new_log: Option<&NewLogFile>,
     after_commit: &Manifest,
     installed: &Mutex<Manifest>,
 ) -> Result<(), CompactionError> {
     // The parts describe the dataset at the switch: useless if the switch failed.
-    rotation.wait().map_err(CompactionError::Rotation)?;
+    if let Some(rotation) = rotation {
+        rotation.wait().map_err(CompactionError::Rotation)?;
+    }
     if let Some(new_log) = new_log {
         // Under its final name from here on; a crash before the commit leaves a file
         // above the manifest's numbers, which start-up refuses to guess about (the

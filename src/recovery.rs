@@ -165,6 +165,18 @@ pub fn load_dataset(
             seconds: started.elapsed().as_secs_f64(),
         });
     }
+    load_log(config, storage, progress)
+}
+
+/// Loads the log directory (its manifest settled first, as start-up settles it) into a
+/// new keyspace: start-up with the log on, and DEBUG LOADAOF.
+pub fn load_log(
+    config: &Config,
+    storage: Arc<dyn Storage>,
+    progress: &LoadProgress,
+) -> Result<Loaded, LoadError> {
+    let started = Instant::now();
+    let keyspace = Keyspace::new(config.databases);
     let paths = LogPaths::from_config(config);
     // Refuses (changing nothing) unless the manifest proves what the dataset is; removes
     // only what it proves garbage. A new directory gets an empty log.

@@ -728,11 +728,6 @@ fn reload_with_the_log_off_saves_and_loads_dbfilename_as_redis() {
     let mut server = tessera_with_debug(dir.path(), &["--appendonly", "no"]);
     let mut ours = Conn::new(server.port);
     let mut theirs = Conn::new(redis.port);
-    let both = |ours: &mut Conn, theirs: &mut Conn, line: &str| -> V {
-        let (a, b) = (ours.cmd(&words(line)), theirs.cmd(&words(line)));
-        assert_eq!(a, b, "{line}");
-        a
-    };
     both(&mut ours, &mut theirs, "SET a 1");
     // No dump.rdb yet: both fail. (Redis has emptied its dataset by then; Tessera keeps
     // it, a deliberate difference.)
@@ -801,12 +796,13 @@ fn reload_with_the_log_off_saves_and_loads_dbfilename_as_redis() {
     let saved = digest(&mut ours);
     assert_eq!(saved, digest(&mut theirs));
 
-    // LOADAOF needs the log (Redis exits without one).
+    // LOADAOF with the log off and no log directory (Redis exits): refused, nothing made.
     assert_eq!(
         ours.cmd(&["DEBUG", "LOADAOF"]),
-        V::Error("ERR Tessera loads the append-only log only when appendonly is yes".into())
+        V::Error("ERR Error trying to load the append only file".into())
     );
     assert_eq!(digest(&mut ours), saved);
+    assert!(!dir.path().join("appendonlydir").exists());
 
     // A restart loads the same file.
     server.kill9();
@@ -817,6 +813,83 @@ fn reload_with_the_log_off_saves_and_loads_dbfilename_as_redis() {
         ours.cmd(&["FCALL", "f", "0"]),
         V::Bulk(Some(b"hello".to_vec()))
     );
+}
+
+/// `line` sent to both servers: the replies must be equal; returns Tessera's.
+fn both(ours: &mut Conn, theirs: &mut Conn, line: &str) -> V {
+    let (a, b) = (ours.cmd(&words(line)), theirs.cmd(&words(line)));
+    assert_eq!(a, b, "{line}");
+    a
+}
+
+/// INFO persistence's `aof_rewrite_in_progress` is 0 (polled for up to 30 s).
+fn wait_for_rewrite(conn: &mut Conn) {
+    wait_until("the rewrite's end", Duration::from_secs(30), || match conn
+        .cmd(&["INFO", "persistence"])
+    {
+        V::Bulk(Some(info)) => String::from_utf8_lossy(&info).contains("aof_rewrite_in_progress:0"),
+        _ => false,
+    });
+}
+
+/// The kinds of the files a log directory's manifest lists (`b`, `i`, `h`), in order.
+fn manifest_kinds(dir: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(dir.join("appendonlydir/appendonly.aof.manifest"))
+        .expect("a manifest");
+    text.lines()
+        .filter_map(|line| line.split_whitespace().last().map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn bgrewriteaof_with_the_log_off_writes_a_base_that_loadaof_loads_as_on_redis() {
+    let Some(binary) = require_redis_or_skip(WHOLE_TEST) else {
+        return;
+    };
+    let (redis_dir, dir) = (temp_dir(), temp_dir());
+    let redis = redis_with_debug(&binary, redis_dir.path());
+    let mut server = tessera_with_debug(dir.path(), &["--appendonly", "no"]);
+    let mut theirs = Conn::new(redis.port);
+    let mut ours = Conn::new(server.port);
+    let commands = dataset();
+    load(&mut ours, &commands);
+    load(&mut theirs, &commands);
+    let saved = digest(&mut ours);
+    assert_eq!(saved, digest(&mut theirs));
+    assert_eq!(
+        both(&mut ours, &mut theirs, "BGREWRITEAOF"),
+        V::Simple("Background append only file rewriting started".into())
+    );
+    wait_for_rewrite(&mut ours);
+    wait_for_rewrite(&mut theirs);
+    // A base alone: no incremental file, the log still off.
+    for dir in [dir.path(), redis_dir.path()] {
+        let kinds = manifest_kinds(dir);
+        assert!(
+            !kinds.is_empty() && kinds.iter().all(|k| k == "b"),
+            "{kinds:?}"
+        );
+    }
+    assert_eq!(
+        both(&mut ours, &mut theirs, "CONFIG GET appendonly"),
+        V::Array(vec![
+            V::Bulk(Some(b"appendonly".to_vec())),
+            V::Bulk(Some(b"no".to_vec()))
+        ])
+    );
+    // LOADAOF loads what the rewrite wrote, without what came since.
+    both(&mut ours, &mut theirs, "SET after 1");
+    assert_eq!(
+        both(&mut ours, &mut theirs, "DEBUG LOADAOF"),
+        V::Simple("OK".into())
+    );
+    assert_eq!(both(&mut ours, &mut theirs, "EXISTS after"), V::Int(0));
+    assert_eq!(digest(&mut ours), saved);
+    assert_eq!(digest(&mut theirs), saved);
+    // The base is a log: a server started on it with the log on loads it.
+    server.kill9();
+    let server = tessera_with_debug(dir.path(), &["--appendonly", "yes"]);
+    assert_eq!(digest(&mut Conn::new(server.port)), saved);
 }
 
 #[test]

@@ -184,16 +184,12 @@ fn save(ctx: &mut Ctx, _args: &Args) -> Action {
 }
 
 /// BGREWRITEAOF, with Redis's replies: one compaction at a time; during a BGSAVE it is
-/// scheduled and starts when the BGSAVE ends.
+/// scheduled and starts when the BGSAVE ends. With the log off it writes a new base alone
+/// in the log directory, as Redis 7 does (`compaction::Purpose::BaseOnly`).
 fn bgrewriteaof(ctx: &mut Ctx, _args: &Args) -> Action {
     let in_exec = ctx.in_exec();
     let persistence = &mut ctx.server.persistence;
-    if !ctx.server.config.appendonly {
-        // Redis would write a new log directory; Tessera compacts only a log it is keeping.
-        ctx.out
-            .error("ERR Tessera rewrites the append-only log only when appendonly is yes");
-        Action::None
-    } else if persistence.aof_rewrite_in_progress {
+    if persistence.aof_rewrite_in_progress {
         ctx.out
             .error("ERR Background append only file rewriting already in progress");
         Action::None

@@ -9,8 +9,9 @@
 //! jobs' INFO persistence fields.
 
 use super::Server;
-use crate::compaction::Compaction;
+use crate::compaction::{Compaction, Purpose};
 use crate::engine::Job;
+use crate::log::LogPaths;
 use crate::log::LogWriter;
 use crate::snapshot::{JobOutcome, JobProgress, SnapshotError, SnapshotJob};
 use crate::storage::RateLimit;
@@ -191,8 +192,7 @@ impl Server {
         let keyspace = &mut self.engine.keyspace;
         if let Some(compaction) = &mut self.jobs.compaction {
             compaction.job.step(keyspace, CAPTURE_SLOTS_PER_TURN);
-            let before = self.manifest.as_ref().expect("the log is on");
-            if let Some(finished) = compaction.poll(before) {
+            if let Some(finished) = compaction.poll() {
                 self.jobs.compaction = None;
                 self.engine.keyspace.forget_snapshot();
                 self.finish_rewrite(finished);
@@ -248,9 +248,8 @@ impl Server {
             compaction.job.cancel_and_wait(&mut self.engine.keyspace);
             // Its switch to a new incremental file was requested with it: whether that
             // happened decides the manifest in force.
-            let before = self.manifest.as_ref().expect("the log is on");
-            let finished = compaction.wait_for_end(before);
-            if finished.turned_log_on {
+            let finished = compaction.wait_for_end();
+            if finished.purpose == Purpose::TurnLogOn {
                 // Stopped before its base was committed, or just after: started again
                 // on the new dataset (`apply_appendonly`) either way.
                 let p = &mut self.engine.state.persistence;
@@ -259,6 +258,10 @@ impl Server {
                 self.abandon_new_log();
             } else if finished.result.is_ok() {
                 self.record_rewrite_end(finished);
+            } else if finished.purpose == Purpose::BaseOnly {
+                let p = &mut self.engine.state.persistence;
+                p.aof_rewrite_in_progress = false;
+                p.aof_rewrite_started = None;
             } else {
                 // Stopped, not failed (Redis's killed child is no error either).
                 self.manifest = Some(finished.manifest);
@@ -303,9 +306,13 @@ impl Server {
     /// Starts a compaction (BGREWRITEAOF, the automatic trigger, a scheduled one).
     fn start_rewrite(&mut self) {
         if self.log_writer.is_none() {
-            // The log is off: a rewrite turns it on if the configuration asks for it.
-            if self.engine.state.config.appendonly && self.loading.is_none() {
+            // The log is off: a rewrite turns it on if the configuration asks for it, or
+            // writes a base alone (Redis 7's BGREWRITEAOF with appendonly no).
+            if self.loading.is_some() {
+            } else if self.engine.state.config.appendonly {
                 self.start_log();
+            } else {
+                self.start_base_only();
             }
             return;
         }
@@ -313,49 +320,90 @@ impl Server {
             // The switch to the new file comes after every record logged so far.
             self.take_effects();
         }
+        if self.jobs.running() {
+            self.engine.state.persistence.aof_rewrite_scheduled = true;
+            return;
+        }
         let notify = self.waker_notify();
+        let settings = self.compaction_settings();
         let (Some(writer), Some(paths), Some(manifest)) =
             (&mut self.log_writer, &self.log_paths, &self.manifest)
         else {
             return;
         };
-        let engine = &mut self.engine;
-        if self.jobs.running() {
-            engine.state.persistence.aof_rewrite_scheduled = true;
-            return;
-        }
-        let config = &engine.state.config;
         let compaction = Compaction::start(
-            &mut engine.keyspace,
+            &mut self.engine.keyspace,
             writer,
             self.storage.clone(),
             paths,
             manifest,
-            crate::compaction::Settings {
-                parts: config.aof_rewrite_threads(),
-                key_delay_us: config.rdb_key_save_delay_us,
-                compression: config.rdbcompression,
-                pacing: self.jobs.pacing(config.aof_rewrite_incremental_fsync),
-                functions: engine.state.scripting.library_codes(),
-                form: base_form(config),
-            },
+            settings,
             notify,
         );
-        let p = &mut engine.state.persistence;
+        self.rewrite_begun(compaction);
+    }
+
+    /// BGREWRITEAOF with the log off: a new base alone in the log directory, as Redis 7
+    /// writes one (`Compaction::start_without_log`).
+    fn start_base_only(&mut self) {
+        if self.jobs.running() {
+            self.engine.state.persistence.aof_rewrite_scheduled = true;
+            return;
+        }
+        let paths = LogPaths::from_config(&self.engine.state.config);
+        // The directory's manifest, settled as start-up settles it (a new directory is
+        // created, as Redis creates it); its files become history.
+        let manifest = match crate::log::startup::open_log_dir(&*self.storage, &paths) {
+            Ok(manifest) => manifest,
+            Err(error) => {
+                let error = crate::compaction::CompactionError::Directory(error.to_string());
+                return self.rewrite_begun(Err(error));
+            }
+        };
+        let settings = self.compaction_settings();
+        let notify = self.waker_notify();
+        let compaction = Compaction::start_without_log(
+            &mut self.engine.keyspace,
+            self.storage.clone(),
+            &paths,
+            &manifest,
+            settings,
+            notify,
+        );
+        self.rewrite_begun(compaction);
+    }
+
+    /// How a compaction runs, from the configuration.
+    pub(super) fn compaction_settings(&self) -> crate::compaction::Settings {
+        let config = &self.engine.state.config;
+        crate::compaction::Settings {
+            parts: config.aof_rewrite_threads(),
+            key_delay_us: config.rdb_key_save_delay_us,
+            compression: config.rdbcompression,
+            pacing: self.jobs.pacing(config.aof_rewrite_incremental_fsync),
+            functions: self.engine.state.scripting.library_codes(),
+            form: base_form(config),
+        }
+    }
+
+    /// A compaction asked for: started, or failed to start.
+    fn rewrite_begun(
+        &mut self,
+        compaction: Result<Compaction, crate::compaction::CompactionError>,
+    ) {
+        let p = &mut self.engine.state.persistence;
         p.aof_rewrite_scheduled = false;
         p.aof_rewrites += 1; // counted at the start, as Redis does
-        let compaction = match compaction {
-            Ok(compaction) => compaction,
+        match compaction {
+            Ok(compaction) => self.rewrite_started(compaction),
             Err(error) => {
                 // Nothing changed (no capture, no log switch): report it as a failure.
                 tracing::warn!("background append-only log rewrite failed to start: {error}");
                 p.aof_last_bgrewrite_failed = true;
                 p.aof_rewrites_consecutive_failures += 1;
                 p.aof_last_rewrite_failure = Some(Instant::now());
-                return;
             }
-        };
-        self.rewrite_started(compaction);
+        }
     }
 
     /// A compaction has started (a log's switch to a new file, or a new log).
@@ -377,10 +425,10 @@ impl Server {
 
     /// A compaction's end in INFO's fields and the manifest now in force.
     fn record_rewrite_end(&mut self, finished: crate::compaction::Finished) {
-        let turned_log_on = finished.turned_log_on;
+        let purpose = finished.purpose;
         let failure = finished.result.as_ref().err().map(ToString::to_string);
         self.record_compaction_end(finished);
-        if turned_log_on {
+        if purpose == Purpose::TurnLogOn {
             self.new_log_finished(failure.is_none(), failure);
         }
     }
@@ -405,10 +453,12 @@ impl Server {
                 p.aof_last_rewrite_failure = None;
                 p.aof_last_rewrite_bytes = bytes;
                 p.aof_last_rewrite_keys = outcome.keys;
-                if matches!(
-                    self.master_base,
-                    super::master_link::MasterBase::AwaitingCompaction
-                ) {
+                if finished.purpose != Purpose::BaseOnly
+                    && matches!(
+                        self.master_base,
+                        super::master_link::MasterBase::AwaitingCompaction
+                    )
+                {
                     // Started after the master's snapshot was adopted (the adoption stops
                     // running jobs), so it persisted that dataset.
                     self.master_base_persisted();
@@ -422,7 +472,9 @@ impl Server {
                 p.aof_last_rewrite_failure = Some(Instant::now());
             }
         }
-        self.manifest = Some(finished.manifest);
+        if finished.purpose != Purpose::BaseOnly {
+            self.manifest = Some(finished.manifest);
+        }
         self.refresh_log_sizes();
         let p = &mut self.engine.state.persistence;
         if !p.aof_last_bgrewrite_failed {

@@ -21,7 +21,7 @@
 //! `appendonly yes` no snapshot would be saved either.
 
 use super::Server;
-use crate::compaction::{Compaction, Settings};
+use crate::compaction::{Compaction, Purpose};
 use crate::log::manifest::Manifest;
 use crate::log::{LogPaths, LogWriter};
 use std::sync::Arc;
@@ -49,7 +49,7 @@ impl Server {
         self.jobs
             .compaction
             .as_ref()
-            .is_some_and(Compaction::turns_log_on)
+            .is_some_and(|c| c.purpose() == Purpose::TurnLogOn)
     }
 
     /// Starts turning the log on, or schedules it behind a running job.
@@ -74,15 +74,8 @@ impl Server {
                 let _ = waker.wake();
             })
         };
-        let settings = Settings {
-            parts: config.aof_rewrite_threads(),
-            key_delay_us: config.rdb_key_save_delay_us,
-            compression: config.rdbcompression,
-            pacing: self.jobs.pacing(config.aof_rewrite_incremental_fsync),
-            functions: self.engine.state.scripting.library_codes(),
-            form: super::jobs::base_form(config),
-        };
-        let policy = config.appendfsync;
+        let settings = self.compaction_settings();
+        let policy = self.engine.state.config.appendfsync;
         let notify = self.waker_notify();
         let started = Compaction::start_log(
             &mut self.engine.keyspace,
@@ -147,12 +140,11 @@ impl Server {
             tracing::info!("a background append-only log rewrite is in progress: stopping it");
             compaction.job.cancel_and_wait(&mut self.engine.keyspace);
             self.engine.keyspace.forget_snapshot();
-            let before = self.manifest.clone().expect("the log is on");
-            let finished = compaction.wait_for_end(&before);
+            let finished = compaction.wait_for_end();
             let p = &mut self.engine.state.persistence;
             p.aof_rewrite_in_progress = false;
             p.aof_rewrite_started = None;
-            if finished.turned_log_on {
+            if finished.purpose == Purpose::TurnLogOn {
                 tracing::info!("the append-only log was being turned on: given up");
                 self.abandon_new_log();
                 return;

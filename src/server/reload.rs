@@ -19,13 +19,14 @@
 //!   Redis does.
 //!
 //! LOADAOF syncs the log, then loads the log directory in place of the dataset, as Redis's
-//! does (which also deletes the history files the manifest lists, as start-up does).
+//! does (which also deletes the history files the manifest lists, as start-up does). With
+//! the log off it loads the directory as the last BGREWRITEAOF left it (a base alone).
 //!
 //! Differences from Redis: a running BGSAVE or compaction is first run to its end (Redis
 //! saves beside its child); the dataset is loaded beside the current one and put in place
 //! only if all of it loaded, so a failure leaves the dataset — and the log — as they were
 //! (Redis has emptied it by then, or stops the server on a duplicated key); LOADAOF with the
-//! log off is refused (Redis exits). The call's statistics (INFO commandstats) do not
+//! log off and no manifest is refused (Redis exits). The call's statistics (INFO commandstats) do not
 //! include the reload's time.
 
 use super::Server;
@@ -41,8 +42,8 @@ use std::time::Instant;
 enum ReloadError {
     #[error("the dataset is still loading")]
     Loading,
-    #[error("the append-only log is off (appendonly no)")]
-    NoLog,
+    #[error("the append-only log is off and {0} does not exist")]
+    NoLog(String),
     #[error("can't save the dataset: {0}")]
     Save(String),
     #[error("can't sync the append-only log: {0}")]
@@ -64,9 +65,6 @@ impl ReloadError {
     fn reply(&self, command: ReloadCommand) -> &'static str {
         match (self, command) {
             (ReloadError::Loading, _) => "LOADING Redis is loading the dataset in memory",
-            (ReloadError::NoLog, _) => {
-                "ERR Tessera loads the append-only log only when appendonly is yes"
-            }
             // Redis's `shared.err`, its reply when RELOAD's save fails.
             (ReloadError::Save(_), _) => "ERR",
             (_, ReloadCommand::Reload) => "ERR Error trying to load the RDB dump",
@@ -133,8 +131,14 @@ impl Server {
         // turned on is on once its job is over).
         self.finish_jobs_now();
         let log_on = self.log_writer.is_some();
-        if reload.command == ReloadCommand::LoadAof && !log_on {
-            return Err(ReloadError::NoLog);
+        let config = &self.engine.state.config;
+        let manifest = crate::log::LogPaths::from_config(config).manifest_path();
+        if reload.command == ReloadCommand::LoadAof
+            && !log_on
+            && self.storage.len(&manifest).is_err()
+        {
+            // Redis exits there; a log that is not there is not made here either.
+            return Err(ReloadError::NoLog(manifest.display().to_string()));
         }
         if reload.save {
             if log_on {
@@ -148,14 +152,19 @@ impl Server {
         let config = &self.engine.state.config;
         if let Some(writer) = &mut self.log_writer {
             writer.sync().map_err(ReloadError::Sync)?;
-        } else {
+        } else if reload.command == ReloadCommand::Reload {
             let path = config.dir.join(&config.dbfilename);
             if self.storage.len(&path).is_err() {
                 return Err(ReloadError::NoSnapshot(path.display().to_string()));
             }
         }
         let progress = crate::commands::LoadProgress::default();
-        let loaded = crate::recovery::load_dataset(config, self.storage.clone(), &progress)?;
+        let storage = self.storage.clone();
+        let loaded = match reload.command {
+            // With the log off too: what the last BGREWRITEAOF wrote, as Redis's.
+            ReloadCommand::LoadAof => crate::recovery::load_log(config, storage, &progress)?,
+            ReloadCommand::Reload => crate::recovery::load_dataset(config, storage, &progress)?,
+        };
         // The writer goes on appending to the file it has open: the manifest loaded must
         // still end with it (nothing but this loop changes it while no job runs).
         if let (Some(now), Some(before)) = (&loaded.manifest, &self.manifest) {
@@ -194,8 +203,10 @@ impl Server {
         p.loaded_keys = loaded.keys;
         if loaded.manifest.is_some() {
             // start-up settled the directory again (history files deleted).
-            self.manifest = loaded.manifest;
-            self.refresh_log_sizes();
+            if self.log_writer.is_some() {
+                self.manifest = loaded.manifest;
+                self.refresh_log_sizes();
+            }
         } else {
             p.rdb_last_load_keys_loaded = loaded.keys;
             p.rdb_last_load_keys_expired = loaded.expired.len() as u64;
