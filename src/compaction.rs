@@ -16,7 +16,8 @@
 //!    listing every file it makes obsolete as history (`type h`, as Redis 7 does)
 //!    (`manifest-temp-written`, `manifest-renamed`, `rewrite-committed`).
 //! 5. The history files are deleted (`rewrite-deleted-one`, `rewrite-deleted-all`), then
-//!    M3 = M2 without them is committed.
+//!    M3 = M2 without them is committed; with `aof-disable-auto-gc yes` they are kept,
+//!    listed, until it is turned off again.
 //!
 //! A crash before step 4's rename leaves M1 (or the manifest before it), whose files are
 //! all still there, and parts with a base sequence number above any it lists: start-up
@@ -46,6 +47,7 @@
 //! `LogError`), or the installation's.
 
 use crate::log::manifest::{CommitError, FileKind, Manifest, ManifestEntry};
+use crate::log::startup::History;
 use crate::log::writer::{LogError, Rotation, RotationWaiter};
 use crate::log::{AUX_FIRST_INCR, AUX_PART, AUX_PARTS, AUX_SLOTS, LogPaths, LogWriter};
 use crate::rdb::RdbWriterOptions;
@@ -120,6 +122,8 @@ pub struct Settings {
     /// RDB parts, or one file of commands (`aof-use-rdb-preamble no`, as Redis writes it:
     /// `parts` is then 1).
     pub form: PartForm,
+    /// Whether the files the new base makes history are deleted (`aof-disable-auto-gc`).
+    pub history: History,
 }
 
 /// What a compaction is for.
@@ -171,7 +175,24 @@ impl Plan {
             PartForm::Resp => vec![paths.base_resp_name(base_seq)],
         };
         // M2, in Redis's order: base, history, incremental. Everything M1 lists but the new
-        // incremental file is made obsolete by the parts.
+        // incremental file is made obsolete by the parts. Redis puts each file it makes
+        // history at the head of its history list, the base first, then the incremental
+        // files in order: they are listed newest first, then the history already there.
+        let was = |kind: FileKind| {
+            manifest
+                .entries
+                .iter()
+                .filter(move |e| e.kind == kind)
+                .map(|e| ManifestEntry {
+                    kind: FileKind::History,
+                    ..e.clone()
+                })
+        };
+        let history: Vec<ManifestEntry> = was(FileKind::Incremental)
+            .rev()
+            .chain(was(FileKind::Base))
+            .chain(was(FileKind::History))
+            .collect();
         let mut after_commit = Manifest {
             entries: part_names
                 .iter()
@@ -182,16 +203,7 @@ impl Plan {
                 })
                 .collect(),
         };
-        after_commit.entries.extend(
-            after_rotation
-                .entries
-                .iter()
-                .filter(|e| Some(*e) != incr.as_ref())
-                .map(|e| ManifestEntry {
-                    kind: FileKind::History,
-                    ..e.clone()
-                }),
-        );
+        after_commit.entries.extend(history);
         after_commit.entries.extend(incr.clone());
         Plan {
             incr,
@@ -388,6 +400,7 @@ impl Compaction {
             pacing,
             functions,
             form,
+            history,
             ..
         } = settings;
         let parts = plan.part_names.len();
@@ -409,7 +422,7 @@ impl Compaction {
                     &paths,
                     rotation.as_ref(),
                     new_log.as_ref(),
-                    &after_commit,
+                    (&after_commit, history),
                     &installed,
                 )
             })
@@ -490,7 +503,7 @@ fn install(
     paths: &LogPaths,
     rotation: Option<&RotationWaiter>,
     new_log: Option<&NewLogFile>,
-    after_commit: &Manifest,
+    (after_commit, history): (&Manifest, History),
     installed: &Mutex<Manifest>,
 ) -> Result<(), CompactionError> {
     // The parts describe the dataset at the switch: useless if the switch failed.
@@ -539,6 +552,10 @@ fn install(
         }
     }
     storage.checkpoint(CrashPoint::RewriteCommitted);
+    if history == History::Keep {
+        // `aof-disable-auto-gc yes`: M2 stays, its history listed.
+        return Ok(());
+    }
     let mut undeleted = Vec::new();
     for entry in after_commit.history() {
         // Listed as history: a file left behind by a crash here is deleted at start-up.

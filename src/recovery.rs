@@ -16,6 +16,7 @@ use crate::log::LogPaths;
 use crate::log::manifest::{Manifest, ManifestEntry};
 use crate::log::scan::{Corruption, LogDamage, ScanError, scan_records};
 use crate::log::startup::OpenError;
+use crate::log::startup::Opening;
 use crate::snapshot::SnapshotError;
 use crate::storage::Storage;
 use std::path::{Path, PathBuf};
@@ -165,22 +166,25 @@ pub fn load_dataset(
             seconds: started.elapsed().as_secs_f64(),
         });
     }
-    load_log(config, storage, progress)
+    load_log(config, storage, progress, Opening::ToAppend)
 }
 
 /// Loads the log directory (its manifest settled first, as start-up settles it) into a
-/// new keyspace: start-up with the log on, and DEBUG LOADAOF.
+/// new keyspace: start-up with the log on, and DEBUG LOADAOF (`Opening::AsItIs` with the
+/// log off).
 pub fn load_log(
     config: &Config,
     storage: Arc<dyn Storage>,
     progress: &LoadProgress,
+    opening: Opening,
 ) -> Result<Loaded, LoadError> {
     let started = Instant::now();
     let keyspace = Keyspace::new(config.databases);
     let paths = LogPaths::from_config(config);
     // Refuses (changing nothing) unless the manifest proves what the dataset is; removes
     // only what it proves garbage. A new directory gets an empty log.
-    let manifest = crate::log::startup::open_log_dir(&*storage, &paths)?;
+    let history = crate::log::startup::History::of(config);
+    let manifest = crate::log::startup::open_log_dir(&*storage, &paths, opening, history)?;
     tracing::info!("loading the append-only log from {}", paths.dir.display());
     let total: u64 = manifest
         .entries

@@ -245,8 +245,10 @@ fn a_log_being_turned_on_is_given_up_by_appendonly_no_and_a_crash_leaves_the_dir
     assert!(!files.iter().any(|f| f.starts_with("temp-")), "{files:?}");
     assert!(!files.iter().any(|f| f.contains(".base.")), "{files:?}");
     // On again, and killed before the base is written: the directory is as it was
-    // before (start-up removes the new log's temporary file).
+    // before (start-up removes the new log's temporary file), empty as Redis leaves a
+    // directory it made for a log that is not on yet; start-up then makes a new log.
     let before = files_in(&server.aof_dir());
+    assert!(before.is_empty(), "{before:?}");
     config_set(&mut conn, "appendonly", "yes");
     write_round(&mut conn, 1);
     assert_eq!(
@@ -258,7 +260,10 @@ fn a_log_being_turned_on_is_given_up_by_appendonly_no_and_a_crash_leaves_the_dir
     restart_args[1] = "yes";
     restart_args.truncate(restart_args.len() - 2);
     let server = start_server(dir.path(), &restart_args);
-    assert_eq!(files_in(&server.aof_dir()), before);
+    assert_eq!(
+        files_in(&server.aof_dir()),
+        ["appendonly.aof.1.incr.aof", "appendonly.aof.manifest"]
+    );
     let mut conn = server.connection();
     assert_eq!(dbsize(&mut conn), 0, "the log never held the dataset");
 }
@@ -294,4 +299,104 @@ fn a_log_that_cannot_be_turned_on_leaves_appendonly_no() {
     // The server goes on.
     run(&mut conn, &["SET", "k2", "v"]);
     assert_eq!(dbsize(&mut conn), 2);
+}
+
+/// A server's log directory as text: its manifest, then the files it holds, sorted.
+fn log_dir_state(aof_dir: &Path) -> String {
+    let manifest = std::fs::read_to_string(aof_dir.join("appendonly.aof.manifest"))
+        .unwrap_or_else(|e| format!("(no manifest: {e})\n"));
+    let mut names: Vec<String> = std::fs::read_dir(aof_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    format!("{manifest}files: {}", names.join(" "))
+}
+
+/// INFO persistence says no rewrite runs or waits.
+fn wait_for_rewrites(conn: &mut redis::Connection) {
+    wait_until(
+        "the rewrites' end",
+        std::time::Duration::from_secs(30),
+        || {
+            info_fields(conn, &["aof_rewrite_in_progress", "aof_rewrite_scheduled"])
+                == [Some("0".to_string()), Some("0".to_string())]
+        },
+    );
+}
+
+#[test]
+fn the_log_directory_is_named_and_numbered_as_redis_s_through_switches_rewrites_and_reloads() {
+    let Some(redis) = require_redis_or_skip(WHOLE_TEST) else {
+        return;
+    };
+    let (ours_dir, theirs_dir) = (temp_dir(), temp_dir());
+    let args = [
+        "--appendonly",
+        "no",
+        "--save",
+        "",
+        "--enable-debug-command",
+        "yes",
+    ];
+    let server = start_server(ours_dir.path(), &args);
+    let oracle = RedisOracle::start_with(&redis, theirs_dir.path(), &args);
+    let mut ours = server.connection();
+    let mut theirs = oracle.connection();
+    let dirs = [
+        ours_dir.path().join("appendonlydir"),
+        theirs_dir.path().join("appendonlydir"),
+    ];
+    // Each step on both servers, then the two directories compared once Redis's
+    // background deletion of history files is done (the manifest no longer lists them).
+    let mut step = |what: &str, commands: &[&[&str]]| {
+        for conn in [&mut ours, &mut theirs] {
+            // Writes both servers apply alike (no stream IDs of their clocks).
+            run(conn, &["INCRBY", "counter", "7"]);
+            run(conn, &["RPUSH", "list", what]);
+            run(conn, &["HSET", "hash", what, "1"]);
+            for command in commands {
+                run(conn, command);
+                wait_for_rewrites(conn);
+            }
+        }
+        let listed_only = |dir: &Path| {
+            let state = log_dir_state(dir);
+            let (manifest, files) = state.split_once("files: ").unwrap();
+            files
+                .split(' ')
+                .all(|f| f == "appendonly.aof.manifest" || manifest.contains(f))
+        };
+        wait_until(
+            "Redis's history deletion",
+            std::time::Duration::from_secs(10),
+            || listed_only(&dirs[1]),
+        );
+        assert_eq!(log_dir_state(&dirs[0]), log_dir_state(&dirs[1]), "{what}");
+        assert_eq!(digest(&mut ours), digest(&mut theirs), "{what}");
+    };
+    step("turned on", &[&["CONFIG", "SET", "appendonly", "yes"]]);
+    step("rewritten", &[&["BGREWRITEAOF"]]);
+    step(
+        "rewritten with the log off",
+        &[&["CONFIG", "SET", "appendonly", "no"], &["BGREWRITEAOF"]],
+    );
+    step("loaded with the log off", &[&["DEBUG", "LOADAOF"]]);
+    step("on again", &[&["CONFIG", "SET", "appendonly", "yes"]]);
+    step(
+        "history kept",
+        &[
+            &["CONFIG", "SET", "aof-disable-auto-gc", "yes"],
+            &["BGREWRITEAOF"],
+            &["BGREWRITEAOF"],
+        ],
+    );
+    step(
+        "history collected",
+        &[&["CONFIG", "SET", "aof-disable-auto-gc", "no"]],
+    );
+    step(
+        "rewritten after a reload",
+        &[&["DEBUG", "LOADAOF"], &["BGREWRITEAOF"]],
+    );
 }

@@ -420,6 +420,14 @@ pub static DIRECTIVES: &[Directive] = &[
         |c| c.shutdown_timeout_seconds.to_string(),
         |c, a| c.shutdown_timeout_seconds = parse_int_in(a, 0, i32::MAX as i64)? as u64
     ),
+    // Turned back to `no`, the history files are deleted at the end of the turn
+    // (`server::log_switch`).
+    directive!(
+        "aof-disable-auto-gc",
+        true,
+        |c| yes_no(c.aof_disable_auto_gc),
+        |c, a| c.aof_disable_auto_gc = parse_bool(a)?
+    ),
     directive!(
         "aof-rewrite-threads",
         true,

@@ -606,7 +606,6 @@ pub static INERT_DIRECTIVES: &[Directive] = &[
     inert!("rdb-del-sync-files", BOOL, "no"),
     inert!("no-appendfsync-on-rewrite", BOOL, "no"),
     inert!("aof-timestamp-enabled", BOOL, "no"),
-    inert!("aof-disable-auto-gc", BOOL, "no"),
     // Memory: lazy freeing, active defragmentation, rehashing, expiry effort.
     inert!("lazyfree-lazy-eviction", BOOL, "no"),
     inert!("lazyfree-lazy-expire", BOOL, "no"),

@@ -118,6 +118,8 @@ pub struct Config {
     pub dir: PathBuf,
     pub appendonly: bool,
     pub appendfilename: String,
+    /// `aof-disable-auto-gc`: keep the history files a compaction leaves (listed).
+    pub aof_disable_auto_gc: bool,
     pub appenddirname: String,
     pub dbfilename: String,
     pub appendfsync: FsyncPolicy,
@@ -280,11 +282,28 @@ pub const PROTECTED: &[&str] = &["dir", "dbfilename"];
 /// Redis's does then too), and refuses any other as immutable.
 pub const START_ONLY: &[&str] = &["port", "bind", "dir", "dbfilename"];
 
+/// With `aof-rewrite-threads 0`, the dataset bytes each part of a base is given at least:
+/// a small dataset gets one part (Redis's own file name, one file to write, sync and
+/// load), a large one a part per CPU. Below this size a second thread saves less time
+/// than its file's creation, fsync and directory entry cost.
+pub const BYTES_PER_PART_MIN: u64 = 64 << 20;
+
 impl Config {
-    /// The number of writer threads a compaction uses.
+    /// The most writer threads a compaction uses: `aof-rewrite-threads`, or one per CPU.
     pub fn aof_rewrite_threads(&self) -> usize {
         match self.aof_rewrite_threads_setting {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        }
+    }
+
+    /// The parts (and writer threads) of a compaction of `dataset_bytes`: as many as
+    /// `aof-rewrite-threads` says, or with 0 one per `BYTES_PER_PART_MIN`, one per CPU
+    /// at most.
+    pub fn aof_rewrite_parts(&self, dataset_bytes: u64) -> usize {
+        match self.aof_rewrite_threads_setting {
+            0 => (dataset_bytes.div_ceil(BYTES_PER_PART_MIN) as usize)
+                .clamp(1, self.aof_rewrite_threads()),
             n => n,
         }
     }
@@ -486,6 +505,7 @@ impl Default for Config {
             dir: PathBuf::from("."),
             appendonly: true,
             appendfilename: "appendonly.aof".into(),
+            aof_disable_auto_gc: false,
             appenddirname: "appendonlydir".into(),
             dbfilename: "dump.rdb".into(),
             appendfsync: FsyncPolicy::EverySec,
@@ -828,6 +848,22 @@ mod tests {
             ConfigError::BadValue { reason, .. } => reason.to_string(),
             other => panic!("not a refused value: {other}"),
         }
+    }
+
+    #[test]
+    fn a_small_dataset_gets_one_part_and_a_set_thread_count_is_kept() {
+        let mut config = Config::default();
+        let cpus = config.aof_rewrite_threads();
+        assert_eq!(config.aof_rewrite_parts(0), 1);
+        assert_eq!(config.aof_rewrite_parts(BYTES_PER_PART_MIN), 1);
+        assert_eq!(
+            config.aof_rewrite_parts(BYTES_PER_PART_MIN + 1),
+            2.min(cpus)
+        );
+        assert_eq!(config.aof_rewrite_parts(u64::MAX), cpus);
+        config.aof_rewrite_threads_setting = 3;
+        assert_eq!(config.aof_rewrite_parts(0), 3);
+        assert_eq!(config.aof_rewrite_threads(), 3);
     }
 
     #[test]

@@ -150,8 +150,8 @@ fn decimal(text: &str) -> Option<u64> {
     text.parse().ok()
 }
 
-/// Creates the directory and a manifest with one empty incremental file (a fresh start).
-pub fn create_fresh(storage: &dyn Storage, paths: &LogPaths) -> std::io::Result<Manifest> {
+/// Creates the directory, its name made durable.
+pub fn create_dir(storage: &dyn Storage, paths: &LogPaths) -> std::io::Result<()> {
     storage.create_dir_all(&paths.dir)?;
     if let Some(parent) = paths.dir.parent() {
         storage.sync_dir(if parent.as_os_str().is_empty() {
@@ -160,6 +160,12 @@ pub fn create_fresh(storage: &dyn Storage, paths: &LogPaths) -> std::io::Result<
             parent
         })?;
     }
+    Ok(())
+}
+
+/// Creates the directory and a manifest with one empty incremental file (a fresh start).
+pub fn create_fresh(storage: &dyn Storage, paths: &LogPaths) -> std::io::Result<Manifest> {
+    create_dir(storage, paths)?;
     let name = paths.incremental_name(1);
     storage.create(&paths.file(&name))?.sync_all()?;
     let manifest = Manifest {

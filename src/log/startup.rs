@@ -276,10 +276,47 @@ fn list_files(storage: &dyn Storage, paths: &LogPaths) -> Result<Vec<(String, u6
         .collect()
 }
 
+/// What a log directory is opened for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Opening {
+    /// A writer will append to it: the manifest must list an incremental file (a fresh
+    /// directory gets an empty one).
+    ToAppend,
+    /// With the log off (a base written with it off, turning it on, DEBUG LOADAOF): the
+    /// files as the manifest lists them, none added; a fresh directory is created empty,
+    /// as Redis's, so that the first base and incremental file both take number 1.
+    AsItIs,
+}
+
+/// What becomes of the history files a manifest lists (`aof-disable-auto-gc`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum History {
+    /// Deleted, and the manifest committed without them (Redis's default).
+    Delete,
+    /// Kept, and listed (`aof-disable-auto-gc yes`).
+    Keep,
+}
+
+impl History {
+    pub fn of(config: &crate::config::Config) -> History {
+        if config.aof_disable_auto_gc {
+            History::Keep
+        } else {
+            History::Delete
+        }
+    }
+}
+
 /// Reads the manifest in force, or decides that there is none (a fresh directory), or
-/// refuses; then removes what the manifest proves garbage, deletes its history files and
-/// makes sure it lists an incremental file to append to. Returns the manifest in force.
-pub fn open_log_dir(storage: &dyn Storage, paths: &LogPaths) -> Result<Manifest, OpenError> {
+/// refuses; then removes what the manifest proves garbage, deletes its history files as
+/// `history` says and, `Opening::ToAppend`, makes sure it lists an incremental file to
+/// append to. Returns the manifest in force.
+pub fn open_log_dir(
+    storage: &dyn Storage,
+    paths: &LogPaths,
+    opening: Opening,
+    history: History,
+) -> Result<Manifest, OpenError> {
     let files = list_files(storage, paths)?;
     let manifest = match storage.read(&paths.manifest_path()) {
         Ok(bytes) => Manifest::parse(&bytes).map_err(ManifestProblem::Damaged),
@@ -308,22 +345,39 @@ pub fn open_log_dir(storage: &dyn Storage, paths: &LogPaths) -> Result<Manifest,
                     files: log_files,
                 });
             }
+            if opening == Opening::AsItIs {
+                crate::log::create_dir(storage, paths).map_err(io_error("create", &paths.dir))?;
+                return tidy(
+                    storage,
+                    paths,
+                    Manifest::default(),
+                    &files,
+                    (opening, history),
+                );
+            }
             tracing::info!("creating a new append-only log in {}", paths.dir.display());
             let manifest =
                 crate::log::create_fresh(storage, paths).map_err(io_error("create", &paths.dir))?;
-            return tidy(storage, paths, manifest, &list_files(storage, paths)?);
+            return tidy(
+                storage,
+                paths,
+                manifest,
+                &list_files(storage, paths)?,
+                (opening, history),
+            );
         }
     };
-    tidy(storage, paths, manifest, &files)
+    tidy(storage, paths, manifest, &files, (opening, history))
 }
 
 /// Checks `manifest` against the files, then removes the garbage it proves, deletes its
-/// history files and adds an incremental file if it lists none.
+/// history files and, to append, adds an incremental file if it lists none.
 fn tidy(
     storage: &dyn Storage,
     paths: &LogPaths,
     manifest: Manifest,
     files: &[(String, u64)],
+    (opening, history): (Opening, History),
 ) -> Result<Manifest, OpenError> {
     let present = |name: &str| files.iter().any(|(n, _)| n == name);
     let missing: Vec<String> = manifest
@@ -385,8 +439,11 @@ fn tidy(
             kept.join(", ")
         );
     }
-    let mut in_force = drop_history(storage, paths, &manifest)?;
-    if in_force.last_incremental().is_none() {
+    let mut in_force = match history {
+        History::Delete => drop_history(storage, paths, &manifest)?,
+        History::Keep => manifest.clone(),
+    };
+    if opening == Opening::ToAppend && in_force.last_incremental().is_none() {
         let seq = highest.incremental + 1;
         let name = paths.incremental_name(seq);
         tracing::info!("the manifest lists no incremental file: adding {name}");
@@ -406,6 +463,22 @@ fn tidy(
             .map_err(io_error("commit", &paths.manifest_path()))?;
     }
     Ok(in_force)
+}
+
+/// `aof-disable-auto-gc` turned back to `no`: the history files `manifest` lists deleted,
+/// and the manifest without them committed. Returns the manifest in force.
+pub fn delete_history(
+    storage: &dyn Storage,
+    paths: &LogPaths,
+    manifest: &Manifest,
+) -> Result<Manifest, OpenError> {
+    let left = drop_history(storage, paths, manifest)?;
+    if left != *manifest {
+        paths
+            .commit_manifest(storage, &left)
+            .map_err(io_error("commit", &paths.manifest_path()))?;
+    }
+    Ok(left)
 }
 
 /// Deletes the history files `manifest` lists, once a directory fsync has made sure that
@@ -472,7 +545,7 @@ mod tests {
         paths.commit_manifest(&storage, &manifest).unwrap();
         // The fsync that must come first fails: nothing is deleted.
         storage.fail_sync(storage.counts().syncs + 1, Fault::Io);
-        let error = open_log_dir(&storage, &paths).unwrap_err();
+        let error = open_log_dir(&storage, &paths, Opening::ToAppend, History::Delete).unwrap_err();
         assert!(matches!(error, OpenError::Io { .. }), "{error}");
         assert!(
             storage
@@ -480,7 +553,7 @@ mod tests {
                 .is_ok()
         );
         // Then it succeeds: the file goes, and so does its entry.
-        let in_force = open_log_dir(&storage, &paths).unwrap();
+        let in_force = open_log_dir(&storage, &paths, Opening::ToAppend, History::Delete).unwrap();
         assert_eq!(in_force, manifest.without_history());
         assert!(
             storage

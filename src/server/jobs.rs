@@ -353,13 +353,18 @@ impl Server {
         let paths = LogPaths::from_config(&self.engine.state.config);
         // The directory's manifest, settled as start-up settles it (a new directory is
         // created, as Redis creates it); its files become history.
-        let manifest = match crate::log::startup::open_log_dir(&*self.storage, &paths) {
-            Ok(manifest) => manifest,
-            Err(error) => {
-                let error = crate::compaction::CompactionError::Directory(error.to_string());
-                return self.rewrite_begun(Err(error));
-            }
-        };
+        let (opening, history) = (
+            crate::log::startup::Opening::AsItIs,
+            crate::log::startup::History::of(&self.engine.state.config),
+        );
+        let manifest =
+            match crate::log::startup::open_log_dir(&*self.storage, &paths, opening, history) {
+                Ok(manifest) => manifest,
+                Err(error) => {
+                    let error = crate::compaction::CompactionError::Directory(error.to_string());
+                    return self.rewrite_begun(Err(error));
+                }
+            };
         let settings = self.compaction_settings();
         let notify = self.waker_notify();
         let compaction = Compaction::start_without_log(
@@ -377,12 +382,13 @@ impl Server {
     pub(super) fn compaction_settings(&self) -> crate::compaction::Settings {
         let config = &self.engine.state.config;
         crate::compaction::Settings {
-            parts: config.aof_rewrite_threads(),
+            parts: config.aof_rewrite_parts(crate::stats::allocated_bytes()),
             key_delay_us: config.rdb_key_save_delay_us,
             compression: config.rdbcompression,
             pacing: self.jobs.pacing(config.aof_rewrite_incremental_fsync),
             functions: self.engine.state.scripting.library_codes(),
             form: base_form(config),
+            history: crate::log::startup::History::of(config),
         }
     }
 

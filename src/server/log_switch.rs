@@ -44,6 +44,29 @@ impl Server {
         }
     }
 
+    /// `aof-disable-auto-gc` back to `no`: the history files the manifest in force lists
+    /// are deleted, as Redis's `updateAofAutoGCEnabled` does. Not while a compaction runs
+    /// (its writer commits manifests): its end deletes them.
+    pub(super) fn apply_auto_gc(&mut self) {
+        let disabled = self.engine.state.config.aof_disable_auto_gc;
+        if disabled || !self.auto_gc_disabled || self.jobs.compaction.is_some() {
+            self.auto_gc_disabled |= disabled;
+            return;
+        }
+        self.auto_gc_disabled = false;
+        let (Some(paths), Some(manifest)) = (&self.log_paths, &self.manifest) else {
+            return;
+        };
+        if manifest.history().next().is_none() {
+            return;
+        }
+        match crate::log::startup::delete_history(&*self.storage, paths, manifest) {
+            Ok(left) => self.manifest = Some(left),
+            Err(error) => tracing::warn!("can't delete the history files: {error}"),
+        }
+        self.refresh_log_sizes();
+    }
+
     /// Whether the log is being turned on (its base not yet committed).
     pub(super) fn log_turning_on(&self) -> bool {
         self.jobs
@@ -63,11 +86,16 @@ impl Server {
         let config = &self.engine.state.config;
         let paths = LogPaths::from_config(config);
         // The directory's manifest, settled as start-up settles it (a new directory
-        // gets an empty log); its files become history once the new base is committed.
-        let manifest = match crate::log::startup::open_log_dir(&*self.storage, &paths) {
-            Ok(manifest) => manifest,
-            Err(error) => return self.log_not_turned_on(&error.to_string()),
-        };
+        // is created empty); its files become history once the new base is committed.
+        let (opening, history) = (
+            crate::log::startup::Opening::AsItIs,
+            crate::log::startup::History::of(config),
+        );
+        let manifest =
+            match crate::log::startup::open_log_dir(&*self.storage, &paths, opening, history) {
+                Ok(manifest) => manifest,
+                Err(error) => return self.log_not_turned_on(&error.to_string()),
+            };
         let writer_notify = {
             let waker = self.waker.clone();
             Arc::new(move || {

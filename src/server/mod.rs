@@ -74,6 +74,8 @@ pub struct Server {
     pacer: pace::Pacer,
     /// Time the loop spent waiting for events, in all (the pacer's measure of room).
     loop_idle: Duration,
+    /// `aof-disable-auto-gc` as the loop last saw it (`log_switch::apply_auto_gc`).
+    auto_gc_disabled: bool,
     /// The fsync policy the log writer was last given (CONFIG SET changes the config).
     writer_policy: FsyncPolicy,
     /// The `maxmemory` the log writer was last told (it bounds what `everysec` keeps).
@@ -213,6 +215,7 @@ impl Server {
             jobs: jobs::Jobs::default(),
             pacer: pace::Pacer::default(),
             loop_idle: Duration::ZERO,
+            auto_gc_disabled: false,
             writer_policy,
             writer_memory_limit: 0,
             storage,
@@ -528,6 +531,7 @@ impl Server {
             session::SessionsView::new(&mut self.clients, None, &mut self.touched, limits);
         self.engine.broadcast_invalidations(&mut host);
         self.apply_appendonly(); // CONFIG SET appendonly
+        self.apply_auto_gc(); // CONFIG SET aof-disable-auto-gc no
         self.failover_work();
         if std::mem::take(&mut self.engine.state.replication.link_changed) {
             self.master_changed(); // REPLICAOF, FAILOVER

@@ -162,7 +162,14 @@ impl Server {
         let storage = self.storage.clone();
         let loaded = match reload.command {
             // With the log off too: what the last BGREWRITEAOF wrote, as Redis's.
-            ReloadCommand::LoadAof => crate::recovery::load_log(config, storage, &progress)?,
+            ReloadCommand::LoadAof => {
+                let opening = if log_on {
+                    crate::log::startup::Opening::ToAppend
+                } else {
+                    crate::log::startup::Opening::AsItIs
+                };
+                crate::recovery::load_log(config, storage, &progress, opening)?
+            }
             ReloadCommand::Reload => crate::recovery::load_dataset(config, storage, &progress)?,
         };
         // The writer goes on appending to the file it has open: the manifest loaded must
