@@ -8,7 +8,9 @@ mod common;
 
 use common::raw_client::{Conn, V};
 use common::replication::*;
-use common::{RedisOracle, TestServer, WHOLE_TEST, require_redis_or_skip, temp_dir};
+use common::{
+    RedisOracle, TestServer, WHOLE_TEST, require_redis_or_skip, run, start_server, temp_dir,
+};
 use std::path::PathBuf;
 use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
@@ -424,4 +426,36 @@ fn a_plain_shutdown_saves_when_save_points_are_configured() {
             }
         }
     }
+}
+
+#[test]
+fn a_background_save_slowed_by_rdb_key_save_delay_does_not_hold_up_shutdown() {
+    let dir = temp_dir();
+    // A minute per key: the writer is in that pause (or about to be) when SHUTDOWN comes.
+    let args = ["--save", "", "--rdb-key-save-delay", "60000000"];
+    let mut server = start_server(dir.path(), &args);
+    let mut conn = server.connection();
+    for i in 0..100 {
+        run(&mut conn, &["SET", &format!("k{i}"), "v"]);
+    }
+    run(&mut conn, &["BGSAVE"]);
+    // A slot captured is a slot a writer takes (and pauses in) at once.
+    common::wait_until("a captured slot", Duration::from_secs(10), || {
+        common::info_field(&mut conn, "tessera_capture_held_bytes")
+            .is_some_and(|bytes| bytes != "0")
+    });
+    let asked = std::time::Instant::now();
+    let _ = redis::cmd("SHUTDOWN").arg("NOSAVE").query::<()>(&mut conn);
+    server.child.as_mut().unwrap().wait().unwrap();
+    // Redis kills its child at once; the writer's pause must end with the job.
+    assert!(
+        asked.elapsed() < std::time::Duration::from_secs(30),
+        "the shutdown waited {:?} for the writer's pause",
+        asked.elapsed()
+    );
+    assert!(
+        server
+            .log()
+            .contains("there is a background save in progress: stopping it")
+    );
 }

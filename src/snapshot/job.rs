@@ -618,6 +618,25 @@ struct PartTarget<'a> {
     form: PartForm,
 }
 
+impl JobShared {
+    /// `rdb-key-save-delay`'s pause, cut short by a cancellation (Redis kills its child
+    /// at once, whatever the delay: a SHUTDOWN or FLUSHALL must not wait for it). Returns
+    /// false if the job was cancelled.
+    fn sleep_unless_cancelled(&self, micros: u64) -> bool {
+        const SLICE_US: u64 = 10_000;
+        let mut left = micros;
+        while left > 0 {
+            if self.cancelled.load(Ordering::Acquire) {
+                return false;
+            }
+            let slice = left.min(SLICE_US);
+            std::thread::sleep(std::time::Duration::from_micros(slice));
+            left -= slice;
+        }
+        !self.cancelled.load(Ordering::Acquire)
+    }
+}
+
 /// One writer thread: serialises the captures of its part into its file.
 fn write_part(
     shared: &JobShared,
@@ -664,11 +683,8 @@ fn write_part(
             if keep_expired || !entry.is_expired(now_ms) {
                 writer.write_entry(db, entry).map_err(describe)?;
                 keys += 1;
-                if key_delay_us > 0 {
-                    std::thread::sleep(std::time::Duration::from_micros(key_delay_us));
-                    if shared.cancelled.load(Ordering::Acquire) {
-                        break;
-                    }
+                if key_delay_us > 0 && !shared.sleep_unless_cancelled(key_delay_us) {
+                    break;
                 }
             }
         }
