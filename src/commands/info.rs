@@ -344,6 +344,17 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
             );
             kv(out, "maxmemory_policy", &config.eviction_policy.name());
             kv(out, "mem_not_counted_for_evict", &not_counted);
+            // Redis 7 shares one buffer between the backlog and the replicas' outputs;
+            // Tessera's replicas have outputs of their own, so the total is the sum.
+            let backlog = server
+                .replication
+                .backlog
+                .as_ref()
+                .map_or(0, |b| b.allocated_bytes() as u64);
+            let replicas = server.replication.replica_output_bytes;
+            kv(out, "mem_replication_backlog", &backlog);
+            kv(out, "mem_total_replication_buffers", &(backlog + replicas));
+            kv(out, "mem_clients_slaves", &replicas);
             kv(
                 out,
                 "mem_aof_buffer",
