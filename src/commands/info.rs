@@ -101,11 +101,9 @@ fn info_persistence(
     );
     kv(out, "current_save_keys_total", &p.current_save_keys_total);
     kv(out, "rdb_changes_since_last_save", &server.dirty);
-    kv(
-        out,
-        "rdb_bgsave_in_progress",
-        &(p.rdb_bgsave_in_progress as u8),
-    );
+    // A full sync's snapshot is a BGSAVE to Redis (its child is of the same type).
+    let saving = p.rdb_bgsave_in_progress || server.replication.full_sync_in_progress;
+    kv(out, "rdb_bgsave_in_progress", &u8::from(saving));
     kv(out, "rdb_last_save_time", &server.last_save_unix_seconds);
     kv(
         out,

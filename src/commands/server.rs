@@ -222,13 +222,13 @@ fn bgsave(ctx: &mut Ctx, args: &Args) -> Action {
         }
     };
     let in_exec = ctx.in_exec();
-    // A full sync's snapshot does not write `dbfilename`: another job, as a rewrite.
-    let other_job = ctx.server.replication.full_sync_in_progress;
+    // A full sync's snapshot is a BGSAVE to Redis: its child is of the same type.
+    let full_sync = ctx.server.replication.full_sync_in_progress;
     let persistence = &mut ctx.server.persistence;
-    if persistence.rdb_bgsave_in_progress {
+    if persistence.rdb_bgsave_in_progress || full_sync {
         ctx.out.error("ERR Background save already in progress");
         Action::None
-    } else if persistence.aof_rewrite_in_progress || other_job || in_exec {
+    } else if persistence.aof_rewrite_in_progress || in_exec {
         if schedule || in_exec {
             persistence.rdb_bgsave_scheduled = true;
             ctx.out.simple("Background saving scheduled");
