@@ -88,7 +88,7 @@ pub enum CompactionError {
     },
     /// With the log off: the log directory could not be opened or settled.
     #[error("can't open the append-only log directory: {0}")]
-    Directory(String),
+    Directory(#[source] crate::log::startup::OpenError),
     /// Manifest M2 was not committed (the previous one is still in force).
     #[error("can't commit the manifest: {0}")]
     CommitManifest(#[source] std::io::Error),
@@ -140,6 +140,7 @@ pub enum Purpose {
 
 /// The files of one compaction and the manifests around it.
 struct Plan {
+    purpose: Purpose,
     /// The incremental file that follows the new base (none for `Purpose::BaseOnly`).
     incr: Option<ManifestEntry>,
     /// Its sequence number, or the one it would have: what the parts record as the file
@@ -206,6 +207,7 @@ impl Plan {
         after_commit.entries.extend(history);
         after_commit.entries.extend(incr.clone());
         Plan {
+            purpose,
             incr,
             incr_seq,
             base_seq,
@@ -405,11 +407,12 @@ impl Compaction {
         } = settings;
         let parts = plan.part_names.len();
         let installed = Arc::new(Mutex::new(plan.after_commit.clone()));
-        let purpose = match (&plan.incr, &new_log) {
-            (None, _) => Purpose::BaseOnly,
-            (Some(_), Some(_)) => Purpose::TurnLogOn,
-            (Some(_), None) => Purpose::Compact,
-        };
+        let purpose = plan.purpose;
+        assert_eq!(
+            new_log.is_some(),
+            purpose == Purpose::TurnLogOn,
+            "only a new log has a file of its own"
+        );
         let finisher = {
             let storage = storage.clone();
             let paths = paths.clone();

@@ -377,7 +377,7 @@ const REFUSED_INPUT_DRAIN_BYTES: usize = 64 * 1024;
 /// client already sent (a command right after connecting) is read and dropped first: a
 /// socket closed with unread input is reset at once, and the reset discards the reply
 /// not yet sent. Best effort, as Redis's own refusals: the socket is fresh and empty.
-pub fn refuse(stream: &mut impl ReadWrite, message: &[u8]) {
+pub fn refuse(stream: &mut (impl Read + Write), message: &[u8]) {
     let _ = stream.write(message);
     let mut buf = [0u8; 4096];
     let mut drained = 0;
@@ -388,10 +388,6 @@ pub fn refuse(stream: &mut impl ReadWrite, message: &[u8]) {
         }
     }
 }
-
-/// A socket `refuse` can answer on.
-pub trait ReadWrite: Read + Write {}
-impl<T: Read + Write> ReadWrite for T {}
 
 /// Redis 7.0's protected mode: on, and the default user has no password, then a peer that
 /// is not local is refused (with `DENIED`), whatever addresses the server listens on.

@@ -11,7 +11,6 @@
 use super::Server;
 use crate::compaction::{Compaction, Purpose};
 use crate::engine::Job;
-use crate::log::LogPaths;
 use crate::log::LogWriter;
 use crate::snapshot::{JobOutcome, JobProgress, SnapshotError, SnapshotJob};
 use crate::storage::RateLimit;
@@ -308,11 +307,12 @@ impl Server {
         if self.log_writer.is_none() {
             // The log is off: a rewrite turns it on if the configuration asks for it, or
             // writes a base alone (Redis 7's BGREWRITEAOF with appendonly no).
-            if self.loading.is_some() {
-            } else if self.engine.state.config.appendonly {
-                self.start_log();
-            } else {
-                self.start_base_only();
+            if self.loading.is_none() {
+                if self.engine.state.config.appendonly {
+                    self.start_log();
+                } else {
+                    self.start_base_only();
+                }
             }
             return;
         }
@@ -350,21 +350,13 @@ impl Server {
             self.engine.state.persistence.aof_rewrite_scheduled = true;
             return;
         }
-        let paths = LogPaths::from_config(&self.engine.state.config);
-        // The directory's manifest, settled as start-up settles it (a new directory is
-        // created, as Redis creates it); its files become history.
-        let (opening, history) = (
-            crate::log::startup::Opening::AsItIs,
-            crate::log::startup::History::of(&self.engine.state.config),
-        );
-        let manifest =
-            match crate::log::startup::open_log_dir(&*self.storage, &paths, opening, history) {
-                Ok(manifest) => manifest,
-                Err(error) => {
-                    let error = crate::compaction::CompactionError::Directory(error.to_string());
-                    return self.rewrite_begun(Err(error));
-                }
-            };
+        let (paths, manifest) = match self.log_dir_with_the_log_off() {
+            Ok(opened) => opened,
+            Err(error) => {
+                let error = crate::compaction::CompactionError::Directory(error);
+                return self.rewrite_begun(Err(error));
+            }
+        };
         let settings = self.compaction_settings();
         let notify = self.waker_notify();
         let compaction = Compaction::start_without_log(

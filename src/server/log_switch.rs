@@ -67,6 +67,20 @@ impl Server {
         self.refresh_log_sizes();
     }
 
+    /// The log directory's paths and manifest while the log is off (a base to write, the
+    /// log to turn on): settled as start-up settles it, a new directory created empty,
+    /// no incremental file added; its files become history once a new base commits.
+    pub(super) fn log_dir_with_the_log_off(
+        &self,
+    ) -> Result<(LogPaths, Manifest), crate::log::startup::OpenError> {
+        use crate::log::startup::{History, Opening, open_log_dir};
+        let config = &self.engine.state.config;
+        let paths = LogPaths::from_config(config);
+        let history = History::of(config);
+        let manifest = open_log_dir(&*self.storage, &paths, Opening::AsItIs, history)?;
+        Ok((paths, manifest))
+    }
+
     /// Whether the log is being turned on (its base not yet committed).
     pub(super) fn log_turning_on(&self) -> bool {
         self.jobs
@@ -83,19 +97,10 @@ impl Server {
         }
         // The records of this turn so far belong to no log (they go to the replicas).
         self.take_effects();
-        let config = &self.engine.state.config;
-        let paths = LogPaths::from_config(config);
-        // The directory's manifest, settled as start-up settles it (a new directory
-        // is created empty); its files become history once the new base is committed.
-        let (opening, history) = (
-            crate::log::startup::Opening::AsItIs,
-            crate::log::startup::History::of(config),
-        );
-        let manifest =
-            match crate::log::startup::open_log_dir(&*self.storage, &paths, opening, history) {
-                Ok(manifest) => manifest,
-                Err(error) => return self.log_not_turned_on(&error.to_string()),
-            };
+        let (paths, manifest) = match self.log_dir_with_the_log_off() {
+            Ok(opened) => opened,
+            Err(error) => return self.log_not_turned_on(&error.to_string()),
+        };
         let writer_notify = {
             let waker = self.waker.clone();
             Arc::new(move || {
