@@ -4,6 +4,7 @@
 
 pub mod crash_points;
 pub mod dataset;
+pub mod debug_dataset;
 pub mod dirs;
 pub mod in_process;
 pub mod keyspace_events;
