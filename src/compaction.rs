@@ -272,7 +272,8 @@ impl Compaction {
             keyspace,
             storage,
             paths,
-            (manifest, &plan),
+            manifest,
+            &plan,
             Some(rotation),
             None,
             settings,
@@ -306,14 +307,7 @@ impl Compaction {
     ) -> Result<Compaction, CompactionError> {
         let plan = Plan::new(paths, manifest, &settings, Purpose::BaseOnly);
         let compaction = Self::begin(
-            keyspace,
-            storage,
-            paths,
-            (manifest, &plan),
-            None,
-            None,
-            settings,
-            notify,
+            keyspace, storage, paths, manifest, &plan, None, None, settings, notify,
         )?;
         tracing::info!(
             "background append-only log rewrite started with the log off: base {} in {} part(s)",
@@ -360,7 +354,8 @@ impl Compaction {
             keyspace,
             storage.clone(),
             paths,
-            (manifest, &plan),
+            manifest,
+            &plan,
             Some(rotation),
             Some(new_log.clone()),
             settings,
@@ -390,7 +385,8 @@ impl Compaction {
         keyspace: &mut crate::keyspace::Keyspace,
         storage: Arc<dyn Storage>,
         paths: &LogPaths,
-        (before, plan): (&Manifest, &Plan),
+        before: &Manifest,
+        plan: &Plan,
         rotation: Option<RotationWaiter>,
         new_log: Option<NewLogFile>,
         settings: Settings,
@@ -425,7 +421,8 @@ impl Compaction {
                     &paths,
                     rotation.as_ref(),
                     new_log.as_ref(),
-                    (&after_commit, history),
+                    &after_commit,
+                    history,
                     &installed,
                 )
             })
@@ -506,7 +503,8 @@ fn install(
     paths: &LogPaths,
     rotation: Option<&RotationWaiter>,
     new_log: Option<&NewLogFile>,
-    (after_commit, history): (&Manifest, History),
+    after_commit: &Manifest,
+    history: History,
     installed: &Mutex<Manifest>,
 ) -> Result<(), CompactionError> {
     // The parts describe the dataset at the switch: useless if the switch failed.

@@ -352,7 +352,8 @@ pub fn open_log_dir(
                     paths,
                     Manifest::default(),
                     &files,
-                    (opening, history),
+                    opening,
+                    history,
                 );
             }
             tracing::info!("creating a new append-only log in {}", paths.dir.display());
@@ -363,11 +364,12 @@ pub fn open_log_dir(
                 paths,
                 manifest,
                 &list_files(storage, paths)?,
-                (opening, history),
+                opening,
+                history,
             );
         }
     };
-    tidy(storage, paths, manifest, &files, (opening, history))
+    tidy(storage, paths, manifest, &files, opening, history)
 }
 
 /// Checks `manifest` against the files, then removes the garbage it proves, deletes its
@@ -377,7 +379,8 @@ fn tidy(
     paths: &LogPaths,
     manifest: Manifest,
     files: &[(String, u64)],
-    (opening, history): (Opening, History),
+    opening: Opening,
+    history: History,
 ) -> Result<Manifest, OpenError> {
     let present = |name: &str| files.iter().any(|(n, _)| n == name);
     let missing: Vec<String> = manifest

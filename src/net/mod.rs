@@ -47,6 +47,7 @@ mod stream;
 mod unix;
 
 pub use stream::{Peer, Stream};
+pub use unix::UnixSocketError;
 
 use crate::config::Config;
 use crate::process::os_error_text;
@@ -91,7 +92,7 @@ pub enum ListenError {
     /// An address that is not optional could not be bound (the reason is logged).
     Failed { port: u16 },
     /// The Unix socket could not be opened.
-    Unix(String),
+    Unix(UnixSocketError),
 }
 
 impl std::fmt::Display for ListenError {
@@ -260,7 +261,7 @@ pub fn listen(config: &Config) -> Result<Bound, ListenError> {
     };
     if let Some(path) = &config.unixsocket {
         let listener = unix::listen(path, config.unixsocketperm, config.tcp_backlog)
-            .map_err(|e| ListenError::Unix(e.to_string()))?;
+            .map_err(ListenError::Unix)?;
         bound
             .sockets
             .push(Listener::Unix(listener, path.as_str().into()));

@@ -26,8 +26,8 @@
 //! saves beside its child); the dataset is loaded beside the current one and put in place
 //! only if all of it loaded, so a failure leaves the dataset — and the log — as they were
 //! (Redis has emptied it by then, or stops the server on a duplicated key); LOADAOF with the
-//! log off and no manifest is refused (Redis exits). The call's statistics (INFO commandstats) do not
-//! include the reload's time.
+//! log off and no manifest is refused (Redis exits). The call's statistics (INFO
+//! commandstats) do not include the reload's time.
 
 use super::Server;
 use super::session::{Client, SessionsView};
@@ -131,14 +131,13 @@ impl Server {
         // turned on is on once its job is over).
         self.finish_jobs_now();
         let log_on = self.log_writer.is_some();
-        let config = &self.engine.state.config;
-        let manifest = crate::log::LogPaths::from_config(config).manifest_path();
-        if reload.command == ReloadCommand::LoadAof
-            && !log_on
-            && self.storage.len(&manifest).is_err()
-        {
-            // Redis exits there; a log that is not there is not made here either.
-            return Err(ReloadError::NoLog(manifest.display().to_string()));
+        if reload.command == ReloadCommand::LoadAof && !log_on {
+            let manifest =
+                crate::log::LogPaths::from_config(&self.engine.state.config).manifest_path();
+            if self.storage.len(&manifest).is_err() {
+                // Redis exits there; a log that is not there is not made here either.
+                return Err(ReloadError::NoLog(manifest.display().to_string()));
+            }
         }
         if reload.save {
             if log_on {
@@ -208,10 +207,11 @@ impl Server {
         )?;
         let p = &mut self.engine.state.persistence;
         p.loaded_keys = loaded.keys;
-        if loaded.manifest.is_some() {
-            // start-up settled the directory again (history files deleted).
+        if let Some(manifest) = loaded.manifest {
+            // start-up settled the directory again (history files deleted); with the log
+            // off (LOADAOF) no writer keeps a manifest.
             if self.log_writer.is_some() {
-                self.manifest = loaded.manifest;
+                self.manifest = Some(manifest);
                 self.refresh_log_sizes();
             }
         } else {
