@@ -25,6 +25,7 @@ fn wait_for_exit(server: &mut TestServer) -> std::process::ExitStatus {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         if let Some(status) = child.try_wait().unwrap() {
+            server.wait_for_log();
             return status;
         }
         assert!(Instant::now() < deadline, "the server did not end");
@@ -104,6 +105,7 @@ fn start_logging_to_file(
         port,
         dir: dir.to_path_buf(),
         log_path: logfile.to_path_buf(),
+        relays_ended: None,
     }
 }
 

@@ -38,6 +38,9 @@ pub struct TestServer {
     pub port: u16,
     pub dir: PathBuf,
     pub log_path: PathBuf,
+    /// Told once by each of the two threads that copy the server's output into
+    /// `log_path` when its pipe has ended (None when the server writes its own log file).
+    pub relays_ended: Option<std::sync::mpsc::Receiver<()>>,
 }
 
 /// Starts a server with `--dir dir --port 0` plus `args`; waits until it accepts.
@@ -121,6 +124,7 @@ fn spawn_server(mut command: Command, dir: &Path) -> Result<TestServer, String> 
             port,
             dir: dir.to_path_buf(),
             log_path,
+            relays_ended: Some(relays_ended),
         }),
         _ => {
             let _ = child.kill();
@@ -141,6 +145,16 @@ fn unique() -> u64 {
 }
 
 impl TestServer {
+    /// Once the process has ended: waits until everything it wrote to its output is in
+    /// `log_path` (a crash report is written just before the end).
+    pub fn wait_for_log(&mut self) {
+        if let Some(relays) = self.relays_ended.take() {
+            for _ in 0..2 {
+                let _ = relays.recv_timeout(Duration::from_secs(10));
+            }
+        }
+    }
+
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
     }
