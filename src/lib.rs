@@ -43,6 +43,7 @@ pub mod pubsub;
 pub mod rdb;
 pub mod recovery;
 pub mod redaction;
+pub mod reply_buffer;
 pub mod replication;
 pub mod resp;
 pub mod scripting;

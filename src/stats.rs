@@ -48,6 +48,9 @@ pub struct Stats {
     /// Errors this replica answered to its master's stream (Redis's
     /// `stat_unexpected_error_replies`: a divergence, or a bug).
     pub unexpected_error_replies: u64,
+    /// Reply buffers the cron shrank and grew (`reply_buffer`).
+    pub reply_buffer_shrinks: u64,
+    pub reply_buffer_expands: u64,
     /// Time spent over `maxmemory` with eviction not done, before the current episode,
     /// and when the current one began (Redis's `stat_*_eviction_exceeded_time`).
     pub eviction_exceeded_total: std::time::Duration,

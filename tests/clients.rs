@@ -1,7 +1,8 @@
 //! The operator's client commands and MONITOR, each scenario run against Tessera and a
 //! real redis-server 7.0 and compared: CLIENT KILL (every filter, its errors, the victims
 //! really closed), CLIENT PAUSE (held, not refused; released by UNPAUSE), CLIENT REPLY's
-//! byte streams, CLIENT UNBLOCK's two forms, CLIENT NO-EVICT's flag, MONITOR's lines.
+//! byte streams, CLIENT UNBLOCK's two forms, CLIENT NO-EVICT's flag, MONITOR's lines, the
+//! reply buffer's size through idle and busy spells.
 
 mod common;
 
@@ -569,4 +570,76 @@ fn idle_timeout_spares_monitors_and_subscribers() {
         transcript.push(format!("subscriber closed: {subscriber_closed}"));
         transcript
     });
+}
+
+/// Polls `rbs` of this connection until `done` holds (at most 10 s), and returns it.
+fn reply_buffer_size_when(conn: &mut Conn, done: impl Fn(u64) -> bool) -> u64 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let rbs: u64 = conn.info_field("rbs").parse().unwrap();
+        if done(rbs) || std::time::Instant::now() > deadline {
+            return rbs;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The reply buffer follows the client's replies as Redis's does: 1 KiB once idle, up to
+/// 16 KiB while replies are big, back to 1 KiB when they stop; and on Tessera the memory
+/// a big reply took is given back once the client is quiet.
+#[test]
+fn the_reply_buffer_shrinks_when_idle_and_grows_with_big_replies_as_redis_s() {
+    let Some(binary) = require_redis_or_skip("reply buffer sizes") else {
+        return;
+    };
+    let scenario = |port: u16| -> (Vec<String>, Vec<u64>) {
+        let mut admin = Conn::open(port);
+        let mut client = Conn::open(port);
+        let mut transcript = vec![admin.call(&["DEBUG", "REPLYBUFFER", "PEAK-RESET-TIME", "100"])];
+        transcript.push(admin.call(&["SET", "big", &"x".repeat(12 * 1024)]));
+        let idle = reply_buffer_size_when(&mut client, |rbs| rbs == 1024);
+        transcript.push(format!("idle: {idle}"));
+        let mut busy = 0;
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while busy != 16384 && std::time::Instant::now() < deadline {
+            client.call(&["GET", "big"]);
+            busy = client.info_field("rbs").parse().unwrap();
+        }
+        transcript.push(format!("busy: {busy}"));
+        let tot_mem_busy: u64 = client.info_field("tot-mem").parse().unwrap();
+        let quiet = reply_buffer_size_when(&mut client, |rbs| rbs == 1024);
+        transcript.push(format!("quiet again: {quiet}"));
+        let tot_mem_quiet: u64 = client.info_field("tot-mem").parse().unwrap();
+        let stats = admin.call(&["INFO", "stats"]);
+        for field in ["reply_buffer_shrinks", "reply_buffer_expands"] {
+            let count: u64 = info_value(&stats, field).parse().unwrap();
+            transcript.push(format!("{field} > 0: {}", count > 0));
+        }
+        transcript.push(admin.call(&["DEBUG", "REPLYBUFFER", "PEAK-RESET-TIME", "x"]));
+        transcript.push(admin.call(&["DEBUG", "REPLYBUFFER", "NOPE", "1"]));
+        transcript.push(admin.call(&["DEBUG", "REPLYBUFFER", "RESIZING", "0"]));
+        transcript.push(admin.call(&["DEBUG", "REPLYBUFFER", "PEAK-RESET-TIME", "RESET"]));
+        (transcript, vec![tot_mem_busy, tot_mem_quiet])
+    };
+    let dir = temp_dir();
+    let oracle = RedisOracle::start_with(
+        &binary,
+        dir.path(),
+        &["--appendonly", "no", "--enable-debug-command", "yes"],
+    );
+    let (expected, _) = scenario(oracle.port);
+    let tessera_dir = temp_dir();
+    let server = start_server(
+        tessera_dir.path(),
+        &["--appendonly", "no", "--enable-debug-command", "yes"],
+    );
+    let (actual, tot_mem) = scenario(server.port);
+    assert_eq!(actual, expected, "Tessera (left) and Redis (right) differ");
+    let [busy, quiet] = tot_mem[..] else {
+        unreachable!()
+    };
+    assert!(
+        busy > 12 * 1024 && quiet < busy - 8 * 1024,
+        "the memory of a big reply is given back once the client is quiet: tot-mem {busy} while busy, {quiet} once quiet"
+    );
 }

@@ -109,6 +109,8 @@ enum Sub {
     SetDisableDenyScripts,
     PauseCron,
     AofFlushSleep,
+    /// REPLYBUFFER PEAK-RESET-TIME and RESIZING: how the cron sizes reply buffers.
+    ReplyBuffer,
     /// Sends a command to the replicas without running it (Redis's way to make data
     /// diverge on purpose, for tests).
     Replicate,
@@ -189,7 +191,7 @@ const SUBCOMMANDS: &[(&str, Words, Sub)] = &[
     ("mallctl", Words::AtLeast(3), Sub::NotSupported),
     ("mallctl-str", Words::AtLeast(3), Sub::NotSupported),
     ("pause-cron", Words::Exactly(3), Sub::PauseCron),
-    ("replybuffer", Words::Exactly(4), Sub::NotSupported),
+    ("replybuffer", Words::Exactly(4), Sub::ReplyBuffer),
 ];
 
 /// Redis 7.0.15's DEBUG HELP, line for line (the first line and the last two are
@@ -430,6 +432,7 @@ fn debug(ctx: &mut Ctx, args: &Args) -> Action {
         }
         Sub::Panic => panic!("DEBUG PANIC"),
         Sub::Populate => populate(ctx, args),
+        Sub::ReplyBuffer => reply_buffer(ctx, args),
         Sub::NotSupported => {
             let name = lossy(args[1]).to_ascii_uppercase();
             ctx.out
@@ -697,6 +700,30 @@ fn c_strtod(arg: &[u8]) -> f64 {
 
 /// C's `atoi` as glibc has it (`(int) strtol(s, NULL, 10)`): leading white space, a sign,
 /// digits; anything else ends it; out of range saturates as a long, then is cut to an int.
+/// DEBUG REPLYBUFFER PEAK-RESET-TIME <NEVER|RESET|ms> and RESIZING <0|1>.
+fn reply_buffer(ctx: &mut Ctx, args: &Args) {
+    use crate::reply_buffer::PeakReset;
+    if args[2].eq_ignore_ascii_case(b"peak-reset-time") {
+        let peak_reset = if args[3].eq_ignore_ascii_case(b"never") {
+            PeakReset::Never
+        } else if args[3].eq_ignore_ascii_case(b"reset") {
+            PeakReset::default()
+        } else {
+            let Some(ms) = super::int_arg(ctx, args[3]) else {
+                return;
+            };
+            PeakReset::from_millis(ms)
+        };
+        ctx.server.reply_buffer.peak_reset = peak_reset;
+    } else if args[2].eq_ignore_ascii_case(b"resizing") {
+        ctx.server.reply_buffer.resizing = c_atoi(args[3]) != 0;
+    } else {
+        super::subcommand_syntax_error(ctx, args);
+        return;
+    }
+    ctx.out.ok();
+}
+
 fn c_atoi(arg: &[u8]) -> i32 {
     let mut bytes = arg
         .iter()

@@ -449,6 +449,8 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
             // No I/O threads (`io-threads 1`, as Redis's default).
             kv(out, "io_threaded_reads_processed", &0);
             kv(out, "io_threaded_writes_processed", &0);
+            kv(out, "reply_buffer_shrinks", &server.stats.reply_buffer_shrinks);
+            kv(out, "reply_buffer_expands", &server.stats.reply_buffer_expands);
         }
         "replication" => info_replication(server, out),
         "cpu" => {

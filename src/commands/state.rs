@@ -133,6 +133,8 @@ pub struct ServerState {
     pub cron_paused: bool,
     /// DEBUG AOF-FLUSH-SLEEP: microseconds the log writer sleeps before each write.
     pub aof_flush_sleep_us: u64,
+    /// How the cron sizes clients' reply buffers (DEBUG REPLYBUFFER).
+    pub reply_buffer: crate::reply_buffer::Settings,
 }
 
 impl ServerState {
@@ -178,6 +180,7 @@ impl ServerState {
             scripts_may_run_noscript: false,
             cron_paused: false,
             aof_flush_sleep_us: 0,
+            reply_buffer: Default::default(),
             replication: crate::replication::Replication::default(),
             config,
         }

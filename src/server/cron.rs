@@ -1,9 +1,10 @@
 //! Periodic work, `hz` times a second (Redis's `serverCron`): the log's health, INFO's
 //! sampled figures, active expiry, eviction that commands left unfinished, jobs that are
-//! due, idle clients.
+//! due, idle clients, reply buffers' sizes.
 
 use super::pace::Signals;
 use super::{Server, release_watermark};
+use crate::reply_buffer::Resize;
 use crate::storage::Rate;
 use std::time::Duration;
 
@@ -81,6 +82,7 @@ impl Server {
         self.start_scheduled_jobs();
         self.automatic_jobs();
         self.close_idle_clients();
+        self.resize_reply_buffers(now_ms);
         // Expiry DELs are log records too.
         self.end_of_turn();
     }
@@ -102,6 +104,28 @@ impl Server {
         };
         self.jobs.rate.set(rate);
         state.persistence.background_rate = rate;
+    }
+
+    /// Redis's `clientsCronResizeOutputBuffer`: each client's reply buffer follows its
+    /// peak (`reply_buffer`), and an output with nothing pending is refitted to it. A
+    /// replica's output is the replication stream, sized by its own rules.
+    fn resize_reply_buffers(&mut self, now_ms: i64) {
+        let state = &mut self.engine.state;
+        let settings = state.reply_buffer;
+        for (_, client) in self.clients.iter_mut() {
+            if client.conn.replica.is_some() {
+                continue;
+            }
+            let pending = client.output.len();
+            match client.conn.reply_sizing.visit(pending, now_ms, &settings) {
+                Some(Resize::Shrunk) => state.stats.reply_buffer_shrinks += 1,
+                Some(Resize::Expanded) => state.stats.reply_buffer_expands += 1,
+                None => {}
+            }
+            if pending == 0 {
+                client.conn.reply_sizing.fit(&mut client.output);
+            }
+        }
     }
 
     /// `timeout`: closes clients idle for longer. A client waiting for its replies to

@@ -45,7 +45,8 @@ use std::time::{Duration, Instant};
 const WAKER: Token = Token(usize::MAX - 1);
 const FIRST_LISTENER: usize = usize::MAX - 64;
 const READ_CHUNK_BYTES: usize = 16 * 1024;
-/// Buffers larger than these are shrunk once drained, not kept for reuse.
+/// Buffers larger than these are shrunk once drained, rather than at the cron's next visit
+/// (`reply_buffer`) or never (the input).
 const OUTPUT_KEEP_BYTES: usize = 64 * 1024;
 const INPUT_KEEP_BYTES: usize = 64 * 1024;
 const ARGUMENTS_KEEP: usize = 1024;
@@ -615,6 +616,7 @@ impl Server {
         }
         let mut failed = false;
         let conn = &mut client.conn;
+        conn.reply_sizing.observe(client.output.len());
         while conn.output_sent < client.output.len() {
             match conn.stream.write(&client.output[conn.output_sent..]) {
                 Ok(0) => {
@@ -640,7 +642,7 @@ impl Server {
             conn.hold_seq = 0;
             conn.read_hold_seq = 0;
             if client.output.capacity() > OUTPUT_KEEP_BYTES {
-                client.output = Vec::new();
+                conn.reply_sizing.fit(&mut client.output);
             }
             if conn.close_after_reply {
                 failed = true;

@@ -62,6 +62,8 @@ pub(super) struct Connection {
     pub replica: Option<super::replicas::ReplicaLink>,
     pub created: Instant,
     pub last_interaction: Instant,
+    /// The allocation the output keeps between replies (`reply_buffer`).
+    pub reply_sizing: crate::reply_buffer::Sizing,
 }
 
 impl Connection {
@@ -112,9 +114,10 @@ impl Client {
                 replica: None,
                 created: now,
                 last_interaction: now,
+                reply_sizing: crate::reply_buffer::Sizing::new(crate::clock::unix_ms()),
             },
             state,
-            output: Vec::new(),
+            output: Vec::with_capacity(crate::reply_buffer::MIN_BYTES),
         }
     }
 
@@ -327,8 +330,9 @@ fn client_flags(
 }
 
 /// One CLIENT LIST line (Redis's fields in its order; `multi-mem` is the queue's bytes as
-/// `client-query-buffer-limit` counts them; `argv-mem`, `rbp`, `obl` and `oll`, which
-/// Tessera does not track, are 0).
+/// `client-query-buffer-limit` counts them; `rbs` and `rbp` the reply buffer's kept size
+/// and peak (`reply_buffer`); `omem` all unsent output, which is one buffer in Tessera;
+/// `argv-mem`, `obl` and `oll`, which Tessera does not track, are 0).
 fn describe(
     conn: &Connection,
     state: &SessionState,
@@ -343,7 +347,7 @@ fn describe(
     // Redis's `redir=`: -1 when not tracking, 0 when tracking without REDIRECT.
     let redirect = tracked.map_or(-1, |t| t.redirect.map_or(0, |id| id as i64));
     format!(
-        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs={} rbp=0 obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}\n",
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db={} sub={} psub={} ssub={} multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem={} rbs={} rbp={} obl=0 oll=0 omem={} tot-mem={} events=r cmd={} user={} redir={} resp={} lib-name={} lib-ver={}\n",
         state.id,
         conn.peer,
         conn.local,
@@ -360,7 +364,8 @@ fn describe(
         conn.input.len(),
         conn.input.capacity() - conn.input.len(),
         state.multi.as_ref().map_or(0, |m| m.bytes),
-        conn.input.capacity(),
+        conn.reply_sizing.size(),
+        conn.reply_sizing.peak(),
         output_len,
         conn.input.capacity() + output_capacity,
         cmd,
