@@ -304,8 +304,8 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
         }
         "memory" => {
             let (used, rss) = crate::stats::memory_usage();
-            let pending_log =
-                ctx.effects.buffer.capacity() as u64 + server.replication.replica_output_bytes;
+            let pending_log = ctx.effects.buffer.capacity() as u64
+                + server.replication.buffer_memory().replicas;
             let not_counted = server.eviction.not_counted(ctx.keyspace, pending_log);
             // Redis's overhead is the start-up memory, buffers and table overheads; here
             // the start-up memory, what eviction does not count (this turn's records,
@@ -342,17 +342,15 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
             );
             kv(out, "maxmemory_policy", &config.eviction_policy.name());
             kv(out, "mem_not_counted_for_evict", &not_counted);
-            // Redis 7 shares one buffer between the backlog and the replicas' outputs;
-            // Tessera's replicas have outputs of their own, so the total is the sum.
-            let backlog = server
-                .replication
-                .backlog
-                .as_ref()
-                .map_or(0, |b| b.allocated_bytes() as u64);
-            let replicas = server.replication.replica_output_bytes;
-            kv(out, "mem_replication_backlog", &backlog);
-            kv(out, "mem_total_replication_buffers", &(backlog + replicas));
-            kv(out, "mem_clients_slaves", &replicas);
+            // As Redis 7: one buffer the backlog and the replicas share.
+            let buffers = server.replication.buffer_memory();
+            kv(out, "mem_replication_backlog", &buffers.backlog);
+            kv(
+                out,
+                "mem_total_replication_buffers",
+                &(buffers.backlog + buffers.replicas),
+            );
+            kv(out, "mem_clients_slaves", &buffers.replicas);
             kv(
                 out,
                 "mem_aof_buffer",

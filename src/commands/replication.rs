@@ -277,15 +277,13 @@ fn continue_from_backlog(
     replication.stats.sync_partial_ok += 1;
     let out = &mut *ctx.out.buf;
     out.extend_from_slice(&full_sync::continue_line(&replication.ids.replid, psync2));
-    let backlog = replication.backlog.as_ref().expect("try_partial found one");
-    let (first, second) = backlog
-        .since(offset as u64)
-        .expect("try_partial checked the offset");
-    out.extend_from_slice(first);
-    out.extend_from_slice(second);
+    // The missed bytes go from the shared buffer, after the line.
+    let backlog = replication.backlog.as_mut().expect("try_partial found one");
+    let added = backlog.add_reader(id, offset as u64);
+    assert!(added, "try_partial checked the offset");
     tracing::info!(
         "Partial resynchronization request from {name} accepted. Sending {} bytes of backlog starting from offset {offset}.",
-        first.len() + second.len()
+        backlog.pending_bytes(id)
     );
     replication.replicas.refresh_good(quorum, now);
     become_replica(ctx);

@@ -347,11 +347,9 @@ impl Engine {
     }
 
     /// Buffers eviction does not count besides the log writer's: this turn's records
-    /// and the replicas' outputs (Redis does not count its replicas' buffers either:
-    /// evicting keys cannot shrink them, and a replica far behind would empty the
-    /// dataset).
+    /// and the replicas' buffers (`BufferMemory::replicas`).
     pub(super) fn buffers_not_counted(&self) -> u64 {
-        self.effects.buffer.capacity() as u64 + self.state.replication.replica_output_bytes
+        self.effects.buffer.capacity() as u64 + self.state.replication.buffer_memory().replicas
     }
 
     /// The memory as eviction sees it, exactly (INFO).

@@ -343,13 +343,16 @@ mod tests {
     #[test]
     fn a_replica_continues_only_its_history_within_the_backlog() {
         let ids = ReplicationIds::default();
-        let mut backlog = Backlog::new(100, 1);
-        backlog.append(&[b'x'; 250]);
+        // Blocks of 10: 110 bytes of history are kept, from offset 141.
+        let mut backlog = Backlog::with_blocks(100, 1, 10);
+        for _ in 0..25 {
+            backlog.append(&[b'x'; 10]);
+        }
         let id = ids.replid.as_bytes();
-        assert_eq!(try_partial(&ids, Some(&backlog), 250, id, 151), Ok(()));
+        assert_eq!(try_partial(&ids, Some(&backlog), 250, id, 141), Ok(()));
         assert_eq!(try_partial(&ids, Some(&backlog), 250, id, 251), Ok(()));
         assert!(matches!(
-            try_partial(&ids, Some(&backlog), 250, id, 150),
+            try_partial(&ids, Some(&backlog), 250, id, 140),
             Err(FullSyncReason::NoBacklog { ahead: false, .. })
         ));
         assert!(matches!(

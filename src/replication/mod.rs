@@ -57,8 +57,8 @@ pub struct Replication {
     /// When the last replica left, Unix seconds: the backlog is freed
     /// `repl-backlog-ttl` seconds later.
     pub no_replicas_since: i64,
-    /// Bytes the replicas' output buffers hold (by capacity), refreshed by the loop:
-    /// not counted for eviction, as Redis does not count its replicas' buffers.
+    /// Bytes the replicas' own output buffers hold (by capacity; what precedes the
+    /// stream), refreshed by the loop (`buffer_memory`).
     pub replica_output_bytes: u64,
     /// Runs of the once-a-second replication cron (the PING period counts them).
     pub cron_loops: u64,
@@ -203,6 +203,23 @@ impl Replication {
         );
     }
 
+    /// The memory of the stream's buffers as Redis 7 reports it: the shared buffer is the
+    /// backlog's up to `repl-backlog-size`, and what replicas make it hold beyond that is
+    /// theirs, with their own outputs.
+    pub fn buffer_memory(&self) -> BufferMemory {
+        let shared = self.backlog.as_ref().map_or(0, |b| b.allocated_bytes() as u64);
+        let size = self.backlog.as_ref().map_or(0, |b| b.size_bytes() as u64);
+        let beyond = if self.replicas.is_empty() {
+            0
+        } else {
+            shared.saturating_sub(size)
+        };
+        BufferMemory {
+            backlog: shared - beyond,
+            replicas: beyond + self.replica_output_bytes,
+        }
+    }
+
     /// Whether there is a stream (a backlog): writes are then counted in the offset.
     pub fn stream_active(&self) -> bool {
         self.backlog.is_some()
@@ -285,6 +302,16 @@ pub fn getack_record() -> Vec<u8> {
     let mut record = Vec::new();
     crate::resp::encode_command(&mut record, &[b"REPLCONF" as &[u8], b"GETACK", b"*"]);
     record
+}
+
+/// `Replication::buffer_memory`: INFO's `mem_replication_backlog` and
+/// `mem_clients_slaves` (their sum is `mem_total_replication_buffers`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BufferMemory {
+    pub backlog: u64,
+    /// Not counted for eviction, as Redis does not count its replicas' buffers: evicting
+    /// keys cannot shrink them, and a replica far behind would empty the dataset.
+    pub replicas: u64,
 }
 
 #[cfg(test)]

@@ -490,9 +490,15 @@ impl Server {
             if over.contains(&token) {
                 continue; // listed twice this turn
             }
-            let unsent = client.output.len() - client.conn.output_sent;
-            let authenticated = !auth_required || client.state.authenticated;
             let kind = crate::commands::ClientKind::of(&client.state);
+            let mut unsent = client.output.len() - client.conn.output_sent;
+            if kind == crate::commands::ClientKind::Replica
+                && let Some(backlog) = &self.engine.state.replication.backlog
+            {
+                // A replica's share of the shared buffer: the stream it has not been sent.
+                unsent += backlog.pending_bytes(client.state.id) as usize;
+            }
+            let authenticated = !auth_required || client.state.authenticated;
             let mut limit = kind.output_limit(&limits);
             if kind == crate::commands::ClientKind::Replica && limit.hard_bytes != 0 {
                 // As Redis: a replica's hard limit is never below the backlog, or a

@@ -40,6 +40,7 @@ use crate::replication::failover::FailoverState;
 use crate::replication::full_sync::{self, Transfer};
 use crate::replication::master::{Attach, ReplicaState};
 use crate::replication::sync_pipe::{PipeStorage, SyncPipe};
+use crate::replication::backlog::Backlog;
 use crate::replication::{self, Replication};
 use crate::snapshot::{JobOutcome, SnapshotError, SnapshotJob};
 use std::io::{ErrorKind, Write};
@@ -47,36 +48,23 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// What of a replica's output may go to its socket, by where its sync is.
+/// Where a replica's sync is, which says what goes to its socket after its output (which
+/// holds only what precedes the stream: `+FULLRESYNC`, `+CONTINUE`). The stream itself
+/// is read from the shared replication buffer (`replication::backlog`), from the
+/// snapshot's point or the offset it continued from.
 pub(super) enum ReplicaLink {
-    /// Waiting for a full sync to start: its output holds nothing of the stream.
+    /// Waiting for a full sync to start: not a reader of the stream yet.
     WaitingForSnapshot,
-    /// Its snapshot is being written: the output from `held_from` on is the stream since
-    /// the snapshot's point, held until the snapshot has gone.
-    Accumulating { held_from: usize },
-    /// The snapshot goes out, then the output from `held_from` on.
-    Sending {
-        held_from: usize,
-        transfer: Box<Transfer>,
-    },
-    /// A diskless snapshot went out: the output from `held_from` on waits for the
-    /// replica's first REPLCONF ACK. A replica reading up to the `$EOF:` mark cannot tell
-    /// the mark from stream bytes read with it, so Redis starts the stream on that ACK.
-    AwaitingAck { held_from: usize },
+    /// Its snapshot is being written: the stream since its point is held in the buffer.
+    Accumulating,
+    /// The snapshot goes out, then the stream.
+    Sending { transfer: Box<Transfer> },
+    /// A diskless snapshot went out: the stream waits for the replica's first REPLCONF
+    /// ACK. A replica reading up to the `$EOF:` mark cannot tell the mark from stream
+    /// bytes read with it, so Redis starts the stream on that ACK.
+    AwaitingAck,
     /// The stream goes out as it comes.
     Online,
-}
-
-impl ReplicaLink {
-    /// How much of the output may be sent now.
-    fn sendable(&self, output_len: usize) -> usize {
-        match self {
-            ReplicaLink::Accumulating { held_from }
-            | ReplicaLink::Sending { held_from, .. }
-            | ReplicaLink::AwaitingAck { held_from } => *held_from,
-            ReplicaLink::WaitingForSnapshot | ReplicaLink::Online => output_len,
-        }
-    }
 }
 
 /// A full sync's snapshot being written (one at a time). The replicas it serves are
@@ -105,8 +93,8 @@ impl FullSync {
 /// Full syncs started by this process, naming their files.
 static FULL_SYNCS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// Appends `bytes` to the stream: the backlog, and the output of every replica that takes
-/// the stream. Nothing when there is no stream.
+/// Appends `bytes` to the stream: the shared buffer, which every replica that takes the
+/// stream reads; those are listed for a flush. Nothing when there is no stream.
 fn feed_stream(
     replication: &mut Replication,
     clients: &mut Sessions,
@@ -128,7 +116,6 @@ fn feed_stream(
                 if client.conn.close_after_reply {
                     continue; // dropped at the end of the turn
                 }
-                client.output.extend_from_slice(bytes);
                 // As Redis writes its log before it writes to replicas: the stream goes
                 // out once the log has it (written, or fsynced under `always`), as a
                 // read's reply does — and, like one, not held while the log is failing,
@@ -139,7 +126,7 @@ fn feed_stream(
             // Only a session running a command is out of the table, and no replica runs
             // one while the stream is fed.
             None => tracing::warn!(
-                "replica id={} missed stream bytes: it was not in the session table",
+                "replica id={} was not in the session table when the stream was fed",
                 replica.client_id
             ),
         }
@@ -400,10 +387,8 @@ impl Server {
         };
         match full_sync::filtered_snapshot(aux, libraries) {
             Ok(snapshot) => {
-                begin_accumulating(client, replica, &replid, offset, &[]);
-                let held_from = client.output.len();
+                begin_accumulating(client, replica, replication.backlog.as_mut(), &replid, offset);
                 client.conn.replica = Some(ReplicaLink::Sending {
-                    held_from,
                     transfer: Box::new(Transfer::from_memory(snapshot)),
                 });
                 replica.state = ReplicaState::SendingSnapshot;
@@ -525,13 +510,12 @@ impl Server {
                 self.engine.state.replication.full_sync_in_progress = true;
                 let mark = full_sync::eof_mark();
                 for (reader, id) in waiting.into_iter().enumerate() {
-                    self.with_replica(id, &mut current, |client, replica, _| {
-                        begin_accumulating(client, replica, &replid, offset, &[]);
+                    self.with_replica(id, &mut current, |client, replica, backlog| {
+                        begin_accumulating(client, replica, backlog, &replid, offset);
                         if let Some(pipe) = &pipe {
                             // Its socket takes the snapshot as the pipe fills, the stream
                             // since the snapshot's point held behind it.
                             client.conn.replica = Some(ReplicaLink::Sending {
-                                held_from: client.output.len(),
                                 transfer: Box::new(Transfer::from_pipe(
                                     pipe.clone(),
                                     reader,
@@ -582,8 +566,8 @@ impl Server {
     }
 
     /// Attaches the replicas in `waiting` to the snapshot being written, as Redis attaches
-    /// a replica to a BGSAVE in progress: the stream since its point is copied from a
-    /// replica that waits for it already.
+    /// a replica to a BGSAVE in progress: they read the stream from its point, which a
+    /// replica waiting for it already keeps in the shared buffer.
     fn share_snapshot(
         &mut self,
         waiting: &[u64],
@@ -591,27 +575,21 @@ impl Server {
         current: &mut Option<(usize, &mut Client)>,
     ) {
         let replication = &self.engine.state.replication;
-        let donor = replication
-            .replicas
-            .iter()
-            .find(|r| r.state == ReplicaState::WaitSnapshotEnd)
-            .and_then(|r| self.clients.token_of(r.client_id))
-            .and_then(|token| self.clients.get(&token));
-        let Some(donor) = donor else {
+        let kept = replication.replicas.any_in(ReplicaState::WaitSnapshotEnd)
+            && replication
+                .backlog
+                .as_ref()
+                .is_some_and(|b| b.covers(offset as u64 + 1));
+        if !kept {
             tracing::info!(
                 "Can't attach the replica to the current BGSAVE. Waiting for next BGSAVE for SYNC"
             );
             return;
-        };
-        let held_from = match &donor.conn.replica {
-            Some(ReplicaLink::Accumulating { held_from }) => *held_from,
-            _ => return,
-        };
-        let stream = donor.output[held_from..].to_vec();
+        }
         let replid = replication.ids.replid.clone();
         for &id in waiting {
-            self.with_replica(id, current, |client, replica, _| {
-                begin_accumulating(client, replica, &replid, offset, &stream);
+            self.with_replica(id, current, |client, replica, backlog| {
+                begin_accumulating(client, replica, backlog, &replid, offset);
             });
         }
         tracing::info!("Waiting for end of BGSAVE for SYNC");
@@ -623,14 +601,16 @@ impl Server {
         &mut self,
         id: u64,
         current: &mut Option<(usize, &mut Client)>,
-        f: impl FnOnce(&mut Client, &mut crate::replication::master::Replica, &mut Sessions),
+        f: impl FnOnce(&mut Client, &mut crate::replication::master::Replica, Option<&mut Backlog>),
     ) {
-        let Some(replica) = self.engine.state.replication.replicas.get_mut(id) else {
+        let replication = &mut self.engine.state.replication;
+        let Some(replica) = replication.replicas.get_mut(id) else {
             return;
         };
+        let backlog = replication.backlog.as_mut();
         match current {
             Some((token, client)) if client.state.id == id => {
-                f(client, replica, &mut self.clients);
+                f(client, replica, backlog);
                 self.touched.push(*token);
             }
             _ => {
@@ -640,7 +620,7 @@ impl Server {
                 let Some(mut client) = self.clients.take(token) else {
                     return;
                 };
-                f(&mut client, replica, &mut self.clients);
+                f(&mut client, replica, backlog);
                 self.clients.put_back(token, client);
                 self.touched.push(token);
             }
@@ -690,14 +670,12 @@ impl Server {
                 let mut none = None;
                 for id in waiting {
                     self.with_replica(id, &mut none, |client, replica, _| {
-                        let held_from = match &client.conn.replica {
-                            Some(ReplicaLink::Accumulating { held_from }) => *held_from,
-                            _ => return,
-                        };
+                        if !matches!(client.conn.replica, Some(ReplicaLink::Accumulating)) {
+                            return;
+                        }
                         match Transfer::open(&*storage, &sync.path) {
                             Ok(transfer) => {
                                 client.conn.replica = Some(ReplicaLink::Sending {
-                                    held_from,
                                     transfer: Box::new(transfer),
                                 });
                                 replica.state = ReplicaState::SendingSnapshot;
@@ -731,8 +709,8 @@ impl Server {
         }
     }
 
-    /// Sends what a replica's output and snapshot transfer allow (`flush_client` for a
-    /// replica); closes it when its connection broke or it was dropped.
+    /// Sends what a replica's output, snapshot transfer and stream allow (`flush_client`
+    /// for a replica); closes it when its connection broke or it was dropped.
     pub(super) fn flush_replica(&mut self, token: usize) {
         let Some(client) = self.clients.get_mut(&token) else {
             return;
@@ -742,88 +720,120 @@ impl Server {
             self.close_client(token);
             return;
         }
+        let id = client.state.id;
         let replication = &mut self.engine.state.replication;
         let stats = &mut self.engine.state.stats;
         let mut failed = false;
         let mut came_online = false;
+        let mut sent = |n: usize, replication: &mut Replication| {
+            stats.total_net_output_bytes += n as u64;
+            replication.stats.output_bytes += n as u64;
+        };
         loop {
             let conn = &mut client.conn;
             let Some(link) = &mut conn.replica else {
                 break;
             };
-            let sendable = link.sendable(client.output.len());
-            if conn.output_sent < sendable {
-                match write_some(&mut conn.stream, &client.output[conn.output_sent..sendable]) {
+            // What precedes the stream goes first, whatever the sync's step.
+            if conn.output_sent < client.output.len() {
+                match write_some(&mut conn.stream, &client.output[conn.output_sent..]) {
                     Ok(n) => {
                         conn.output_sent += n;
-                        stats.total_net_output_bytes += n as u64;
-                        replication.stats.output_bytes += n as u64;
+                        sent(n, replication);
                     }
                     Err(()) => failed = true,
                 }
-                if failed || conn.output_sent < sendable {
+                if failed || conn.output_sent < client.output.len() {
                     break;
                 }
             }
-            if let ReplicaLink::AwaitingAck { .. } = link {
-                let acknowledged = replication
-                    .replicas
-                    .get(client.state.id)
-                    .is_some_and(|replica| replica.acknowledged_since_sync);
-                if !acknowledged {
+            match link {
+                ReplicaLink::WaitingForSnapshot | ReplicaLink::Accumulating => break,
+                ReplicaLink::AwaitingAck => {
+                    let acknowledged = replication
+                        .replicas
+                        .get(id)
+                        .is_some_and(|replica| replica.acknowledged_since_sync);
+                    if !acknowledged {
+                        break;
+                    }
+                    conn.replica = Some(ReplicaLink::Online);
+                    // Round again: the held stream goes out now.
+                }
+                ReplicaLink::Online => {
+                    let Some(backlog) = replication.backlog.as_mut() else {
+                        failed = true;
+                        break;
+                    };
+                    if !backlog.has_reader(id) {
+                        // The buffer was replaced under it (a new history): it resyncs.
+                        tracing::warn!("replica id={id} lost its place in the stream: dropped");
+                        failed = true;
+                        break;
+                    }
+                    let mut streamed = 0;
+                    loop {
+                        let pending = backlog.pending(id);
+                        if pending.is_empty() {
+                            break;
+                        }
+                        match write_some(&mut conn.stream, pending) {
+                            Ok(0) => break,
+                            Ok(n) => {
+                                backlog.advance(id, n);
+                                streamed += n;
+                            }
+                            Err(()) => {
+                                failed = true;
+                                break;
+                            }
+                        }
+                    }
+                    sent(streamed, replication);
                     break;
                 }
-                conn.replica = Some(ReplicaLink::Online);
-                continue; // the held stream goes out now
-            }
-            let ReplicaLink::Sending {
-                transfer,
-                held_from,
-            } = link
-            else {
-                break;
-            };
-            let mut blocked = false;
-            while !transfer.is_done() {
-                let pending = match transfer.pending() {
-                    Ok(pending) => pending,
-                    Err(error) => {
-                        tracing::warn!("Read error sending DB to replica: {error}");
-                        failed = true;
+                ReplicaLink::Sending { transfer } => {
+                    let mut blocked = false;
+                    while !transfer.is_done() {
+                        let pending = match transfer.pending() {
+                            Ok(pending) => pending,
+                            Err(error) => {
+                                tracing::warn!("Read error sending DB to replica: {error}");
+                                failed = true;
+                                break;
+                            }
+                        };
+                        match write_some(&mut conn.stream, pending) {
+                            Ok(0) => {
+                                blocked = true;
+                                break;
+                            }
+                            Ok(n) => {
+                                transfer.advance(n);
+                                replication.stats.output_bytes += n as u64;
+                            }
+                            Err(()) => {
+                                failed = true;
+                                break;
+                            }
+                        }
+                    }
+                    if failed || blocked {
                         break;
                     }
-                };
-                match write_some(&mut conn.stream, pending) {
-                    Ok(0) => {
-                        blocked = true;
-                        break;
+                    came_online = true;
+                    if transfer.is_diskless() {
+                        conn.replica = Some(ReplicaLink::AwaitingAck);
+                        if let Some(replica) = replication.replicas.get_mut(id) {
+                            replica.acknowledged_since_sync = false;
+                        }
+                    } else {
+                        conn.replica = Some(ReplicaLink::Online);
                     }
-                    Ok(n) => {
-                        transfer.advance(n);
-                        replication.stats.output_bytes += n as u64;
-                    }
-                    Err(()) => {
-                        failed = true;
-                        break;
-                    }
+                    // Round again: the held stream goes out now (or on the ACK).
                 }
             }
-            if failed || blocked {
-                break;
-            }
-            came_online = true;
-            if transfer.is_diskless() {
-                let held_from = *held_from;
-                conn.replica = Some(ReplicaLink::AwaitingAck { held_from });
-                if let Some(replica) = replication.replicas.get_mut(client.state.id) {
-                    replica.acknowledged_since_sync = false;
-                }
-            } else {
-                conn.replica = Some(ReplicaLink::Online);
-            }
-            // Round again: the held stream goes out now (or on the ACK).
         }
-        let id = client.state.id;
         if came_online && let Some(replica) = replication.replicas.get_mut(id) {
             replica.state = ReplicaState::Online;
             replica.ack_time = crate::clock::unix_seconds();
@@ -845,9 +855,7 @@ impl Server {
                 .refresh_good(quorum, crate::clock::unix_seconds());
         }
         let conn = &mut client.conn;
-        if matches!(conn.replica, Some(ReplicaLink::Online))
-            && conn.output_sent == client.output.len()
-        {
+        if conn.output_sent == client.output.len() {
             client.output.clear();
             conn.output_sent = 0;
             if client.output.capacity() > super::OUTPUT_KEEP_BYTES {
@@ -865,6 +873,9 @@ impl Server {
         let Some(replica) = replication.replicas.remove(id) else {
             return;
         };
+        if let Some(backlog) = &mut replication.backlog {
+            backlog.remove_reader(id); // the history it held may be freed
+        }
         tracing::warn!("Connection with replica {} lost.", replica.name());
         let now = crate::clock::unix_seconds();
         if replication.replicas.is_empty() {
@@ -927,11 +938,7 @@ impl Server {
             match replica.state {
                 ReplicaState::WaitSnapshotStart | ReplicaState::WaitSnapshotEnd => {
                     let conn = &mut client.conn;
-                    let sendable = conn
-                        .replica
-                        .as_ref()
-                        .map_or(0, |link| link.sendable(client.output.len()));
-                    if conn.output_sent == sendable {
+                    if conn.output_sent == client.output.len() {
                         let _ = conn.stream.write(b"\n");
                     }
                 }
@@ -1000,23 +1007,33 @@ impl Server {
 }
 
 /// A replica waiting for a snapshot that exists now: `+FULLRESYNC` (unless it came with
-/// SYNC, which expects none), then `stream` (what the snapshot's other replicas have
-/// accumulated since its point), held behind the snapshot.
+/// SYNC, which expects none), and a reader of the stream from the snapshot's point on,
+/// held behind the snapshot.
 fn begin_accumulating(
     client: &mut Client,
     replica: &mut crate::replication::master::Replica,
+    backlog: Option<&mut Backlog>,
     replid: &str,
     offset: i64,
-    stream: &[u8],
 ) {
+    let reading = backlog.is_some_and(|b| b.add_reader(client.state.id, offset as u64 + 1));
+    if !reading {
+        // The stream since the snapshot's point is not kept: the replica would miss it.
+        tracing::warn!(
+            "replica {} can't read the stream from offset {}: dropped, it will sync again",
+            replica.name(),
+            offset + 1
+        );
+        client.conn.replica = Some(ReplicaLink::WaitingForSnapshot);
+        client.conn.close_after_reply = true;
+        return;
+    }
     if !replica.pre_psync {
         client
             .output
             .extend_from_slice(&full_sync::full_resync_line(replid, offset));
     }
-    let held_from = client.output.len();
-    client.output.extend_from_slice(stream);
-    client.conn.replica = Some(ReplicaLink::Accumulating { held_from });
+    client.conn.replica = Some(ReplicaLink::Accumulating);
     replica.state = ReplicaState::WaitSnapshotEnd;
     replica.sync_offset = offset;
 }
