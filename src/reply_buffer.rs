@@ -143,7 +143,10 @@ impl Sizing {
     /// Returns whether it reallocated. Between `size` and twice `size` it is left alone,
     /// so a client whose turns fill just over `size` is not reallocated at every visit.
     pub fn fit(&self, output: &mut Vec<u8>) -> bool {
-        assert!(output.is_empty(), "only an output with nothing pending is refitted");
+        assert!(
+            output.is_empty(),
+            "only an output with nothing pending is refitted"
+        );
         let capacity = output.capacity();
         if capacity < self.size || capacity > 2 * self.size {
             *output = Vec::with_capacity(self.size);
@@ -218,10 +221,7 @@ mod tests {
             sizing.visit(0, now, &every(1_000_000));
         }
         sizing.peak = 3000;
-        assert_eq!(
-            sizing.visit(0, 5, &every(1_000_000)),
-            Some(Resize::Shrunk)
-        );
+        assert_eq!(sizing.visit(0, 5, &every(1_000_000)), Some(Resize::Shrunk));
         assert_eq!(sizing.size(), 3001);
         let off = Settings {
             resizing: false,

@@ -305,7 +305,7 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
         "memory" => {
             let (used, rss) = crate::stats::memory_usage();
             let pending_log = ctx.effects.buffer.capacity() as u64
-                + server.replication.buffer_memory().replicas;
+                + server.replication.not_counted_for_eviction();
             let not_counted = server.eviction.not_counted(ctx.keyspace, pending_log);
             // Redis's overhead is the start-up memory, buffers and table overheads; here
             // the start-up memory, what eviction does not count (this turn's records,
@@ -447,8 +447,16 @@ fn info_section(ctx: &mut Ctx, section: &str, out: &mut String) {
             // No I/O threads (`io-threads 1`, as Redis's default).
             kv(out, "io_threaded_reads_processed", &0);
             kv(out, "io_threaded_writes_processed", &0);
-            kv(out, "reply_buffer_shrinks", &server.stats.reply_buffer_shrinks);
-            kv(out, "reply_buffer_expands", &server.stats.reply_buffer_expands);
+            kv(
+                out,
+                "reply_buffer_shrinks",
+                &server.stats.reply_buffer_shrinks,
+            );
+            kv(
+                out,
+                "reply_buffer_expands",
+                &server.stats.reply_buffer_expands,
+            );
         }
         "replication" => info_replication(server, out),
         "cpu" => {

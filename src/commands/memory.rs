@@ -121,7 +121,7 @@ fn overview(ctx: &mut Ctx) -> Overview {
     // does this reading.
     server.stats.used_memory_peak = server.stats.used_memory_peak.max(allocator.allocated);
     let pending_log =
-        ctx.effects.buffer.capacity() as u64 + server.replication.buffer_memory().replicas;
+        ctx.effects.buffer.capacity() as u64 + server.replication.not_counted_for_eviction();
     let not_counted = server.eviction.not_counted(ctx.keyspace, pending_log);
     let capture_own = ctx
         .keyspace
@@ -172,10 +172,8 @@ fn double(ctx: &mut Ctx, name: &str, value: f64) {
 fn stats(ctx: &mut Ctx) {
     const FIXED_FIELDS: usize = 27;
     let o = overview(ctx);
-    let crate::replication::BufferMemory {
-        backlog,
-        replicas,
-    } = ctx.server.replication.buffer_memory();
+    let crate::replication::BufferMemory { backlog, replicas } =
+        ctx.server.replication.buffer_memory();
     ctx.out.map(FIXED_FIELDS + o.databases.len());
     integer(ctx, "peak.allocated", o.peak_allocated);
     integer(ctx, "total.allocated", o.total_allocated);

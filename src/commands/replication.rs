@@ -579,6 +579,10 @@ fn replicaof(ctx: &mut Ctx, args: &Args) -> Action {
 /// the length of the turn's effects so far (the records made in the old role).
 pub(super) fn set_master(server: &mut ServerState, host: &str, port: u16, pending_effects: usize) {
     let replication = &mut server.replication;
+    // Another master's stream goes on in the database the old one's was in, as Redis's
+    // cached master keeps its database (a master turning replica starts at 0, as Redis's
+    // cached master made from itself does).
+    let stream_db = replication.master.as_ref().map_or(0, |link| link.stream_db);
     let history = match &replication.master {
         // Another master: the history followed so far may go on with it (PSYNC2).
         Some(link) => link.history.clone(),
@@ -603,6 +607,7 @@ pub(super) fn set_master(server: &mut ServerState, host: &str, port: u16, pendin
         });
     let mut link = crate::replication::replica::MasterLink::new(host.to_string(), port, history);
     link.down_since = down_since;
+    link.stream_db = stream_db;
     replication.master = Some(link);
     server.config.set_replicaof(Some((host, port)));
     replication.link_changed = true;

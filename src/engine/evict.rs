@@ -349,7 +349,7 @@ impl Engine {
     /// Buffers eviction does not count besides the log writer's: this turn's records
     /// and the replicas' buffers (`BufferMemory::replicas`).
     pub(super) fn buffers_not_counted(&self) -> u64 {
-        self.effects.buffer.capacity() as u64 + self.state.replication.buffer_memory().replicas
+        self.effects.buffer.capacity() as u64 + self.state.replication.not_counted_for_eviction()
     }
 
     /// The memory as eviction sees it, exactly (INFO).

@@ -17,16 +17,15 @@
 //!   A slow reader therefore makes the backlog outgrow its size (INFO
 //!   `repl_backlog_histlen`), and a replica that reconnects can continue from anywhere in
 //!   it; when that reader goes, the excess is freed.
-//! - **Blocks.** 16 KiB (Redis's), or the size of a bigger append up to 1 MiB, so that a
-//!   large `repl-backlog-size` costs nothing before the stream fills it and freeing is
-//!   done by whole blocks. The buffer never frees its last block.
+//! - **Blocks** of 16 KiB (Redis's), so that a large `repl-backlog-size` costs nothing
+//!   before the stream fills it, and history is freed in steps that small. (Redis sizes a
+//!   block to a bigger command; Tessera feeds a turn's records at once, so it cuts them.)
+//!   The buffer never frees its last block.
 
 use std::collections::VecDeque;
 
 /// The size of a block (Redis's `PROTO_REPLY_CHUNK_BYTES`).
 const BLOCK_BYTES: usize = 16 * 1024;
-/// A bigger append gets blocks up to this size.
-const BIG_BLOCK_BYTES: usize = 1024 * 1024;
 
 /// A run of the stream's bytes starting at stream offset `start`.
 #[derive(Debug)]
@@ -121,12 +120,14 @@ impl Backlog {
         }
         let mut start = self.next_offset() + (bytes.len() - rest.len()) as u64;
         while !rest.is_empty() {
-            let capacity = rest.len().clamp(self.block_bytes, BIG_BLOCK_BYTES.max(self.block_bytes));
-            let now = rest.len().min(capacity);
-            let mut block = Vec::with_capacity(capacity);
+            let now = rest.len().min(self.block_bytes);
+            let mut block = Vec::with_capacity(self.block_bytes);
             block.extend_from_slice(&rest[..now]);
             self.allocated += block.capacity();
-            self.blocks.push_back(Block { start, bytes: block });
+            self.blocks.push_back(Block {
+                start,
+                bytes: block,
+            });
             start += now as u64;
             rest = &rest[now..];
         }
@@ -326,14 +327,20 @@ mod tests {
         let before = backlog.allocated_bytes();
         let partial = read_all(&mut backlog, 1);
         assert_eq!(partial, stream(11, 10_040));
-        assert!(backlog.len() <= 100 + 500, "{}", backlog.len());
+        assert!(backlog.len() <= 100 + 32, "{}", backlog.len());
         assert!(backlog.allocated_bytes() < before / 10);
         // A reader that goes frees what it held.
         assert!(backlog.add_reader(3, backlog.first_offset()));
         backlog.append(&stream(10_051, 5_000));
         assert!(backlog.len() > 5_000);
         backlog.remove_reader(3);
-        assert_eq!(backlog.first_offset(), 10_051);
+        // Down to the block the remaining reader is in.
+        assert!(
+            backlog.first_offset() > 10_051 - 32,
+            "{}",
+            backlog.first_offset()
+        );
+        assert!(backlog.len() < 5_000 + 32, "{}", backlog.len());
         assert_eq!(read_all(&mut backlog, 1), stream(10_051, 5_000));
     }
 
@@ -347,18 +354,25 @@ mod tests {
         backlog.resize(40);
         assert!((40..=50).contains(&backlog.len()), "{}", backlog.len());
         let first = backlog.first_offset();
-        assert_eq!(backlog.since(first).unwrap(), stream(first, 251 - first as usize));
+        assert_eq!(
+            backlog.since(first).unwrap(),
+            stream(first, 251 - first as usize)
+        );
         backlog.resize(500);
         backlog.append(&stream(251, 100));
-        assert_eq!(backlog.since(first).unwrap(), stream(first, 351 - first as usize));
+        assert_eq!(
+            backlog.since(first).unwrap(),
+            stream(first, 351 - first as usize)
+        );
     }
 
     #[test]
-    fn a_big_append_takes_big_blocks_and_the_last_block_is_never_freed() {
-        let mut backlog = Backlog::with_blocks(100, 1, 16);
+    fn a_big_append_is_cut_into_blocks_and_the_last_block_is_never_freed() {
+        let mut backlog = Backlog::with_blocks(100, 1, 1000);
         backlog.append(&stream(1, 3_000_000));
-        assert_eq!(backlog.len(), 3_000_000 - 2 * BIG_BLOCK_BYTES);
-        assert_eq!(backlog.first_offset(), 2 * BIG_BLOCK_BYTES as u64 + 1);
+        assert_eq!(backlog.len(), 1000);
+        assert_eq!(backlog.allocated_bytes(), 1000);
+        assert_eq!(backlog.first_offset(), 2_999_001);
         let first = backlog.first_offset();
         assert_eq!(
             backlog.since(first).unwrap(),

@@ -58,7 +58,7 @@ pub struct Replication {
     /// `repl-backlog-ttl` seconds later.
     pub no_replicas_since: i64,
     /// Bytes the replicas' own output buffers hold (by capacity; what precedes the
-    /// stream), refreshed by the loop (`buffer_memory`).
+    /// stream), refreshed by the loop (`not_counted_for_eviction`).
     pub replica_output_bytes: u64,
     /// Runs of the once-a-second replication cron (the PING period counts them).
     pub cron_loops: u64,
@@ -203,11 +203,13 @@ impl Replication {
         );
     }
 
-    /// The memory of the stream's buffers as Redis 7 reports it: the shared buffer is the
-    /// backlog's up to `repl-backlog-size`, and what replicas make it hold beyond that is
-    /// theirs, with their own outputs.
+    /// The memory of the stream's buffer as Redis 7 reports it: the backlog's up to
+    /// `repl-backlog-size`, and what replicas make it hold beyond that is theirs.
     pub fn buffer_memory(&self) -> BufferMemory {
-        let shared = self.backlog.as_ref().map_or(0, |b| b.allocated_bytes() as u64);
+        let shared = self
+            .backlog
+            .as_ref()
+            .map_or(0, |b| b.allocated_bytes() as u64);
         let size = self.backlog.as_ref().map_or(0, |b| b.size_bytes() as u64);
         let beyond = if self.replicas.is_empty() {
             0
@@ -216,8 +218,15 @@ impl Replication {
         };
         BufferMemory {
             backlog: shared - beyond,
-            replicas: beyond + self.replica_output_bytes,
+            replicas: beyond,
         }
+    }
+
+    /// What eviction does not count of replication's memory, as Redis does not count its
+    /// replicas' buffers: evicting keys cannot shrink them, and a replica far behind
+    /// would empty the dataset. Their share of the buffer, and their own outputs.
+    pub fn not_counted_for_eviction(&self) -> u64 {
+        self.buffer_memory().replicas + self.replica_output_bytes
     }
 
     /// Whether there is a stream (a backlog): writes are then counted in the offset.
@@ -309,8 +318,6 @@ pub fn getack_record() -> Vec<u8> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BufferMemory {
     pub backlog: u64,
-    /// Not counted for eviction, as Redis does not count its replicas' buffers: evicting
-    /// keys cannot shrink them, and a replica far behind would empty the dataset.
     pub replicas: u64,
 }
 

@@ -36,11 +36,11 @@
 use super::Server;
 use super::session::{Client, Sessions};
 use crate::commands::ReplyShows;
+use crate::replication::backlog::Backlog;
 use crate::replication::failover::FailoverState;
 use crate::replication::full_sync::{self, Transfer};
 use crate::replication::master::{Attach, ReplicaState};
 use crate::replication::sync_pipe::{PipeStorage, SyncPipe};
-use crate::replication::backlog::Backlog;
 use crate::replication::{self, Replication};
 use crate::snapshot::{JobOutcome, SnapshotError, SnapshotJob};
 use std::io::{ErrorKind, Write};
@@ -387,7 +387,13 @@ impl Server {
         };
         match full_sync::filtered_snapshot(aux, libraries) {
             Ok(snapshot) => {
-                begin_accumulating(client, replica, replication.backlog.as_mut(), &replid, offset);
+                begin_accumulating(
+                    client,
+                    replica,
+                    replication.backlog.as_mut(),
+                    &replid,
+                    offset,
+                );
                 client.conn.replica = Some(ReplicaLink::Sending {
                     transfer: Box::new(Transfer::from_memory(snapshot)),
                 });
