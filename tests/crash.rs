@@ -15,11 +15,12 @@
 
 mod common;
 
-use common::crash_points::crash_tested_in;
+use common::crash_points::{Protocol, crash_tested_in, points_of};
 use common::in_process::{
     CRASH_SETTINGS, InProcess, Prepared, assert_directory_is_the_manifest, assert_same,
     assert_steps_cover_the_protocol, compact, compaction_steps, count_reached,
-    directory_with_history, dump, fresh_directory, populate, restart_after_power_loss,
+    directory_with_history, dump, fresh_directory, populate, populate_named,
+    restart_after_power_loss,
     send_write_after_the_switch, start_compaction_after_writes, wait_for_checkpoint,
     write_after_the_switch,
 };
@@ -135,6 +136,84 @@ fn power_loss_at_every_step_of_the_first_compaction_keeps_every_acknowledged_wri
 #[test]
 fn power_loss_at_every_step_of_a_compaction_over_history_keeps_every_acknowledged_write() {
     power_loss_at_every_step(&directory_with_history());
+}
+
+/// The settings of a server with the log off, on a log directory a crash test prepared.
+const LOG_OFF: &str = "appendonly no\naof-rewrite-threads 2";
+
+/// Starts a server with the log off on a copy of `prepared`, writes a dataset of its own
+/// (a server with the log off does not load the log), and runs BGREWRITEAOF, which writes
+/// it as a base alone (Redis 7's rewrite with the log off), crashing at `step` if one is
+/// given. Returns the storage, that dataset, and how many checkpoints were reached before
+/// the BGREWRITEAOF.
+fn write_a_base_alone(
+    prepared: &Prepared,
+    step: Option<&common::in_process::Step>,
+) -> (SimulatedStorage, common::in_process::Dataset, usize) {
+    let storage = prepared.storage.durable_copy();
+    let server = InProcess::start(&storage, LOG_OFF);
+    let mut conn = server.connection();
+    populate_named(&mut conn, "off", 60);
+    let written = dump(server.port);
+    let before = storage.checkpoints().len();
+    if let Some(step) = step {
+        storage.crash_at(step.at());
+    }
+    let _: String = redis::cmd("BGREWRITEAOF").query(&mut conn).unwrap();
+    match step {
+        Some(step) => wait_for_checkpoint(&storage, step.at()),
+        None => {
+            wait_for_background_jobs(&mut conn);
+            let status = info_field(&mut conn, "aof_last_bgrewrite_status");
+            assert_eq!(status.as_deref(), Some("ok"));
+        }
+    }
+    server.halt();
+    (storage, written, before)
+}
+
+/// BGREWRITEAOF with the log off replaces the log directory's contents with one base: a
+/// power loss at any step of it leaves a directory that loads either the dataset it held
+/// before or the one written, never a mix, with only the manifest's files; and once a
+/// step has left the new one, every later step does.
+fn power_loss_at_every_step_of_a_base_written_alone(prepared: &Prepared) {
+    let (storage, written, before) = write_a_base_alone(prepared, None);
+    let steps = common::in_process::steps_after(&storage.checkpoints(), before);
+    for point in points_of(Protocol::BaseAlone) {
+        assert!(
+            steps.iter().any(|s| s.point == point),
+            "{}: {point} not reached: {steps:?}",
+            prepared.name
+        );
+    }
+    let mut committed = false;
+    for (index, step) in steps.iter().enumerate() {
+        for torn in every_tear(index as u64) {
+            let context = format!("{}: base alone, crash at {step}, {torn:?}", prepared.name);
+            let (storage, _, _) = write_a_base_alone(prepared, Some(step));
+            let tears = storage.power_loss(torn);
+            let (restarted, cut) = restart_after_power_loss(&storage, &tears, "");
+            assert_eq!(cut, None, "{context}: no log write was in flight");
+            let actual = dump(restarted.port);
+            let new = if actual == written {
+                true
+            } else {
+                assert_same(&actual, &prepared.dataset, &context);
+                false
+            };
+            assert!(new || !committed, "{context}: the old dataset after the new one");
+            committed |= new;
+            restarted.halt();
+            assert_directory_is_the_manifest(&storage, &context);
+        }
+    }
+    assert!(committed, "{}: the base was never committed", prepared.name);
+}
+
+#[test]
+fn power_loss_at_every_step_of_a_base_written_alone_leaves_the_old_or_the_new_dataset() {
+    power_loss_at_every_step_of_a_base_written_alone(&fresh_directory());
+    power_loss_at_every_step_of_a_base_written_alone(&directory_with_history());
 }
 
 /// Freezes durability after each fsync of a compaction in turn (numbered in the run

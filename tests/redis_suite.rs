@@ -448,6 +448,25 @@ fn binary_run(
 /// die says so, about ten times each in its 20 s): each name counts once, on both sides.
 const RANDOM_REPEATS: &[&str] = &["integration/psync2-reg"];
 
+/// Units whose tests are named after a random layout (psync2 names the instances it links,
+/// "Set #2 to replicate from #4", and the keys it loaded, "(x = 16720)"): the numbers in
+/// names are blurred and each name counts once, on both sides. A failure fails the unit,
+/// as it could hide behind a pass of the same blurred name.
+const RANDOM_NAMES: &[&str] = &["integration/psync2"];
+
+/// `name` with each run of digits replaced by `#`.
+fn blur_numbers(name: &str) -> String {
+    let mut blurred = String::with_capacity(name.len());
+    for c in name.chars() {
+        if !c.is_ascii_digit() {
+            blurred.push(c);
+        } else if !blurred.ends_with('#') {
+            blurred.push('#');
+        }
+    }
+    blurred
+}
+
 /// The units that take longest (about a minute or more on two cores, the harness's own
 /// work included): their runs start first, so that the short ones fill the workers around
 /// them rather than leave one of them to finish alone.
@@ -542,6 +561,11 @@ fn redis_s_own_units_pass_on_tessera_as_on_redis() {
                 run.passed.values_mut().for_each(|times| *times = 1);
             }
         }
+        if RANDOM_NAMES.contains(unit) {
+            for run in [&mut theirs, &mut ours] {
+                run.passed = run.passed.keys().map(|n| (blur_numbers(n), 1)).collect();
+            }
+        }
         assert!(
             theirs.finished || theirs.stopped.is_some() || theirs.timed_out,
             "{unit} did not run with redis-server:\n{}",
@@ -570,7 +594,8 @@ fn redis_s_own_units_pass_on_tessera_as_on_redis() {
         };
         let stopped_alone = (ours.stopped.is_some() && theirs.stopped.is_none())
             || (ours.timed_out && !theirs.timed_out);
-        let at_bar = share >= PASS_SHARE_MIN && !stopped_alone;
+        let failed_alone = RANDOM_NAMES.contains(&unit) && ours.failed.len() > theirs.failed.len();
+        let at_bar = share >= PASS_SHARE_MIN && !stopped_alone && !failed_alone;
         lines.push(format!(
             "{unit:28} redis {:4}  tessera {:4}  {:5.1} %  ({:3} s / {:3} s){}{}",
             theirs.passes(),

@@ -12,6 +12,7 @@
 use super::{Action, Args, Ctx, flags};
 use crate::command;
 use crate::keyspace::Value;
+use super::lists::Move;
 use crate::types::list::End;
 use bytes::Bytes;
 use hashbrown::{HashMap, HashSet};
@@ -337,7 +338,7 @@ fn bzpop(ctx: &mut Ctx, args: &Args) -> Action {
 }
 
 /// BLMOVE and BRPOPLPUSH.
-fn move_blocking(ctx: &mut Ctx, args: &Args, from: End, to: End, timeout: &[u8]) -> Action {
+fn move_blocking(ctx: &mut Ctx, args: &Args, how: Move, timeout: &[u8]) -> Action {
     let Some(deadline) = timeout_arg(ctx, timeout) else {
         return Action::None;
     };
@@ -345,7 +346,7 @@ fn move_blocking(ctx: &mut Ctx, args: &Args, from: End, to: End, timeout: &[u8])
     let serving = matches!(ctx.block_mode, BlockMode::Serving(_));
     match found(ctx, source) {
         Found::List => {
-            match super::lists::move_and_propagate(ctx, source, destination, from, to) {
+            match super::lists::move_and_propagate(ctx, source, destination, how) {
                 Ok(Some(value)) => ctx.out.bulk(&value),
                 Ok(None) => unreachable!("the source holds a list"),
                 Err(_) => {} // WRONGTYPE for the destination, replied
@@ -376,11 +377,11 @@ fn blmove(ctx: &mut Ctx, args: &Args) -> Action {
         ctx.out.error(super::SYNTAX_ERROR);
         return Action::None;
     };
-    move_blocking(ctx, args, from, to, args[5])
+    move_blocking(ctx, args, Move::Lmove { from, to }, args[5])
 }
 
 fn brpoplpush(ctx: &mut Ctx, args: &Args) -> Action {
-    move_blocking(ctx, args, End::Right, End::Left, args[3])
+    move_blocking(ctx, args, Move::Rpoplpush, args[3])
 }
 
 fn blmpop(ctx: &mut Ctx, args: &Args) -> Action {

@@ -3,7 +3,9 @@
 //!
 //! Logged forms: pushes, LSET, LINSERT, LREM, LTRIM and LMOVE as given, only when they
 //! changed something; LPOP/RPOP as `LPOP key count` (or without count); LMPOP as the
-//! LPOP/RPOP it did; RPOPLPUSH as `LMOVE src dst RIGHT LEFT`.
+//! LPOP/RPOP it did; RPOPLPUSH (and BRPOPLPUSH) as `RPOPLPUSH src dst`, LMOVE (and BLMOVE)
+//! as `LMOVE src dst from to`, as Redis propagates them (a replica's command statistics
+//! count the one it was sent).
 //!
 //! Keyspace events, as Redis 7.0 raises them: `lpush` / `rpush` (LPUSHX and RPUSHX too,
 //! and the destination of LMOVE), `lpop` / `rpop` (LMPOP and LMOVE's source too), `lset`,
@@ -575,16 +577,28 @@ fn lpos(ctx: &mut Ctx, args: &Args) -> Action {
     Action::None
 }
 
-/// Moves one element from `src`'s `from` end to `dst`'s `to` end, logging
-/// `LMOVE src dst from to`; None if `src` is absent or empty, Err after WRONGTYPE
-/// (either key; nothing changed then).
+/// A move between lists, by the command that asked for it: the ends, and the form it is
+/// logged and replicated in.
+#[derive(Clone, Copy)]
+pub(crate) enum Move {
+    /// LMOVE and BLMOVE: `LMOVE src dst from to`.
+    Lmove { from: End, to: End },
+    /// RPOPLPUSH and BRPOPLPUSH: `RPOPLPUSH src dst` (right to left).
+    Rpoplpush,
+}
+
+/// Moves one element from `src` to `dst` as `how` says, and logs it in its form; None if
+/// `src` is absent or empty, Err after WRONGTYPE (either key; nothing changed then).
 pub(crate) fn move_and_propagate(
     ctx: &mut Ctx,
     src: &[u8],
     dst: &[u8],
-    from: End,
-    to: End,
+    how: Move,
 ) -> Result<Option<Vec<u8>>, super::AlreadyReplied> {
+    let (from, to) = match how {
+        Move::Lmove { from, to } => (from, to),
+        Move::Rpoplpush => (End::Right, End::Left),
+    };
     if ctx.read::<List>(src)?.is_none_or(|l| l.is_empty()) {
         return Ok(None);
     }
@@ -597,15 +611,18 @@ pub(crate) fn move_and_propagate(
     // Redis's order: the push to the destination, then the pop from the source.
     ctx.notify(EventClass::List, push_event(to), dst);
     ctx.notify(EventClass::List, pop_event(from), src);
-    ctx.propagate(&[b"LMOVE", src, dst, end_name(from), end_name(to)]);
+    match how {
+        Move::Lmove { .. } => ctx.propagate(&[b"LMOVE", src, dst, end_name(from), end_name(to)]),
+        Move::Rpoplpush => ctx.propagate(&[b"RPOPLPUSH", src, dst]),
+    }
     if ctx.remove_if_empty(src) {
         ctx.notify(EventClass::Generic, "del", src);
     }
     Ok(Some(value))
 }
 
-fn move_reply(ctx: &mut Ctx, src: &[u8], dst: &[u8], from: End, to: End) {
-    match move_and_propagate(ctx, src, dst, from, to) {
+fn move_reply(ctx: &mut Ctx, src: &[u8], dst: &[u8], how: Move) {
+    match move_and_propagate(ctx, src, dst, how) {
         Ok(Some(value)) => ctx.out.bulk(&value),
         Ok(None) => ctx.out.null(),
         Err(_) => {}
@@ -617,12 +634,12 @@ fn lmove(ctx: &mut Ctx, args: &Args) -> Action {
         ctx.out.error(SYNTAX_ERROR);
         return Action::None;
     };
-    move_reply(ctx, args[1], args[2], from, to);
+    move_reply(ctx, args[1], args[2], Move::Lmove { from, to });
     Action::None
 }
 
 fn rpoplpush(ctx: &mut Ctx, args: &Args) -> Action {
-    move_reply(ctx, args[1], args[2], End::Right, End::Left);
+    move_reply(ctx, args[1], args[2], Move::Rpoplpush);
     Action::None
 }
 

@@ -174,6 +174,9 @@ fn stats(ctx: &mut Ctx) {
     let o = overview(ctx);
     let crate::replication::BufferMemory { backlog, replicas } =
         ctx.server.replication.buffer_memory();
+    // The replicas' own outputs (what precedes the stream) are clients' buffers, counted
+    // in neither figure of the shared buffer.
+    let replica_outputs = ctx.server.replication.replica_output_bytes;
     ctx.out.map(FIXED_FIELDS + o.databases.len());
     integer(ctx, "peak.allocated", o.peak_allocated);
     integer(ctx, "total.allocated", o.total_allocated);
@@ -183,7 +186,7 @@ fn stats(ctx: &mut Ctx) {
     integer(
         ctx,
         "clients.normal",
-        o.clients_normal.saturating_sub(replicas),
+        o.clients_normal.saturating_sub(replica_outputs),
     );
     integer(ctx, "cluster.links", 0);
     integer(ctx, "aof.buffer", o.aof_buffer);

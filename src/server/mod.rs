@@ -24,6 +24,7 @@ mod master_link;
 mod pace;
 mod postponed;
 mod reload;
+mod replica_output;
 mod replicas;
 mod session;
 mod shutdown;

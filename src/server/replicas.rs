@@ -1,21 +1,22 @@
-//! The replicas' sockets and the jobs that serve them (the protocol and its state are
+//! The replicas and the jobs that serve them (the protocol and its state are
 //! `crate::replication`; the commands that make a session a replica are
-//! `commands::replication`).
+//! `commands::replication`; what goes to a replica's socket is `replica_output`).
 //!
 //! - **The stream.** `take_effects` hands the effects recorded so far to their consumers:
-//!   first the replication stream — the backlog and every replica's output — then the log
-//!   writer. It runs at the end of each turn, and wherever a job must start after every
+//!   first the replication stream — the buffer that the backlog and every replica share —
+//!   then the log writer. It runs at the end of each turn, and wherever a job must start after every
 //!   record so far (a compaction's log switch, a full sync's capture point, a reload).
 //!   WAIT's `REPLCONF GETACK *` and the cron's `PING` go into the stream only. A
 //!   replica's output waits for the log as a read's reply does (`ReplyShows::Reads`): a
 //!   replica never has a write the master's log has not (Redis writes its log first).
 //!   On a replica the stream is its master's instead, proxied as it came
 //!   (`proxy_master_stream`, chains): its own effects and records go to its log only.
-//! - **Attaching.** PSYNC that continues from the backlog leaves `+CONTINUE` and the
-//!   missed bytes in the reply: the session is online at once. A full sync waits for a
-//!   snapshot: started now (its point is the stream's offset now), or shared with one
-//!   being written, or after another background job. From `+FULLRESYNC` on, the
-//!   stream accumulates in the replica's output, held behind the snapshot.
+//! - **Attaching.** PSYNC that continues from the backlog leaves `+CONTINUE` in the reply
+//!   and makes the replica a reader of the buffer from its offset: it is online at once.
+//!   A full sync waits for a snapshot: started now (its point is the stream's offset
+//!   now), or shared with one being written, or after another background job. From
+//!   `+FULLRESYNC` on, the replica reads the buffer from the snapshot's point, held
+//!   behind the snapshot; the buffer keeps that history for it.
 //! - **Diskless.** With `repl-diskless-sync` and replicas that read `$EOF:`, the sync
 //!   waits `repl-diskless-sync-delay` (or for `-max-replicas`) for more replicas, then
 //!   each gets the snapshot from the writer's pipe as it is written (the writer's wake
@@ -34,6 +35,7 @@
 //! resyncs when it comes back, so the master's memory stays bounded.
 
 use super::Server;
+use super::replica_output::ReplicaLink;
 use super::session::{Client, Sessions};
 use crate::commands::ReplyShows;
 use crate::replication::backlog::Backlog;
@@ -43,29 +45,10 @@ use crate::replication::master::{Attach, ReplicaState};
 use crate::replication::sync_pipe::{PipeStorage, SyncPipe};
 use crate::replication::{self, Replication};
 use crate::snapshot::{JobOutcome, SnapshotError, SnapshotJob};
-use std::io::{ErrorKind, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
-
-/// Where a replica's sync is, which says what goes to its socket after its output (which
-/// holds only what precedes the stream: `+FULLRESYNC`, `+CONTINUE`). The stream itself
-/// is read from the shared replication buffer (`replication::backlog`), from the
-/// snapshot's point or the offset it continued from.
-pub(super) enum ReplicaLink {
-    /// Waiting for a full sync to start: not a reader of the stream yet.
-    WaitingForSnapshot,
-    /// Its snapshot is being written: the stream since its point is held in the buffer.
-    Accumulating,
-    /// The snapshot goes out, then the stream.
-    Sending { transfer: Box<Transfer> },
-    /// A diskless snapshot went out: the stream waits for the replica's first REPLCONF
-    /// ACK. A replica reading up to the `$EOF:` mark cannot tell the mark from stream
-    /// bytes read with it, so Redis starts the stream on that ACK.
-    AwaitingAck,
-    /// The stream goes out as it comes.
-    Online,
-}
 
 /// A full sync's snapshot being written (one at a time). The replicas it serves are
 /// those in `ReplicaState::WaitSnapshotEnd`.
@@ -131,22 +114,6 @@ fn feed_stream(
             ),
         }
     }
-}
-
-/// Writes as much of `bytes` as the socket takes: Ok(bytes written), or Err on a broken
-/// connection.
-fn write_some(stream: &mut crate::net::Stream, bytes: &[u8]) -> Result<usize, ()> {
-    let mut written = 0;
-    while written < bytes.len() {
-        match stream.write(&bytes[written..]) {
-            Ok(0) => return Err(()),
-            Ok(n) => written += n,
-            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(_) => return Err(()),
-        }
-    }
-    Ok(written)
 }
 
 impl Server {
@@ -550,27 +517,6 @@ impl Server {
         }
     }
 
-    /// Sends what the diskless sync's pipe holds to the replicas reading it (the writer's
-    /// thread wakes the loop when it adds bytes; a socket that is full waits for its
-    /// writable event as any other).
-    pub(super) fn flush_diskless_replicas(&mut self) {
-        let replication = &self.engine.state.replication;
-        let tokens: Vec<usize> = replication
-            .replicas
-            .in_state(ReplicaState::StreamingSnapshot)
-            .into_iter()
-            .filter_map(|id| self.clients.token_of(id))
-            .collect();
-        for token in tokens {
-            let diskless = self.clients.get(&token).is_some_and(|client| {
-                matches!(&client.conn.replica, Some(ReplicaLink::Sending { transfer, .. }) if transfer.is_diskless())
-            });
-            if diskless {
-                self.flush_replica(token);
-            }
-        }
-    }
-
     /// Attaches the replicas in `waiting` to the snapshot being written, as Redis attaches
     /// a replica to a BGSAVE in progress: they read the stream from its point, which a
     /// replica waiting for it already keeps in the shared buffer.
@@ -712,164 +658,6 @@ impl Server {
                     });
                 }
             }
-        }
-    }
-
-    /// Sends what a replica's output, snapshot transfer and stream allow (`flush_client`
-    /// for a replica); closes it when its connection broke or it was dropped.
-    pub(super) fn flush_replica(&mut self, token: usize) {
-        let Some(client) = self.clients.get_mut(&token) else {
-            return;
-        };
-        if client.conn.close_after_reply {
-            // Dropped (CLIENT KILL, output limits, a failed sync): nothing more goes out.
-            self.close_client(token);
-            return;
-        }
-        let id = client.state.id;
-        let replication = &mut self.engine.state.replication;
-        let stats = &mut self.engine.state.stats;
-        let mut failed = false;
-        let mut came_online = false;
-        let mut sent = |n: usize, replication: &mut Replication| {
-            stats.total_net_output_bytes += n as u64;
-            replication.stats.output_bytes += n as u64;
-        };
-        loop {
-            let conn = &mut client.conn;
-            let Some(link) = &mut conn.replica else {
-                break;
-            };
-            // What precedes the stream goes first, whatever the sync's step.
-            if conn.output_sent < client.output.len() {
-                match write_some(&mut conn.stream, &client.output[conn.output_sent..]) {
-                    Ok(n) => {
-                        conn.output_sent += n;
-                        sent(n, replication);
-                    }
-                    Err(()) => failed = true,
-                }
-                if failed || conn.output_sent < client.output.len() {
-                    break;
-                }
-            }
-            match link {
-                ReplicaLink::WaitingForSnapshot | ReplicaLink::Accumulating => break,
-                ReplicaLink::AwaitingAck => {
-                    let acknowledged = replication
-                        .replicas
-                        .get(id)
-                        .is_some_and(|replica| replica.acknowledged_since_sync);
-                    if !acknowledged {
-                        break;
-                    }
-                    conn.replica = Some(ReplicaLink::Online);
-                    // Round again: the held stream goes out now.
-                }
-                ReplicaLink::Online => {
-                    let Some(backlog) = replication.backlog.as_mut() else {
-                        failed = true;
-                        break;
-                    };
-                    if !backlog.has_reader(id) {
-                        // The buffer was replaced under it (a new history): it resyncs.
-                        tracing::warn!("replica id={id} lost its place in the stream: dropped");
-                        failed = true;
-                        break;
-                    }
-                    let mut streamed = 0;
-                    loop {
-                        let pending = backlog.pending(id);
-                        if pending.is_empty() {
-                            break;
-                        }
-                        match write_some(&mut conn.stream, pending) {
-                            Ok(0) => break,
-                            Ok(n) => {
-                                backlog.advance(id, n);
-                                streamed += n;
-                            }
-                            Err(()) => {
-                                failed = true;
-                                break;
-                            }
-                        }
-                    }
-                    sent(streamed, replication);
-                    break;
-                }
-                ReplicaLink::Sending { transfer } => {
-                    let mut blocked = false;
-                    while !transfer.is_done() {
-                        let pending = match transfer.pending() {
-                            Ok(pending) => pending,
-                            Err(error) => {
-                                tracing::warn!("Read error sending DB to replica: {error}");
-                                failed = true;
-                                break;
-                            }
-                        };
-                        match write_some(&mut conn.stream, pending) {
-                            Ok(0) => {
-                                blocked = true;
-                                break;
-                            }
-                            Ok(n) => {
-                                transfer.advance(n);
-                                replication.stats.output_bytes += n as u64;
-                            }
-                            Err(()) => {
-                                failed = true;
-                                break;
-                            }
-                        }
-                    }
-                    if failed || blocked {
-                        break;
-                    }
-                    came_online = true;
-                    if transfer.is_diskless() {
-                        conn.replica = Some(ReplicaLink::AwaitingAck);
-                        if let Some(replica) = replication.replicas.get_mut(id) {
-                            replica.acknowledged_since_sync = false;
-                        }
-                    } else {
-                        conn.replica = Some(ReplicaLink::Online);
-                    }
-                    // Round again: the held stream goes out now (or on the ACK).
-                }
-            }
-        }
-        if came_online && let Some(replica) = replication.replicas.get_mut(id) {
-            replica.state = ReplicaState::Online;
-            replica.ack_time = crate::clock::unix_seconds();
-            if replica.announced.rdb_only {
-                tracing::info!(
-                    "RDB transfer completed, rdb only replica ({}) should be disconnected asap",
-                    replica.name()
-                );
-                failed = true;
-            } else {
-                tracing::info!("Synchronization with replica {} succeeded", replica.name());
-                if self.engine.state.config.replication.disable_tcp_nodelay {
-                    let _ = client.conn.stream.set_nodelay(false);
-                }
-            }
-            let quorum = self.engine.state.config.replication.write_quorum();
-            replication
-                .replicas
-                .refresh_good(quorum, crate::clock::unix_seconds());
-        }
-        let conn = &mut client.conn;
-        if conn.output_sent == client.output.len() {
-            client.output.clear();
-            conn.output_sent = 0;
-            if client.output.capacity() > super::OUTPUT_KEEP_BYTES {
-                client.output = Vec::new();
-            }
-        }
-        if failed {
-            self.close_client(token);
         }
     }
 

@@ -59,7 +59,7 @@ pub(super) struct Connection {
     /// eases, and the input after it waits in `input` (`server::postponed`).
     pub postponed: Option<Vec<Vec<u8>>>,
     /// A replica's link: what of its output may go (`server::replicas`).
-    pub replica: Option<super::replicas::ReplicaLink>,
+    pub replica: Option<super::replica_output::ReplicaLink>,
     pub created: Instant,
     pub last_interaction: Instant,
     /// The allocation the output keeps between replies (`reply_buffer`).

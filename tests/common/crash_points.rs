@@ -10,6 +10,9 @@ pub enum Protocol {
     /// BGREWRITEAOF: tests/crash.rs (power loss) and tests/compaction.rs (SIGKILL) stop at
     /// every checkpoint a compaction reaches, each occurrence (`compaction_steps`).
     Compaction,
+    /// BGREWRITEAOF with the log off, a base written alone: tests/crash.rs (power loss)
+    /// stops at every checkpoint it reaches.
+    BaseAlone,
     /// SAVE: tests/fault_paths.rs.
     Save,
     /// BGSAVE: tests/fault_paths.rs.

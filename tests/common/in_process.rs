@@ -452,7 +452,12 @@ pub fn compaction_steps(prepared: &Prepared) -> Vec<Step> {
     let status = super::info_field(&mut conn, "aof_last_bgrewrite_status");
     assert_eq!(status.as_deref(), Some("ok"));
     server.halt();
-    let reached = storage.checkpoints();
+    steps_after(&storage.checkpoints(), before)
+}
+
+/// The checkpoints `reached` from index `before` on, each numbered by its occurrence in
+/// all of `reached`.
+pub fn steps_after(reached: &[CrashPoint], before: usize) -> Vec<Step> {
     let mut steps = Vec::new();
     let mut in_rotation = false;
     for (index, &point) in reached.iter().enumerate() {
