@@ -7,7 +7,8 @@
 //!
 //! Crash moments: every step of a compaction (every occurrence of every checkpoint) in a
 //! fresh directory and in one with a base of several parts and several incremental files,
-//! every fsync of a compaction, a failed fsync, and random moments under load with
+//! every step of a base written alone (BGREWRITEAOF with the log off), every fsync of a
+//! compaction, a failed fsync, and random moments under load with
 //! compactions running back to back.
 //!
 //! Longer runs: `TESSERA_CRASH_SEEDS=N` random crashes instead of 10, from seed
@@ -19,8 +20,7 @@ use common::crash_points::{Protocol, crash_tested_in, points_of};
 use common::in_process::{
     CRASH_SETTINGS, InProcess, Prepared, assert_directory_is_the_manifest, assert_same,
     assert_steps_cover_the_protocol, compact, compaction_steps, count_reached,
-    directory_with_history, dump, fresh_directory, populate, populate_named,
-    restart_after_power_loss,
+    directory_with_history, dump, fresh_directory, populate, restart_after_power_loss,
     send_write_after_the_switch, start_compaction_after_writes, wait_for_checkpoint,
     write_after_the_switch,
 };
@@ -153,8 +153,9 @@ fn write_a_base_alone(
     let storage = prepared.storage.durable_copy();
     let server = InProcess::start(&storage, LOG_OFF);
     let mut conn = server.connection();
-    populate_named(&mut conn, "off", 60);
+    populate(&mut conn, 120);
     let written = dump(server.port);
+    assert!(written != prepared.dataset, "the two datasets must differ");
     let before = storage.checkpoints().len();
     if let Some(step) = step {
         storage.crash_at(step.at());
@@ -201,7 +202,10 @@ fn power_loss_at_every_step_of_a_base_written_alone(prepared: &Prepared) {
                 assert_same(&actual, &prepared.dataset, &context);
                 false
             };
-            assert!(new || !committed, "{context}: the old dataset after the new one");
+            assert!(
+                new || !committed,
+                "{context}: the old dataset after the new one"
+            );
             committed |= new;
             restarted.halt();
             assert_directory_is_the_manifest(&storage, &context);

@@ -9,10 +9,10 @@
 //! command. A client that still finds nothing (another took it, the key changed type)
 //! stays blocked. Timeouts answer a null array, as Redis 7.0 does for every such command.
 
+use super::lists::Move;
 use super::{Action, Args, Ctx, flags};
 use crate::command;
 use crate::keyspace::Value;
-use super::lists::Move;
 use crate::types::list::End;
 use bytes::Bytes;
 use hashbrown::{HashMap, HashSet};

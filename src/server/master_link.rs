@@ -35,7 +35,7 @@ use crate::log::writer::{Rotation, RotationWaiter};
 use crate::replication::failover::FailoverState;
 use crate::replication::replica::{self, END_MARK_BYTES, LinkState, Preamble, PsyncAnswer};
 use crate::storage::Storage;
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -108,6 +108,14 @@ enum SyncError {
     TryLater(String),
     #[error("can't load the master's snapshot: {0}")]
     Load(#[from] crate::snapshot::SnapshotError),
+    /// Nothing came for `repl-timeout` (Redis's words, which operators' alerts and its
+    /// tests match).
+    #[error("Timeout connecting to the MASTER...")]
+    HandshakeTimeout,
+    #[error(
+        "Timeout receiving bulk data from MASTER... If the problem persists try to set the 'repl-timeout' parameter in redis.conf to a larger value."
+    )]
+    TransferTimeout,
 }
 
 /// What the sync thread needs, copied out of the configuration.
@@ -139,7 +147,18 @@ struct Link {
 impl Link {
     fn fill(&mut self) -> Result<usize, SyncError> {
         let mut chunk = [0u8; READ_CHUNK_BYTES];
-        let n = self.stream.read(&mut chunk)?;
+        let n = match self.stream.read(&mut chunk) {
+            Ok(n) => n,
+            // The read timeout is `repl-timeout`.
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return Err(if self.progress.state.load(Ordering::Relaxed) == 1 {
+                    SyncError::TransferTimeout
+                } else {
+                    SyncError::HandshakeTimeout
+                });
+            }
+            Err(e) => return Err(e.into()),
+        };
         if n == 0 {
             return Err(SyncError::Protocol(
                 "the master closed the connection".into(),
@@ -661,6 +680,9 @@ impl Server {
             Err(error) => {
                 match &error {
                     SyncError::TryLater(_) => tracing::info!("{error}"),
+                    SyncError::HandshakeTimeout | SyncError::TransferTimeout => {
+                        tracing::warn!("{error}")
+                    }
                     _ => tracing::warn!("MASTER <-> REPLICA sync failed: {error}"),
                 }
                 let _ = self.storage.remove_file(&sync.temp_path);

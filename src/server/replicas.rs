@@ -210,10 +210,19 @@ impl Server {
         }
     }
 
-    /// The end of a turn's replication work, after `take_effects`: WAIT's request for
-    /// acknowledgements, and the replicas' buffers for the eviction measure.
+    /// The end of a turn's replication work, after `take_effects`: a new backlog size,
+    /// WAIT's request for acknowledgements, and the replicas' buffers for the eviction
+    /// measure.
     pub(super) fn replication_end_of_turn(&mut self) {
         let replication = &mut self.engine.state.replication;
+        let backlog_bytes = self.engine.state.config.replication.backlog_bytes;
+        if let Some(backlog) = &mut replication.backlog
+            && backlog.size_bytes() as u64 != backlog_bytes
+        {
+            // CONFIG SET repl-backlog-size, at once as Redis resizes it: a replica that
+            // reconnects next must not continue from history the new size gave up.
+            backlog.resize(backlog_bytes as usize);
+        }
         if std::mem::take(&mut replication.ack_requested)
             && !replication.replicas.is_empty()
             && !replication.is_replica()
@@ -783,11 +792,6 @@ impl Server {
                 config.backlog_ttl_seconds
             );
             self.engine.effects.enabled = self.log_writer.is_some();
-        }
-        if let Some(backlog) = &mut self.engine.state.replication.backlog
-            && backlog.size_bytes() as u64 != config.backlog_bytes
-        {
-            backlog.resize(config.backlog_bytes as usize); // CONFIG SET repl-backlog-size
         }
         let replication = &mut self.engine.state.replication;
         replication

@@ -24,12 +24,11 @@ pub fn crash_tested_in(point: CrashPoint) -> &'static [Protocol] {
     use CrashPoint::*;
     use Protocol::*;
     match point {
-        RewriteIncrCreated | ManifestTempWritten | ManifestRenamed | RewriteIncrCommitted
-        | RewritePartsDurable | RewriteCommitted | RewriteDeletedOne | RewriteDeletedAll => {
-            &[Compaction]
-        }
+        RewriteIncrCreated | RewriteIncrCommitted => &[Compaction],
+        ManifestTempWritten | ManifestRenamed | RewritePartsDurable | RewriteCommitted
+        | RewriteDeletedOne | RewriteDeletedAll => &[Compaction, BaseAlone],
         SnapshotFirstCaptureTaken | SnapshotPartSynced | SnapshotPartsWritten => {
-            &[Compaction, Bgsave]
+            &[Compaction, BaseAlone, Bgsave]
         }
         SaveTempWritten | SaveTempSynced => &[Save],
         DumpRenamed | DumpDirSynced => &[Save, Bgsave],
