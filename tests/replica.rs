@@ -700,3 +700,95 @@ fn a_writable_replica_expires_as_redis_does() {
     assert_eq!(transcripts[1][3], "Ok(int(-1))");
     assert_eq!(transcripts[3][0], "4", "key1, key2, master-ttl, own-later");
 }
+
+/// What a replica's clients see while a full sync runs, by `repl-diskless-load`, as
+/// Redis's loading and async loading show it: with `swapdb` and a master of another
+/// history, -LOADING from the transfer on; with `swapdb` and the same history (a full
+/// sync after the backlog lost the replica's offset), the old dataset is served, but not
+/// the commands and settings Redis refuses during async loading; either way the master's
+/// dataset replaces the old one at the end.
+#[test]
+fn a_replica_s_clients_see_its_full_sync_as_repl_diskless_load_says() {
+    let master_dir = temp_dir();
+    let master = start_master(master_dir.path(), &[]);
+    let mut source = master.connection();
+    run(&mut source, &["DEBUG", "POPULATE", "300", "key", "10"]);
+    // 10 ms a key: the snapshot takes some 3 s to write.
+    run(
+        &mut source,
+        &["CONFIG", "SET", "rdb-key-save-delay", "10000"],
+    );
+    let replica_dir = temp_dir();
+    let tessera = start_server(
+        replica_dir.path(),
+        &[
+            "--repl-diskless-load",
+            "swapdb",
+            "--replica-read-only",
+            "no",
+        ],
+    );
+    let mut replica = tessera.connection();
+    run(&mut replica, &["SET", "mine", "1"]);
+    let persistence =
+        |conn: &mut redis::Connection, name: &str| field(&info(conn, "persistence"), name).unwrap();
+
+    // Another history: clients wait.
+    let port = master.port.to_string();
+    run(&mut replica, &["REPLICAOF", "127.0.0.1", &port]);
+    wait_until("loading", Duration::from_secs(20), || {
+        persistence(&mut replica, "loading") == "1"
+    });
+    assert_eq!(persistence(&mut replica, "async_loading"), "0");
+    let refused: redis::RedisResult<Option<String>> =
+        redis::cmd("GET").arg("mine").query(&mut replica);
+    assert_eq!(refused.unwrap_err().code(), Some("LOADING"));
+    wait_link_up(&mut replica);
+    assert_eq!(persistence(&mut replica, "loading"), "0");
+    let mine: Option<String> = redis::cmd("GET").arg("mine").query(&mut replica).unwrap();
+    assert_eq!(mine, None, "the master's dataset replaced the replica's");
+
+    // The same history, a full sync all the same: clients are served the old dataset.
+    run(&mut replica, &["SET", "mine", "2"]);
+    let mut transaction = redis::pipe();
+    transaction.atomic();
+    transaction
+        .cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("replica");
+    transaction
+        .cmd("CONFIG")
+        .arg("SET")
+        .arg("repl-backlog-size")
+        .arg("16384");
+    for n in 0..4 {
+        transaction
+            .cmd("SET")
+            .arg(format!("big{n}"))
+            .arg("A".repeat(16384));
+    }
+    let _: redis::Value = transaction.query(&mut source).unwrap();
+    wait_until("async loading", Duration::from_secs(20), || {
+        persistence(&mut replica, "async_loading") == "1"
+    });
+    assert_eq!(persistence(&mut replica, "loading"), "0");
+    let mine: Option<String> = redis::cmd("GET").arg("mine").query(&mut replica).unwrap();
+    assert_eq!(mine.as_deref(), Some("2"));
+    for refused in [
+        &["CONFIG", "SET", "appendonly", "no"][..],
+        &["REPLICAOF", "NO", "ONE"],
+        &["BGSAVE"],
+    ] {
+        let reply: redis::RedisResult<redis::Value> = redis::cmd(refused[0])
+            .arg(&refused[1..])
+            .query(&mut replica);
+        assert_eq!(reply.unwrap_err().code(), Some("LOADING"), "{refused:?}");
+    }
+    wait_link_up(&mut replica);
+    assert_eq!(persistence(&mut replica, "async_loading"), "0");
+    let mine: Option<String> = redis::cmd("GET").arg("mine").query(&mut replica).unwrap();
+    assert_eq!(mine, None);
+    let big: Option<String> = redis::cmd("GET").arg("big3").query(&mut replica).unwrap();
+    assert_eq!(big.map(|v| v.len()), Some(16384));
+}

@@ -641,6 +641,34 @@ fn a_busy_script_answers_busy_and_script_kill_stops_it() {
     }
 }
 
+/// A client whose last replies showed a write or a read gets -BUSY at once, with the log
+/// on and off (with it off, nothing released what those replies showed, and the -BUSY
+/// waited for the script's end: a client waiting for it hung).
+#[test]
+fn a_client_that_wrote_before_gets_busy_at_once_with_the_log_on_or_off() {
+    for log in ["yes", "no"] {
+        let dir = temp_dir();
+        let server = start_server(
+            dir.path(),
+            &["--appendonly", log, "--busy-reply-threshold", "50"],
+        );
+        let mut writer = connect(server.port);
+        writer
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        assert_eq!(call(&mut writer, &["SET", "k", "v"]), "+OK\r\n");
+        assert_eq!(call(&mut writer, &["GET", "k"]), "$1\r\nv\r\n");
+        let running = eval_in_background(server.port, "while true do end");
+        wait_for_busy(server.port);
+        assert!(
+            call(&mut writer, &["PING"]).starts_with("-BUSY"),
+            "appendonly {log}: the writer's PING"
+        );
+        assert_eq!(call(&mut writer, &["SCRIPT", "KILL"]), "+OK\r\n");
+        assert!(running.join().unwrap().starts_with("-ERR Script killed"));
+    }
+}
+
 /// What clients see of transactions begun, queued, watched and ended while a script is
 /// busy (Redis's `allow-busy` MULTI, WATCH, UNWATCH, DISCARD; -BUSY dooms the
 /// transaction; EXEC aborts), on one server whose `busy-reply-threshold` is 50 ms.

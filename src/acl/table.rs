@@ -379,6 +379,13 @@ impl CommandTable {
         Some(command)
     }
 
+    /// Whether the command a request runs (its subcommand, for a container) has Redis's
+    /// command flag `flag` (`no_async_loading`, …).
+    pub fn request_has_flag(&self, name: &str, argv: &[&[u8]], flag: &str) -> bool {
+        self.for_request(name, argv)
+            .is_some_and(|command| command.flags.iter().any(|f| f == flag))
+    }
+
     /// Every command and subcommand in table order.
     pub fn iter(&self) -> impl Iterator<Item = &AclCommand> {
         self.commands.iter()

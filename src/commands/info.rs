@@ -89,7 +89,7 @@ fn info_persistence(
     let config = &server.config;
     out.push_str("# Persistence\r\n");
     kv(out, "loading", &(p.loading.is_some() as u8));
-    kv(out, "async_loading", &0);
+    kv(out, "async_loading", &u8::from(p.async_loading));
     kv(out, "current_cow_peak", &0);
     kv(out, "current_cow_size", &0);
     kv(out, "current_cow_size_age", &0);

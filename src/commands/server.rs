@@ -385,6 +385,18 @@ fn config_set(ctx: &mut Ctx, pairs: &Args) -> Action {
         ctx.out.error(SYNTAX_ERROR);
         return Action::None;
     }
+    // Redis's DENY_LOADING_CONFIG, whose error takes precedence over the others.
+    let loading = ctx.server.persistence.loading.is_some() || ctx.server.persistence.async_loading;
+    if loading
+        && pairs.chunks(2).any(|pair| {
+            find_directive(&lossy(pair[0]))
+                .is_some_and(|d| crate::config::DENY_WHILE_LOADING.contains(&d.name))
+        })
+    {
+        ctx.out
+            .error("LOADING Redis is loading the dataset in memory");
+        return Action::None;
+    }
     let mut updated = ctx.server.config.clone();
     let mut seen: Vec<&str> = Vec::new();
     for pair in pairs.chunks(2) {

@@ -315,8 +315,12 @@ pub struct PersistenceInfo {
     pub rdb_last_load_keys_expired: u64,
     pub loading_seconds: f64,
     pub loaded_keys: u64,
-    /// Set while the dataset is loading at start-up.
+    /// Set while the dataset is loading at start-up, or while a replica's full sync
+    /// makes its clients wait (`repl-diskless-load`): -LOADING meanwhile.
     pub loading: Option<LoadingStatus>,
+    /// A replica's full sync of the same history with `repl-diskless-load swapdb` (Redis's
+    /// async loading): the old dataset is served, but for `no_async_loading` commands.
+    pub async_loading: bool,
 }
 
 /// How far a start-up load is, shared by the loading thread with the event loop (INFO

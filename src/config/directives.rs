@@ -665,6 +665,23 @@ pub static DIRECTIVES: &[Directive] = &[
         |c, a| c.replication.diskless_sync = parse_bool(a)?
     ),
     directive!(
+        "repl-diskless-load",
+        true,
+        |c| c.replication.diskless_load.name().into(),
+        |c, a| {
+            c.replication.diskless_load = match one(a)?.to_ascii_lowercase().as_str() {
+                "disabled" => DisklessLoad::Disabled,
+                "on-empty-db" => DisklessLoad::OnEmptyDb,
+                "swapdb" => DisklessLoad::Swapdb,
+                _ => {
+                    return Err(ValueError::NotOneOf {
+                        choices: "disabled, on-empty-db, swapdb",
+                    });
+                }
+            }
+        }
+    ),
+    directive!(
         "repl-diskless-sync-delay",
         true,
         |c| c.replication.diskless_sync_delay_seconds.to_string(),

@@ -449,11 +449,6 @@ const SYSLOG_FACILITY: &[Choice] = &[
     choice("local6", 176),
     choice("local7", 184),
 ];
-const DISKLESS_LOAD: &[Choice] = &[
-    choice("disabled", 0),
-    choice("on-empty-db", 1),
-    choice("swapdb", 2),
-];
 const OOM_SCORE_ADJ: &[Choice] = &[
     choice("no", 0),
     choice("yes", 1),
@@ -499,7 +494,6 @@ pub static INERT_DIRECTIVES: &[Directive] = &[
     inert!("replica-priority", int(0, INT_MAX), "100").alias("slave-priority"),
     inert!("replica-announce-ip", NULLABLE, "").alias("slave-announce-ip"),
     inert!("replica-announce-port", int(0, 65535), "0").alias("slave-announce-port"),
-    inert!("repl-diskless-load", Kind::Enum(DISKLESS_LOAD), "disabled"),
     inert!(
         "propagation-error-behavior",
         Kind::Enum(PROPAGATION_ERROR),

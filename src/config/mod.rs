@@ -283,6 +283,10 @@ pub const PROTECTED: &[&str] = &["dir", "dbfilename"];
 /// Redis's does then too), and refuses any other as immutable.
 pub const START_ONLY: &[&str] = &["port", "bind", "dir", "dbfilename"];
 
+/// Directives CONFIG SET refuses with -LOADING while the dataset loads, a replica's
+/// async loading included (Redis 7.0's DENY_LOADING_CONFIG).
+pub const DENY_WHILE_LOADING: &[&str] = &["appendonly", "repl-diskless-load", "dir"];
+
 /// With `aof-rewrite-threads 0`, the dataset bytes each part of a base is given at least:
 /// a small dataset gets one part (Redis's own file name, one file to write, sync and
 /// load), a large one a part per CPU. Below this size a second thread saves less time
@@ -339,6 +343,8 @@ pub struct ReplicationConfig {
     /// `repl-diskless-sync-max-replicas`: a diskless sync starts before its delay once
     /// this many replicas wait (0: no such limit).
     pub diskless_sync_max_replicas: u64,
+    /// `repl-diskless-load`: how a replica's clients see its full sync (`DisklessLoad`).
+    pub diskless_load: DisklessLoad,
     /// `replica-read-only`: a replica refuses its clients' writes.
     pub replica_read_only: bool,
     /// `replica-serve-stale-data`: a replica whose master link is down still answers.
@@ -358,8 +364,32 @@ impl Default for ReplicationConfig {
             diskless_sync: true,
             diskless_sync_delay_seconds: 5,
             diskless_sync_max_replicas: 0,
+            diskless_load: DisklessLoad::Disabled,
             replica_read_only: true,
             replica_serve_stale_data: true,
+        }
+    }
+}
+
+/// `repl-diskless-load`. A Tessera replica always receives its master's snapshot into a
+/// file and loads it into a dataset of its own, keeping the old one until the new one is
+/// whole; what the setting chooses is what clients see meanwhile, as Redis's modes show it:
+/// with `disabled` they get -LOADING while the file loads; with `on-empty-db` (and no keys)
+/// and `swapdb`, from the start of the transfer; and with `swapdb` and a sync of the same
+/// history (Redis's async loading), they are served the old dataset throughout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DisklessLoad {
+    Disabled,
+    OnEmptyDb,
+    Swapdb,
+}
+
+impl DisklessLoad {
+    pub fn name(self) -> &'static str {
+        match self {
+            DisklessLoad::Disabled => "disabled",
+            DisklessLoad::OnEmptyDb => "on-empty-db",
+            DisklessLoad::Swapdb => "swapdb",
         }
     }
 }

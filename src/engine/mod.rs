@@ -917,11 +917,21 @@ impl Engine {
             && (!spec.has(flags::STALE) || transaction::exec_denies_stale(session, spec))
         {
             Some(Refusal::MasterDown)
-        } else if self.state.persistence.loading.is_some() && !spec.has(flags::LOADING) {
+        } else if self.loading_refuses(spec, argv) {
             Some(Refusal::Loading)
         } else {
             None
         }
+    }
+
+    /// -LOADING (Redis's checks, in its order): while the dataset loads, a command not
+    /// marked `loading`; while a replica loads its master's asynchronously, one Redis
+    /// marks `no-async-loading`.
+    fn loading_refuses(&self, spec: &CommandSpec, argv: &[&[u8]]) -> bool {
+        let persistence = &self.state.persistence;
+        (persistence.loading.is_some() && !spec.has(flags::LOADING))
+            || (persistence.async_loading
+                && crate::acl::table::table().request_has_flag(spec.name, argv, "no_async_loading"))
     }
 
     /// Why a script's command may not run (Redis's `scriptCall` checks, in its order).
@@ -967,7 +977,7 @@ impl Engine {
             // Redis's `scriptVerifyOOM`: as the script started over the limit, it may not
             // begin to grow memory (once it wrote, it cannot be stopped half done).
             Some(Refusal::OutOfMemory)
-        } else if self.state.persistence.loading.is_some() && !spec.has(flags::LOADING) {
+        } else if self.loading_refuses(spec, argv) {
             Some(Refusal::Loading)
         } else {
             None

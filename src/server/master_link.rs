@@ -29,6 +29,7 @@
 use super::Server;
 use super::session::Client;
 use crate::commands::SessionState;
+use crate::config::DisklessLoad;
 use crate::keyspace::Keyspace;
 use crate::log::manifest::{FileKind, Manifest, ManifestEntry};
 use crate::log::writer::{Rotation, RotationWaiter};
@@ -61,6 +62,44 @@ pub(super) struct SyncProgress {
     last_io: AtomicI64,
     /// PSYNC was sent (a FAILOVER's handshake that fails after it is aborted, not retried).
     psync_sent: AtomicBool,
+    /// What clients see now (`LoadView` as a number).
+    view: AtomicU8,
+}
+
+/// What a replica's clients see while a full sync runs (`repl-diskless-load`, Redis's
+/// loading and async loading). The old dataset stays in memory until the new one is
+/// whole either way, so a failed sync leaves it as it was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LoadView {
+    /// The old dataset, served as before.
+    Served = 0,
+    /// -LOADING (INFO `loading:1`): the new dataset is of another history, or its load
+    /// has begun.
+    Loading = 1,
+    /// The old dataset, served, but for commands Redis refuses during async loading
+    /// (INFO `async_loading:1`): the new one continues the same history.
+    AsyncLoading = 2,
+}
+
+impl LoadView {
+    fn of(value: u8) -> LoadView {
+        match value {
+            1 => LoadView::Loading,
+            2 => LoadView::AsyncLoading,
+            _ => LoadView::Served,
+        }
+    }
+}
+
+/// When clients stop being served plainly, by `repl-diskless-load` (resolved when the sync
+/// starts).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LoadFrom {
+    /// `disabled` (and `on-empty-db` with keys): once the received file starts loading.
+    Load,
+    /// `swapdb` (and `on-empty-db` without keys): from the transfer on, as Redis loads
+    /// from the socket; with `swapdb`, asynchronously when the history is the same.
+    Transfer { async_if_same_history: bool },
 }
 
 /// A sync in progress: its thread, and whether REPLICAOF made it moot.
@@ -134,6 +173,7 @@ struct SyncParams {
     /// A FAILOVER made this instance the replica of its target: PSYNC says `FAILOVER`, and
     /// the target promotes itself before it answers.
     failover: bool,
+    load_from: LoadFrom,
 }
 
 /// The master's socket, read a line or a number of bytes at a time, with what was read
@@ -300,8 +340,25 @@ fn sync_with_master(params: SyncParams, progress: Arc<SyncProgress>) -> Result<S
         PsyncAnswer::FullResync { replid, offset } => {
             tracing::info!("Full resync from master: {replid}:{offset}");
             progress.state.store(1, Ordering::Relaxed);
+            if let LoadFrom::Transfer {
+                async_if_same_history,
+            } = params.load_from
+            {
+                let same = params.history.as_ref().is_some_and(|(id, _)| *id == replid);
+                let view = if async_if_same_history && same {
+                    LoadView::AsyncLoading
+                } else {
+                    LoadView::Loading
+                };
+                progress.view.store(view as u8, Ordering::Relaxed);
+            }
             receive_snapshot(&mut link, &params)?;
             tracing::info!("MASTER <-> REPLICA sync: Loading DB in memory");
+            if params.load_from == LoadFrom::Load {
+                progress
+                    .view
+                    .store(LoadView::Loading as u8, Ordering::Relaxed);
+            }
             let read = load_keeping_link_alive(&link.stream, &params)?;
             let mut keyspace = Keyspace::new(params.databases);
             for (target, db) in keyspace.dbs.iter_mut().zip(read.dbs) {
@@ -469,6 +526,7 @@ impl Server {
             // Its thread ends on its own (its socket times out, or it finishes); its
             // outcome is dropped, its file removed.
             self.abandoned_syncs.push(sync);
+            self.show_sync_load(LoadView::Served);
         }
         self.close_master_session();
     }
@@ -527,6 +585,24 @@ impl Server {
         }
     }
 
+    /// Shows clients a full sync's `view` (INFO `loading` / `async_loading`; the engine
+    /// answers -LOADING by them). Never during the start-up load, which holds back syncs.
+    fn show_sync_load(&mut self, view: LoadView) {
+        let persistence = &mut self.engine.state.persistence;
+        persistence.async_loading = view == LoadView::AsyncLoading;
+        match (view == LoadView::Loading, persistence.loading.is_some()) {
+            (true, false) => {
+                persistence.loading = Some(crate::commands::LoadingStatus {
+                    start_unix_seconds: crate::clock::unix_seconds(),
+                    started: Instant::now(),
+                    progress: Arc::default(),
+                });
+            }
+            (false, true) if self.loading.is_none() => persistence.loading = None,
+            _ => {}
+        }
+    }
+
     /// Starts the sync thread for the link to connect.
     pub(super) fn start_master_sync(&mut self) {
         if self.master_sync.is_some() || self.loading.is_some() {
@@ -572,6 +648,17 @@ impl Server {
             databases: config.databases,
             timeout: Duration::from_secs(config.replication.timeout_seconds.max(1)),
             failover: state.replication.failover.state == FailoverState::InProgress,
+            load_from: match config.replication.diskless_load {
+                DisklessLoad::Swapdb => LoadFrom::Transfer {
+                    async_if_same_history: true,
+                },
+                DisklessLoad::OnEmptyDb if self.engine.keyspace.total_keys() == 0 => {
+                    LoadFrom::Transfer {
+                        async_if_same_history: false,
+                    }
+                }
+                DisklessLoad::Disabled | DisklessLoad::OnEmptyDb => LoadFrom::Load,
+            },
         };
         tracing::info!("Connecting to MASTER {}:{}", link.host, link.port);
         tracing::info!("MASTER <-> REPLICA sync started");
@@ -643,6 +730,11 @@ impl Server {
         let Some(sync) = &self.master_sync else {
             return;
         };
+        let view = LoadView::of(sync.progress.view.load(Ordering::Relaxed));
+        self.show_sync_load(view);
+        let Some(sync) = &self.master_sync else {
+            unreachable!("checked above");
+        };
         if let Some(link) = &mut self.engine.state.replication.master {
             let progress = &sync.progress;
             if progress.state.load(Ordering::Relaxed) == 1 {
@@ -660,6 +752,8 @@ impl Server {
             return;
         }
         let sync = self.master_sync.take().expect("checked");
+        // Whatever the outcome, clients are served again: the new dataset, or the old one.
+        self.show_sync_load(LoadView::Served);
         let outcome = sync.thread.join();
         let outcome = match outcome {
             Ok(outcome) => outcome,

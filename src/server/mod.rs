@@ -587,6 +587,11 @@ impl Server {
             }
         } else {
             for token in std::mem::take(&mut self.touched) {
+                // Nothing waits for a log: what the replies showed is forgotten, so that
+                // a busy script's -BUSY replies later go out at once (`busy`).
+                if let Some(client) = self.clients.get_mut(&token) {
+                    client.hold_for(0);
+                }
                 self.flush_client(token);
             }
         }
