@@ -102,6 +102,28 @@ enum LoadFrom {
     Transfer { async_if_same_history: bool },
 }
 
+/// Shows clients a full sync's `view` (INFO `loading` / `async_loading`; the engine
+/// answers -LOADING by them). The start-up load (`starting_up`) holds back syncs, and its
+/// own -LOADING is never lifted here.
+fn show_sync_load(
+    persistence: &mut crate::commands::PersistenceInfo,
+    starting_up: bool,
+    view: LoadView,
+) {
+    persistence.async_loading = view == LoadView::AsyncLoading;
+    match (view == LoadView::Loading, persistence.loading.is_some()) {
+        (true, false) => {
+            persistence.loading = Some(crate::commands::LoadingStatus {
+                start_unix_seconds: crate::clock::unix_seconds(),
+                started: Instant::now(),
+                progress: Arc::default(),
+            });
+        }
+        (false, true) if !starting_up => persistence.loading = None,
+        _ => {}
+    }
+}
+
 /// A sync in progress: its thread, and whether REPLICAOF made it moot.
 pub(super) struct MasterSync {
     thread: std::thread::JoinHandle<Result<Synced, SyncError>>,
@@ -585,22 +607,12 @@ impl Server {
         }
     }
 
-    /// Shows clients a full sync's `view` (INFO `loading` / `async_loading`; the engine
-    /// answers -LOADING by them). Never during the start-up load, which holds back syncs.
     fn show_sync_load(&mut self, view: LoadView) {
-        let persistence = &mut self.engine.state.persistence;
-        persistence.async_loading = view == LoadView::AsyncLoading;
-        match (view == LoadView::Loading, persistence.loading.is_some()) {
-            (true, false) => {
-                persistence.loading = Some(crate::commands::LoadingStatus {
-                    start_unix_seconds: crate::clock::unix_seconds(),
-                    started: Instant::now(),
-                    progress: Arc::default(),
-                });
-            }
-            (false, true) if self.loading.is_none() => persistence.loading = None,
-            _ => {}
-        }
+        show_sync_load(
+            &mut self.engine.state.persistence,
+            self.loading.is_some(),
+            view,
+        );
     }
 
     /// Starts the sync thread for the link to connect.
@@ -731,10 +743,11 @@ impl Server {
             return;
         };
         let view = LoadView::of(sync.progress.view.load(Ordering::Relaxed));
-        self.show_sync_load(view);
-        let Some(sync) = &self.master_sync else {
-            unreachable!("checked above");
-        };
+        show_sync_load(
+            &mut self.engine.state.persistence,
+            self.loading.is_some(),
+            view,
+        );
         if let Some(link) = &mut self.engine.state.replication.master {
             let progress = &sync.progress;
             if progress.state.load(Ordering::Relaxed) == 1 {
