@@ -792,3 +792,39 @@ fn a_replica_s_clients_see_its_full_sync_as_repl_diskless_load_says() {
     let big: Option<String> = redis::cmd("GET").arg("big3").query(&mut replica).unwrap();
     assert_eq!(big.map(|v| v.len()), Some(16384));
 }
+
+/// A replica that stops its sync (REPLICAOF NO ONE) closes its link at once, as Redis
+/// does: its master drops it, and stops the snapshot no other replica waits for, well
+/// before `repl-timeout`.
+#[test]
+fn a_replica_that_gives_up_its_sync_closes_the_link_at_once() {
+    let master_dir = temp_dir();
+    let master = start_master(master_dir.path(), &["--repl-diskless-sync", "no"]);
+    let mut source = master.connection();
+    run(&mut source, &["DEBUG", "POPULATE", "100", "key", "10"]);
+    // A second a key: the snapshot would take minutes.
+    run(
+        &mut source,
+        &["CONFIG", "SET", "rdb-key-save-delay", "1000000"],
+    );
+    let replica_dir = temp_dir();
+    let tessera = start_server(replica_dir.path(), &[]);
+    let mut replica = tessera.connection();
+    let port = master.port.to_string();
+    run(&mut replica, &["REPLICAOF", "127.0.0.1", &port]);
+    let saving = |conn: &mut redis::Connection| {
+        field(&info(conn, "persistence"), "rdb_bgsave_in_progress").unwrap()
+    };
+    wait_until("the master's snapshot", Duration::from_secs(20), || {
+        saving(&mut source) == "1"
+    });
+    run(&mut replica, &["REPLICAOF", "NO", "ONE"]);
+    wait_until(
+        "the master to drop the replica",
+        Duration::from_secs(5),
+        || {
+            field(&info(&mut source, "replication"), "connected_slaves").as_deref() == Some("0")
+                && saving(&mut source) == "0"
+        },
+    );
+}

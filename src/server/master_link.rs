@@ -64,6 +64,9 @@ pub(super) struct SyncProgress {
     psync_sent: AtomicBool,
     /// What clients see now (`LoadView` as a number).
     view: AtomicU8,
+    /// A handle on the sync's socket, to close it when the sync is abandoned (as Redis's
+    /// `cancelReplicationHandshake`: the master sees the replica go at once).
+    socket: std::sync::Mutex<Option<TcpStream>>,
 }
 
 /// What a replica's clients see while a full sync runs (`repl-diskless-load`, Redis's
@@ -287,6 +290,7 @@ fn sync_with_master(params: SyncParams, progress: Arc<SyncProgress>) -> Result<S
         .ok_or_else(|| SyncError::Connect("no address".into()))?;
     let stream = TcpStream::connect_timeout(&address, params.timeout)
         .map_err(|e| SyncError::Connect(e.to_string()))?;
+    *progress.socket.lock().unwrap_or_else(|e| e.into_inner()) = stream.try_clone().ok();
     stream.set_read_timeout(Some(params.timeout))?;
     stream.set_nodelay(true)?;
     tracing::info!("Non blocking connect for SYNC fired the event.");
@@ -545,8 +549,17 @@ impl Server {
     fn drop_master_link(&mut self) {
         if let Some(sync) = self.master_sync.take() {
             sync.abandoned.store(true, Ordering::Release);
-            // Its thread ends on its own (its socket times out, or it finishes); its
-            // outcome is dropped, its file removed.
+            // Its socket is closed, so its thread ends at its next read (or it finishes);
+            // its outcome is dropped, its file removed.
+            let socket = sync
+                .progress
+                .socket
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            if let Some(socket) = socket {
+                let _ = socket.shutdown(std::net::Shutdown::Both);
+            }
             self.abandoned_syncs.push(sync);
             self.show_sync_load(LoadView::Served);
         }

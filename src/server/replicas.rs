@@ -698,6 +698,8 @@ impl Server {
             }
             sync.job.cancel_and_wait(&mut self.engine.keyspace);
             self.engine.keyspace.forget_snapshot();
+            // INFO's `rdb_bgsave_in_progress` says so at once, as when Redis kills its child.
+            self.engine.state.replication.full_sync_in_progress = false;
             self.start_scheduled_jobs();
         }
     }

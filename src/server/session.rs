@@ -789,7 +789,7 @@ impl Server {
                         .enumerate()
                         .map(|(i, r)| big.argument(i, frame, r.clone()))
                         .collect();
-                    let mut rogue = false;
+                    let mut rogue = None;
                     let outcome = (!argv.is_empty()).then(|| {
                         let request = Request {
                             argv: &argv,
@@ -804,13 +804,14 @@ impl Server {
                             &mut *output
                         };
                         let ran = self.execute_for_client(state, out, conn, request);
-                        rogue = replica && !scratch.is_empty();
+                        rogue = (replica && !scratch.is_empty()).then_some(scratch);
                         ran
                     });
                     let held = postponed_copy(&outcome, &argv);
+                    let rogue = rogue.map(|reply| (table_name(&argv), reply));
                     drop(argv);
-                    if rogue {
-                        rogue_replica(conn, state);
+                    if let Some((name, reply)) = rogue {
+                        rogue_replica(conn, state, &name, &reply);
                     }
                     conn.postponed = held;
                     conn.big_arguments.clear();
@@ -825,7 +826,7 @@ impl Server {
                         let replicas = &mut self.engine.state.replication.replicas;
                         replicas.heard_from(state.id, now);
                     }
-                    let mut rogue = false;
+                    let mut rogue = None;
                     let outcome = (!argv.is_empty()).then(|| {
                         let replica = state.replica;
                         let mut scratch = Vec::new();
@@ -835,11 +836,11 @@ impl Server {
                             &mut *output
                         };
                         let ran = self.execute_for_client(state, out, conn, Request::plain(&argv));
-                        rogue = replica && !scratch.is_empty();
+                        rogue = (replica && !scratch.is_empty()).then_some(scratch);
                         ran
                     });
-                    if rogue {
-                        rogue_replica(conn, state);
+                    if let Some(reply) = rogue {
+                        rogue_replica(conn, state, &table_name(&argv), &reply);
                     }
                     conn.postponed = postponed_copy(&outcome, &argv);
                     consumed_total += used;
@@ -921,16 +922,31 @@ impl Server {
     }
 }
 
-/// A replica's command produced a reply, which its output (the stream) cannot carry:
-/// Redis drops such a replica ("Replica generated a reply to command").
-fn rogue_replica(conn: &mut Connection, state: &SessionState) {
+/// A replica's command produced `reply`, which its output (the stream) cannot carry:
+/// Redis drops such a replica ("Replica generated a reply to command"), naming the
+/// command as its table does (`xinfo|help`), after logging an error it was answered.
+fn rogue_replica(conn: &mut Connection, state: &SessionState, name: &str, reply: &[u8]) {
+    if let Some(error) = reply.strip_prefix(b"-") {
+        let line = error.split(|&b| b == b'\r').next().unwrap_or(error);
+        tracing::warn!(
+            "== CRITICAL == This master is sending an error to its replica: '{}' after processing the command '{name}'",
+            String::from_utf8_lossy(line)
+        );
+    }
     tracing::warn!(
-        "Replica generated a reply to command '{}', disconnecting it: id={} addr={}",
-        state.last_command,
+        "Replica generated a reply to command '{name}', disconnecting it: id={} addr={}",
         state.id,
         conn.peer
     );
     conn.close_after_reply = true;
+}
+
+/// A request's command as Redis's table names it (`get`, `xinfo|help`).
+fn table_name(argv: &[&[u8]]) -> String {
+    let name = String::from_utf8_lossy(argv[0]).to_ascii_lowercase();
+    crate::acl::table::table()
+        .for_request(&name, argv)
+        .map_or(name.clone(), |command| command.full_name.clone())
 }
 
 /// The arguments of a request CLIENT PAUSE held, kept to run it again.
