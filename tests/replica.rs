@@ -701,6 +701,24 @@ fn a_writable_replica_expires_as_redis_does() {
     assert_eq!(transcripts[3][0], "4", "key1, key2, master-ttl, own-later");
 }
 
+/// A Tessera master holding `keys` keys whose snapshots take `delay_us` µs a key
+/// (`rdb-key-save-delay`), so that a replica's full sync lasts.
+fn slow_master(
+    dir: &std::path::Path,
+    args: &[&str],
+    keys: &str,
+    delay_us: &str,
+) -> common::TestServer {
+    let master = start_master(dir, args);
+    let mut source = master.connection();
+    run(&mut source, &["DEBUG", "POPULATE", keys, "key", "10"]);
+    run(
+        &mut source,
+        &["CONFIG", "SET", "rdb-key-save-delay", delay_us],
+    );
+    master
+}
+
 /// What a replica's clients see while a full sync runs, by `repl-diskless-load`, as
 /// Redis's loading and async loading show it: with `swapdb` and a master of another
 /// history, -LOADING from the transfer on; with `swapdb` and the same history (a full
@@ -710,14 +728,9 @@ fn a_writable_replica_expires_as_redis_does() {
 #[test]
 fn a_replica_s_clients_see_its_full_sync_as_repl_diskless_load_says() {
     let master_dir = temp_dir();
-    let master = start_master(master_dir.path(), &[]);
-    let mut source = master.connection();
-    run(&mut source, &["DEBUG", "POPULATE", "300", "key", "10"]);
     // 10 ms a key: the snapshot takes some 3 s to write.
-    run(
-        &mut source,
-        &["CONFIG", "SET", "rdb-key-save-delay", "10000"],
-    );
+    let master = slow_master(master_dir.path(), &[], "300", "10000");
+    let mut source = master.connection();
     let replica_dir = temp_dir();
     let tessera = start_server(
         replica_dir.path(),
@@ -799,14 +812,14 @@ fn a_replica_s_clients_see_its_full_sync_as_repl_diskless_load_says() {
 #[test]
 fn a_replica_that_gives_up_its_sync_closes_the_link_at_once() {
     let master_dir = temp_dir();
-    let master = start_master(master_dir.path(), &["--repl-diskless-sync", "no"]);
-    let mut source = master.connection();
-    run(&mut source, &["DEBUG", "POPULATE", "100", "key", "10"]);
     // A second a key: the snapshot would take minutes.
-    run(
-        &mut source,
-        &["CONFIG", "SET", "rdb-key-save-delay", "1000000"],
+    let master = slow_master(
+        master_dir.path(),
+        &["--repl-diskless-sync", "no"],
+        "100",
+        "1000000",
     );
+    let mut source = master.connection();
     let replica_dir = temp_dir();
     let tessera = start_server(replica_dir.path(), &[]);
     let mut replica = tessera.connection();
